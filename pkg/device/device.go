@@ -1,0 +1,101 @@
+package device
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Status words the driver writes to /sys/class/lpu/lpuN/status. Anything
+// else is an error word and makes the device unhealthy.
+const (
+	StatusReady = "READY"
+	StatusBusy  = "BUSY"
+)
+
+// IDPrefix starts every LPU ID: the device with index 3 is "lpu3".
+const IDPrefix = "lpu"
+
+// Device is one LPU as discovered on the host. Paths are host paths
+// (/dev/lpu3), never paths under the discovery root.
+type Device struct {
+	ID       string // "lpu3"
+	Index    int    // 3
+	Path     string // host device node, "/dev/lpu3"
+	Major    int64  // from the sysfs dev attribute
+	Minor    int64
+	Serial   string
+	Firmware string
+	NUMANode int    // -1 when unknown
+	PCIBusID string // basename of the device link, "" when absent
+	Health   Health
+}
+
+// Health says whether a device is usable, and why not.
+type Health struct {
+	Healthy bool
+	Reason  string // empty when healthy; e.g. `status "ECC_ERROR"`, "device node /dev/lpu3 missing"
+}
+
+// Telemetry is one reading of a device's telemetry attributes. Fields the
+// driver does not expose stay zero and are listed in Missing.
+type Telemetry struct {
+	UtilizationPercent float64
+	MemoryUsedBytes    uint64
+	MemoryTotalBytes   uint64
+	TemperatureCelsius float64
+	PowerWatts         float64
+	Missing            []string
+}
+
+// Inventory is everything discovery found on a node.
+type Inventory struct {
+	Devices       []Device   // sorted by Index
+	Rings         [][]string // device IDs in ring order; every device is on exactly one ring
+	DriverVersion string     // /sys/module/lpu/version, "" when absent
+}
+
+// Device returns the device with the given ID.
+func (inv *Inventory) Device(id string) (Device, bool) {
+	for _, d := range inv.Devices {
+		if d.ID == id {
+			return d, true
+		}
+	}
+	return Device{}, false
+}
+
+// HealthyIDs returns the IDs of healthy devices, by index.
+func (inv *Inventory) HealthyIDs() []string {
+	ids := make([]string, 0, len(inv.Devices))
+	for _, d := range inv.Devices {
+		if d.Health.Healthy {
+			ids = append(ids, d.ID)
+		}
+	}
+	return ids
+}
+
+// Discoverer finds the LPUs of a node. The production implementation reads
+// sysfs under a root directory; tests point it at a fake tree.
+type Discoverer interface {
+	Discover(ctx context.Context) (*Inventory, error)
+}
+
+// ParseID returns the index of an ID of the form "lpuN" (N a decimal without
+// sign or leading zeros, below 1<<16).
+func ParseID(id string) (int, error) {
+	digits, ok := strings.CutPrefix(id, IDPrefix)
+	if !ok || digits == "" || len(digits) > 5 || (len(digits) > 1 && digits[0] == '0') {
+		return 0, fmt.Errorf("device id %q: want %sN", id, IDPrefix)
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil || n < 0 || n >= 1<<16 || strconv.Itoa(n) != digits {
+		return 0, fmt.Errorf("device id %q: want %sN", id, IDPrefix)
+	}
+	return n, nil
+}
+
+// ID returns the device ID for an index.
+func ID(index int) string { return IDPrefix + strconv.Itoa(index) }

@@ -1,0 +1,125 @@
+// Package ready is the readiness signal lpu-nri gives lpu-device-plugin: a
+// unix socket under the shared state directory that answers every connection
+// with one line, "connected" or "disconnected" (from the container runtime).
+//
+// The device plugin's PreStartContainer refuses to let a container start
+// unless Check returns nil: if lpu-nri is down, the socket is gone or refuses
+// connections, and the container would otherwise start without its LPUs.
+package ready
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// SocketName is the readiness socket's file name in the state directory.
+const SocketName = "nri-ready.sock"
+
+const (
+	lineConnected    = "connected"
+	lineDisconnected = "disconnected"
+)
+
+// ErrNotConnected is returned by Check when lpu-nri runs but is not connected
+// to the container runtime.
+var ErrNotConnected = errors.New("LPU injector not connected to the container runtime")
+
+// Path returns the readiness socket path for a state directory.
+func Path(stateDir string) string { return filepath.Join(stateDir, SocketName) }
+
+// Server serves the readiness socket.
+type Server struct {
+	ln        net.Listener
+	connected atomic.Bool
+	wg        sync.WaitGroup
+}
+
+// Listen creates the readiness socket at path (replacing a stale one) and
+// serves it until Close. It starts out disconnected.
+func Listen(path string) (*Server, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale %s: %w", path, err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	s := &Server{ln: ln}
+	s.wg.Add(1)
+	go s.serve()
+	return s, nil
+}
+
+func (s *Server) serve() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		line := lineDisconnected
+		if s.connected.Load() {
+			line = lineConnected
+		}
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = c.Write([]byte(line + "\n"))
+		_ = c.Close()
+	}
+}
+
+// Set records whether lpu-nri is connected to the runtime.
+func (s *Server) Set(connected bool) { s.connected.Store(connected) }
+
+// Connected reports the recorded state.
+func (s *Server) Connected() bool { return s.connected.Load() }
+
+// Close stops serving and removes the socket.
+func (s *Server) Close() error {
+	err := s.ln.Close() // a unix listener removes its socket file on Close
+	s.wg.Wait()
+	return err
+}
+
+// Check asks the readiness socket at path whether lpu-nri is connected. It
+// returns nil only for a "connected" answer; otherwise an error saying why.
+func Check(ctx context.Context, path string) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Second)
+		defer cancel()
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return fmt.Errorf("%w: readiness socket %s: %w", ErrNotConnected, path, err)
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetReadDeadline(dl)
+	}
+	line, err := bufio.NewReader(io.LimitReader(c, 64)).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("%w: read %s: %w", ErrNotConnected, path, err)
+	}
+	switch strings.TrimSpace(line) {
+	case lineConnected:
+		return nil
+	case lineDisconnected:
+		return ErrNotConnected
+	default:
+		return fmt.Errorf("%w: unexpected answer %q from %s", ErrNotConnected, strings.TrimSpace(line), path)
+	}
+}
