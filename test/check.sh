@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# check.sh — the project's test command (`make test`, called by .ci/run).
+# On a fresh Debian 12 machine with Go it installs what it needs itself.
+#
+# usage: test/check.sh [all|tools|lint|unit|fuzz|e2e]...
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/go/bin:$(go env GOPATH)/bin:$PATH
+export GOFLAGS=${GOFLAGS:--buildvcs=false}
+STATICCHECK_VERSION=v0.8.2
+FUZZTIME=${FUZZTIME:-10s}
+
+log() { printf '[%(%H:%M:%S)T] check: %s\n' -1 "$*" >&2; }
+
+do_tools() {
+  command -v staticcheck >/dev/null || { log "installing staticcheck $STATICCHECK_VERSION"; go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"; }
+  # helm renders the chart in deploy tests; the rest runs the e2e node.
+  bash test/e2e/tools.sh helm apt containerd crictl kubelet
+}
+
+do_lint() {
+  log "gofmt"
+  local bad; bad=$(gofmt -l $(git ls-files '*.go'))
+  if [ -n "$bad" ]; then printf 'gofmt would change:\n%s\n' "$bad" >&2; return 1; fi
+  log "go vet"; go vet ./...
+  log "staticcheck"; staticcheck ./...
+}
+
+do_unit() {
+  log "go test -race ./..."
+  HELM=${HELM:-$(bash test/e2e/tools.sh path | tr ':' '\n' | grep helm)/helm} go test -race -count=1 ./...
+}
+
+# Every fuzz target in the tree, run briefly from its seed corpus onward.
+do_fuzz() {
+  local file pkg name
+  while IFS=: read -r file name; do
+    pkg=./$(dirname "$file")
+    log "fuzz $pkg $name ($FUZZTIME)"
+    go test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" "$pkg"
+  done < <(git grep -o -E '^func Fuzz[A-Za-z0-9_]+' -- '*_test.go' | sed -E 's/:func /:/' | sort -u || true)
+}
+
+do_e2e() { bash test/e2e/run.sh all; }
+
+[ $# -eq 0 ] && set -- all
+for step in "$@"; do
+  case $step in
+    all) do_tools; do_lint; do_unit; do_fuzz; do_e2e ;;
+    tools|lint|unit|fuzz|e2e) "do_$step" ;;
+    *) echo "usage: $0 [all|tools|lint|unit|fuzz|e2e]..." >&2; exit 2 ;;
+  esac
+done
