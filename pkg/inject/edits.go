@@ -1,0 +1,201 @@
+package inject
+
+import (
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/hyperaccel/lpu-node/pkg/device"
+)
+
+// Environment variables a container holding LPUs sees.
+const (
+	// EnvVisibleDevices lists the device indices in ring order, "7,0,1", or
+	// VisibleNone for a container without an allocation.
+	EnvVisibleDevices = "LPU_VISIBLE_DEVICES"
+	// EnvDriverVersion is the host driver version, when known.
+	EnvDriverVersion = "LPU_DRIVER_VERSION"
+	// VisibleNone is EnvVisibleDevices for a container holding no LPU. It
+	// overrides any value the image brings (NRI v0.12 drops env removals).
+	VisibleNone = "none"
+)
+
+// Device node and mount constants shared by both renderers.
+const (
+	// DeviceType is the type of every LPU node: character device.
+	DeviceType = "c"
+	// DeviceFileMode is the mode of the node inside the container. Access
+	// control is the device cgroup, which only admits allocated nodes.
+	DeviceFileMode uint32 = 0o666
+	// MountType is the type of every mount: a bind mount.
+	MountType = "bind"
+)
+
+// MountOptions are the options of every mount: read-only recursive bind,
+// no setuid, no device nodes, private propagation. Both the NRI adjustment
+// and the CDI spec use them, so both runtimes build the same mount.
+func MountOptions() []string { return []string{"ro", "nosuid", "nodev", "rbind", "rprivate"} }
+
+// DeviceNode is one device node to create in the container.
+type DeviceNode struct {
+	Path     string // host path, also the container path: "/dev/lpu3"
+	Type     string // "c"
+	Major    int64
+	Minor    int64
+	FileMode uint32 // permission bits, 0666
+}
+
+// Mount is one host path bind-mounted read-only into the container.
+type Mount struct {
+	HostPath      string
+	ContainerPath string // empty means HostPath
+}
+
+// Options are the node-wide parts of the edits, from config.
+type Options struct {
+	Mounts []Mount            // driver libraries and tools
+	Env    map[string]string // extra env for every LPU container
+}
+
+// Edits is the one model of what a container holding LPUs gets. Render it
+// with Adjustment (NRI) or use Spec (CDI); both come from the same helpers.
+type Edits struct {
+	DeviceNodes []DeviceNode // ring order
+	Mounts      []Mount      // config order, ContainerPath filled in
+	Env         []string     // KEY=VALUE: LPU_VISIBLE_DEVICES, LPU_DRIVER_VERSION, then Options.Env by key
+}
+
+// ForDevices returns the edits for devs, which must be in ring order (arc
+// start first); paths and numbers come from discovery. Env is
+// LPU_VISIBLE_DEVICES with the indices in that order, LPU_DRIVER_VERSION
+// when driverVersion is known, then opts.Env sorted by key.
+//
+// opts.Env can never override LPU_VISIBLE_DEVICES (the key is skipped;
+// config validation rejects it earlier). It may set LPU_DRIVER_VERSION only
+// when the driver does not report one. Keys that are not valid environment
+// names are skipped too.
+func ForDevices(devs []device.Device, driverVersion string, opts Options) Edits {
+	e := Edits{
+		DeviceNodes: make([]DeviceNode, 0, len(devs)),
+		Mounts:      mounts(opts.Mounts),
+	}
+	var vis strings.Builder
+	vis.Grow(len(EnvVisibleDevices) + 1 + 3*len(devs))
+	vis.WriteString(EnvVisibleDevices)
+	vis.WriteByte('=')
+	for i, d := range devs {
+		e.DeviceNodes = append(e.DeviceNodes, node(d))
+		if i > 0 {
+			vis.WriteByte(',')
+		}
+		vis.WriteString(strconv.Itoa(d.Index))
+	}
+	e.Env = make([]string, 0, 2+len(opts.Env))
+	e.Env = append(e.Env, vis.String())
+	e.Env = append(e.Env, commonEnv(driverVersion, opts.Env)...)
+	return e
+}
+
+// Unallocated returns the edits for a container without a valid allocation:
+// no device nodes, no mounts, only LPU_VISIBLE_DEVICES=none.
+func Unallocated() Edits {
+	return Edits{Env: []string{EnvVisibleDevices + "=" + VisibleNone}}
+}
+
+// Adjustment renders the edits as an NRI container adjustment. Each device
+// node becomes a LinuxDevice; the runtime's NRI spec generator adds the
+// matching device cgroup allow rule ("rw") for every added device, so no
+// separate LinuxResources device rule is needed.
+func (e Edits) Adjustment() *api.ContainerAdjustment {
+	adj := &api.ContainerAdjustment{}
+	for _, n := range e.DeviceNodes {
+		adj.AddDevice(&api.LinuxDevice{
+			Path:     n.Path,
+			Type:     n.Type,
+			Major:    n.Major,
+			Minor:    n.Minor,
+			FileMode: api.FileMode(n.FileMode),
+		})
+	}
+	for _, m := range e.Mounts {
+		adj.AddMount(&api.Mount{
+			Destination: m.ContainerPath,
+			Source:      m.HostPath,
+			Type:        MountType,
+			Options:     MountOptions(),
+		})
+	}
+	for _, kv := range e.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		adj.AddEnv(k, v)
+	}
+	return adj
+}
+
+func node(d device.Device) DeviceNode {
+	return DeviceNode{Path: d.Path, Type: DeviceType, Major: d.Major, Minor: d.Minor, FileMode: DeviceFileMode}
+}
+
+// mounts copies ms, filling in ContainerPath and cleaning both paths.
+func mounts(ms []Mount) []Mount {
+	if len(ms) == 0 {
+		return nil
+	}
+	out := make([]Mount, 0, len(ms))
+	for _, m := range ms {
+		if m.HostPath == "" {
+			continue
+		}
+		if m.ContainerPath == "" {
+			m.ContainerPath = m.HostPath
+		}
+		m.HostPath, m.ContainerPath = filepath.Clean(m.HostPath), filepath.Clean(m.ContainerPath)
+		out = append(out, m)
+	}
+	return out
+}
+
+// commonEnv is the env every LPU container gets besides
+// LPU_VISIBLE_DEVICES: the driver version, then extra sorted by key.
+func commonEnv(driverVersion string, extra map[string]string) []string {
+	env := make([]string, 0, 1+len(extra))
+	if driverVersion != "" {
+		env = append(env, EnvDriverVersion+"="+driverVersion)
+	}
+	if len(extra) == 0 {
+		return env
+	}
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		if !ValidEnvKey(k) || k == EnvVisibleDevices || (k == EnvDriverVersion && driverVersion != "") {
+			continue
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+extra[k])
+	}
+	return env
+}
+
+// ValidEnvKey reports whether k is a portable environment variable name:
+// a letter or underscore, then letters, digits or underscores.
+func ValidEnvKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		switch {
+		case c == '_', 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z':
+		case '0' <= c && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
