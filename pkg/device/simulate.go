@@ -1,0 +1,312 @@
+package device
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+)
+
+// MaxSimDevices bounds SimSpec.Devices.
+const MaxSimDevices = 1024
+
+// Files Simulate writes besides the sysfs and devfs layout (host paths).
+const (
+	SimLibDir  = "/usr/lib/lpu"
+	SimLibrary = SimLibDir + "/libhyperaccel.so"
+	SimTool    = "/usr/bin/lpu-smi"
+)
+
+// SimSpec describes a simulated node.
+type SimSpec struct {
+	Devices       int    // number of LPUs, 1..MaxSimDevices
+	Rings         int    // number of rings; must divide Devices (Devices/Rings LPUs each)
+	Major         int64  // major of every /dev/lpuN; 0 means DefaultMajor
+	DriverVersion string // /sys/module/lpu/version; "" means "2.1.0-sim"
+	Firmware      string // firmware_version of every LPU; "" means "1.8.2-sim"
+}
+
+func (spec SimSpec) validate() (SimSpec, error) {
+	if spec.Devices < 1 || spec.Devices > MaxSimDevices {
+		return spec, fmt.Errorf("simulate: devices %d: want 1 to %d", spec.Devices, MaxSimDevices)
+	}
+	if spec.Rings < 1 || spec.Rings > spec.Devices {
+		return spec, fmt.Errorf("simulate: rings %d: want 1 to %d (the number of devices)", spec.Rings, spec.Devices)
+	}
+	if spec.Devices%spec.Rings != 0 {
+		return spec, fmt.Errorf("simulate: rings %d does not divide devices %d", spec.Rings, spec.Devices)
+	}
+	if spec.Major == 0 {
+		spec.Major = DefaultMajor
+	}
+	if spec.Major < 1 || spec.Major > MaxMajor {
+		return spec, fmt.Errorf("simulate: major %d: want 1 to %d", spec.Major, MaxMajor)
+	}
+	if spec.DriverVersion == "" {
+		spec.DriverVersion = "2.1.0-sim"
+	}
+	if spec.Firmware == "" {
+		spec.Firmware = "1.8.2-sim"
+	}
+	for field, v := range map[string]string{"driver version": spec.DriverVersion, "firmware": spec.Firmware} {
+		if cleanText(v) != v || strings.ContainsAny(v, " \t") {
+			return spec, fmt.Errorf("simulate: %s %q: want printable text without spaces", field, clip(v))
+		}
+	}
+	return spec, nil
+}
+
+// SimulatedRoot is the discovery root of the simulated node a daemon run
+// with --simulate uses: <stateDir>/simulated-node.
+func SimulatedRoot(stateDir string) string { return filepath.Join(stateDir, "simulated-node") }
+
+// SimPCIBusID is the PCI function Simulate gives the LPU with this index.
+func SimPCIBusID(index int) string {
+	return fmt.Sprintf("%04x:%02x:00.0", index/224, 0x10+index%224)
+}
+
+// Simulate writes a simulated node under root with the layout Sysfs reads:
+// for each LPU a device directory under /sys/devices/pciDDDD:00/<bus id>/lpu/
+// (with dev = "<major>:<index>", status READY, serial, firmware_version,
+// numa_node (first half of the LPUs on node 0, the rest on node 1), ring_id,
+// ring_position, telemetry files and a device link to its PCI function), a
+// /sys/class/lpu/lpuN link to it, a plain file /dev/lpuN, the driver version,
+// the network table DefaultNetworkTable describing the same rings as the
+// ring attributes, and placeholders for the driver library (SimLibrary) and
+// tool (SimTool).
+//
+// Simulate is idempotent: a rerun with the same spec leaves every file with
+// the same bytes and rewrites none that is already correct. Each file is
+// replaced atomically (temporary file + rename), so two daemons may run it
+// at the same time. Live attributes — status and the telemetry files — are
+// only created, never overwritten: tests and demos flip statuses, and a
+// daemon restart must not reset them. LPUs from an earlier, larger
+// simulation (lpuN with N >= spec.Devices) are removed from /sys/class/lpu
+// and /dev.
+func Simulate(root string, spec SimSpec) error {
+	spec, err := spec.validate()
+	if err != nil {
+		return err
+	}
+	w := simWriter{root: root}
+	perRing := spec.Devices / spec.Rings
+	for i := 0; i < spec.Devices; i++ {
+		w.device(spec, i, perRing)
+	}
+	w.prune(spec.Devices)
+	w.file(ModuleVersion, spec.DriverVersion+"\n", 0o644)
+	w.file(DefaultNetworkTable, simTable(spec.Devices, perRing), 0o644)
+	w.file(SimLibrary, "simulated LPU driver library placeholder, written by lpu-node\n", 0o644)
+	w.file(SimTool, simTool, 0o755)
+	if w.err != nil {
+		return fmt.Errorf("simulate under %s: %w", root, w.err)
+	}
+	return nil
+}
+
+const simTool = `#!/bin/sh
+# Placeholder for the vendor's lpu-smi, written by the simulated LPU node.
+echo "lpu-smi (simulated): LPU_VISIBLE_DEVICES=${LPU_VISIBLE_DEVICES:-unset}"
+`
+
+// simTable renders the network table for rings of perRing consecutive LPUs.
+func simTable(devices, perRing int) string {
+	var b strings.Builder
+	b.WriteString("# LPU network table of the simulated node: one link per line, \"lpuA lpuB\".\n")
+	for r := 0; r < devices/perRing; r++ {
+		first := r * perRing
+		fmt.Fprintf(&b, "# ring %d\n", r)
+		switch perRing {
+		case 1:
+			fmt.Fprintf(&b, "%s\n", ID(first))
+		case 2:
+			fmt.Fprintf(&b, "%s %s\n", ID(first), ID(first+1))
+		default:
+			for p := 0; p < perRing; p++ {
+				fmt.Fprintf(&b, "%s %s\n", ID(first+p), ID(first+(p+1)%perRing))
+			}
+		}
+	}
+	return b.String()
+}
+
+// simWriter writes files under root, keeping the first error.
+type simWriter struct {
+	root string
+	err  error
+}
+
+func (w *simWriter) device(spec SimSpec, i, perRing int) {
+	id := ID(i)
+	bus := SimPCIBusID(i)
+	pci := fmt.Sprintf("/sys/devices/pci%s:00/%s", bus[:4], bus)
+	dir := pci + "/lpu/" + id
+	numa := 0
+	if spec.Devices > 1 && i >= spec.Devices/2 {
+		numa = 1
+	}
+	w.mkdir(pci)
+	w.file(pci+"/numa_node", strconv.Itoa(numa)+"\n", 0o644)
+	static := []struct{ name, value string }{
+		{attrDev, fmt.Sprintf("%d:%d", spec.Major, i)},
+		{attrSerial, fmt.Sprintf("LPUSIM%06d", i)},
+		{attrFirmware, spec.Firmware},
+		{attrNUMA, strconv.Itoa(numa)},
+		{attrRingID, strconv.Itoa(i / perRing)},
+		{attrRingPos, strconv.Itoa(i % perRing)},
+		{AttrMemoryTotal, strconv.FormatUint(32<<30, 10)},
+	}
+	live := []struct{ name, value string }{
+		{attrStatus, StatusReady},
+		{AttrUtilization, "0"},
+		{AttrMemoryUsed, strconv.FormatUint(256<<20, 10)},
+		{AttrTemperature, strconv.Itoa(38000 + (i%4)*500)},
+		{AttrPower, strconv.Itoa(28000000 + (i%3)*1000000)},
+	}
+	for _, a := range static {
+		w.file(dir+"/"+a.name, a.value+"\n", 0o644)
+	}
+	for _, a := range live {
+		w.create(dir+"/"+a.name, a.value+"\n", 0o644)
+	}
+	w.symlink("../../../"+bus, dir+"/"+attrDeviceLink)
+	w.symlink("../../devices/pci"+bus[:4]+":00/"+bus+"/lpu/"+id, ClassDir+"/"+id)
+	w.create(DevDir+"/"+id, "", 0o666)
+}
+
+// prune removes class links and device nodes of LPUs at or above n.
+func (w *simWriter) prune(n int) {
+	for _, dir := range []string{ClassDir, DevDir} {
+		entries, err := os.ReadDir(filepath.Join(w.root, dir))
+		if err != nil {
+			w.fail(err)
+			return
+		}
+		for _, e := range entries {
+			if idx, err := ParseID(e.Name()); err == nil && idx >= n {
+				if err := os.Remove(filepath.Join(w.root, dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					w.fail(err)
+				}
+			}
+		}
+	}
+}
+
+func (w *simWriter) fail(err error) {
+	if w.err == nil {
+		w.err = err
+	}
+}
+
+func (w *simWriter) mkdir(hostDir string) {
+	if w.err == nil {
+		w.fail(os.MkdirAll(filepath.Join(w.root, hostDir), 0o755))
+	}
+}
+
+// tmpSeq makes temporary names unique within the process; the pid makes
+// them unique between processes.
+var tmpSeq atomic.Uint64
+
+func tmpName(path string) string {
+	return filepath.Join(filepath.Dir(path),
+		fmt.Sprintf(".%s.%d.%d.tmp", filepath.Base(path), os.Getpid(), tmpSeq.Add(1)))
+}
+
+// writeTemp writes content to a new temporary file next to path and returns
+// its name.
+func writeTemp(path, content string, perm fs.FileMode) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", err
+	}
+	tmp := tmpName(path)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.WriteString(content)
+	if err == nil {
+		err = f.Chmod(perm) // umask-proof
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	return tmp, nil
+}
+
+// file makes hostPath hold exactly content with mode perm, replacing it
+// atomically unless it already does.
+func (w *simWriter) file(hostPath, content string, perm fs.FileMode) {
+	if w.err != nil {
+		return
+	}
+	path := filepath.Join(w.root, hostPath)
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm() == perm {
+		if old, err := readBounded(path, int64(len(content))); err == nil && bytes.Equal(old, []byte(content)) {
+			return
+		}
+	}
+	tmp, err := writeTemp(path, content, perm)
+	if err != nil {
+		w.fail(err)
+		return
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		w.fail(err)
+	}
+}
+
+// create makes hostPath with content unless something already exists there;
+// the file appears atomically (hard link of a complete temporary file).
+func (w *simWriter) create(hostPath, content string, perm fs.FileMode) {
+	if w.err != nil {
+		return
+	}
+	path := filepath.Join(w.root, hostPath)
+	if _, err := os.Lstat(path); err == nil {
+		return
+	}
+	tmp, err := writeTemp(path, content, perm)
+	if err != nil {
+		w.fail(err)
+		return
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, fs.ErrExist) {
+		w.fail(err)
+	}
+}
+
+// symlink makes hostPath a symbolic link to target, atomically.
+func (w *simWriter) symlink(target, hostPath string) {
+	if w.err != nil {
+		return
+	}
+	path := filepath.Join(w.root, hostPath)
+	if old, err := os.Readlink(path); err == nil && old == target {
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		w.fail(err)
+		return
+	}
+	tmp := tmpName(path)
+	if err := os.Symlink(target, tmp); err != nil {
+		w.fail(err)
+		return
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		w.fail(err)
+	}
+}

@@ -1,0 +1,248 @@
+package device
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+)
+
+// Topology sources, the values of WithTopologySource (and of the config's
+// topology.source). TopologyAuto takes the first source whose input exists,
+// in this order: config, table, sysfs, index.
+const (
+	TopologyAuto   = "auto"
+	TopologyConfig = "config" // explicit rings (WithRings)
+	TopologyTable  = "table"  // the vendor network table (WithNetworkTable)
+	TopologySysfs  = "sysfs"  // ring_id and ring_position attributes
+	TopologyIndex  = "index"  // one ring of all LPUs in index order
+)
+
+// MaxRingAttr bounds ring_id and ring_position values.
+const MaxRingAttr = 1<<16 - 1
+
+// topology resolves the rings of the discovered devices.
+func (s *Sysfs) topology(devs []Device) ([][]string, error) {
+	switch s.source {
+	case TopologyAuto:
+		if len(s.rings) > 0 {
+			return checkRings(s.rings, devs)
+		}
+		if s.table != "" {
+			rings, err := s.tableRings(devs)
+			if !errors.Is(err, fs.ErrNotExist) {
+				return rings, err
+			}
+			s.log.Warn("network table absent, trying sysfs ring attributes", "file", s.table)
+		}
+		rings, found, err := s.sysfsRings(devs)
+		if err != nil || found {
+			return rings, err
+		}
+		return indexRings(devs), nil
+	case TopologyConfig:
+		if len(s.rings) == 0 {
+			return nil, errors.New("topology source config: no rings configured")
+		}
+		return checkRings(s.rings, devs)
+	case TopologyTable:
+		if s.table == "" {
+			return nil, errors.New("topology source table: no network table configured")
+		}
+		return s.tableRings(devs)
+	case TopologySysfs:
+		rings, found, err := s.sysfsRings(devs)
+		if err == nil && !found && len(devs) > 0 {
+			return nil, fmt.Errorf("topology source sysfs: no device has %s and %s", attrRingID, attrRingPos)
+		}
+		return rings, err
+	case TopologyIndex:
+		return indexRings(devs), nil
+	default:
+		return nil, fmt.Errorf("topology source %q: want %s, %s, %s, %s or %s",
+			clip(s.source), TopologyAuto, TopologyConfig, TopologyTable, TopologySysfs, TopologyIndex)
+	}
+}
+
+// indexRings is one ring of all devices in index order (none when there are
+// no devices).
+func indexRings(devs []Device) [][]string {
+	if len(devs) == 0 {
+		return nil
+	}
+	ring := make([]string, len(devs))
+	for i, d := range devs {
+		ring[i] = d.ID
+	}
+	return [][]string{ring}
+}
+
+// checkRings validates explicit rings against the discovered devices: every
+// ID well formed and discovered, none twice, no empty ring, every discovered
+// device on a ring. The rings are returned as given.
+func checkRings(rings [][]string, devs []Device) ([][]string, error) {
+	known := make(map[string]bool, len(devs))
+	for _, d := range devs {
+		known[d.ID] = true
+	}
+	type pos struct{ ring, pos int }
+	at := map[string]pos{}
+	out := make([][]string, len(rings))
+	for r, ring := range rings {
+		if len(ring) == 0 {
+			return nil, fmt.Errorf("topology rings: ring %d is empty", r)
+		}
+		for p, id := range ring {
+			if _, err := ParseID(id); err != nil {
+				return nil, fmt.Errorf("topology rings: ring %d position %d: %w", r, p, err)
+			}
+			if !known[id] {
+				return nil, fmt.Errorf("topology rings: ring %d position %d: %s not discovered on this node", r, p, id)
+			}
+			if prev, ok := at[id]; ok {
+				return nil, fmt.Errorf("topology rings: ring %d position %d: %s already on ring %d position %d", r, p, id, prev.ring, prev.pos)
+			}
+			at[id] = pos{r, p}
+		}
+		out[r] = slices.Clone(ring)
+	}
+	if missing := notOn(devs, at); len(missing) > 0 {
+		return nil, fmt.Errorf("topology rings: %s discovered but on no ring", strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+// notOn lists the devices (by index) whose ID is not a key of on.
+func notOn[V any](devs []Device, on map[string]V) []string {
+	var missing []string
+	for _, d := range devs {
+		if _, ok := on[d.ID]; !ok {
+			missing = append(missing, d.ID)
+		}
+	}
+	return missing
+}
+
+// tableRings reads and validates the network table under the root. A missing
+// file wraps fs.ErrNotExist.
+func (s *Sysfs) tableRings(devs []Device) ([][]string, error) {
+	data, err := readBounded(s.under(s.table), MaxTableBytes)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("network table %s: %w", s.table, fs.ErrNotExist)
+		}
+		return nil, fmt.Errorf("network table %s: %s", s.table, describeErr("read", s.table, err))
+	}
+	t, err := ParseNetworkTable(s.table, data)
+	if err != nil {
+		return nil, err
+	}
+	known := make(map[string]bool, len(devs))
+	for _, d := range devs {
+		known[d.ID] = true
+	}
+	on := map[string]bool{}
+	for _, ring := range t.Rings {
+		for _, id := range ring {
+			on[id] = true
+		}
+	}
+	var unknown []string
+	for id := range on {
+		if !known[id] {
+			unknown = append(unknown, id)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.SortFunc(unknown, func(a, b string) int { return t.Line(a) - t.Line(b) })
+		id := unknown[0]
+		return nil, fmt.Errorf("network table %s line %d: %s not discovered on this node", s.table, t.Line(id), id)
+	}
+	if missing := notOn(devs, on); len(missing) > 0 {
+		return nil, fmt.Errorf("network table %s: %s discovered but not in the table", s.table, strings.Join(missing, ", "))
+	}
+	return t.Rings, nil
+}
+
+// sysfsRings builds rings from the ring_id and ring_position attributes.
+// found is false when no device has them. Every device must have both or
+// none; positions of a ring must be 0..n-1 without gaps or duplicates. Rings
+// are ordered by ring_id, members by ring_position.
+func (s *Sysfs) sysfsRings(devs []Device) (rings [][]string, found bool, err error) {
+	type attrs struct{ ring, pos int64 }
+	var with, without []string
+	got := make(map[string]attrs, len(devs))
+	for _, d := range devs {
+		ring, okRing, err := s.ringAttr(d.ID, attrRingID)
+		if err != nil {
+			return nil, true, err
+		}
+		pos, okPos, err := s.ringAttr(d.ID, attrRingPos)
+		if err != nil {
+			return nil, true, err
+		}
+		switch {
+		case okRing && okPos:
+			with = append(with, d.ID)
+			got[d.ID] = attrs{ring, pos}
+		case !okRing && !okPos:
+			without = append(without, d.ID)
+		case okRing:
+			return nil, true, fmt.Errorf("ring attributes: %s has %s but no %s", d.ID, hostAttr(d.ID, attrRingID), hostAttr(d.ID, attrRingPos))
+		default:
+			return nil, true, fmt.Errorf("ring attributes: %s has %s but no %s", d.ID, hostAttr(d.ID, attrRingPos), hostAttr(d.ID, attrRingID))
+		}
+	}
+	if len(with) == 0 {
+		return nil, false, nil
+	}
+	if len(without) > 0 {
+		return nil, true, fmt.Errorf("ring attributes: %s have %s and %s but %s do not (all devices or none)",
+			strings.Join(with, ", "), attrRingID, attrRingPos, strings.Join(without, ", "))
+	}
+	byRing := map[int64][]string{}
+	var ringIDs []int64
+	for _, d := range devs {
+		a := got[d.ID]
+		if _, ok := byRing[a.ring]; !ok {
+			ringIDs = append(ringIDs, a.ring)
+		}
+		byRing[a.ring] = append(byRing[a.ring], d.ID)
+	}
+	slices.Sort(ringIDs)
+	for _, rid := range ringIDs {
+		members := byRing[rid]
+		ring := make([]string, len(members))
+		for _, id := range members {
+			p := got[id].pos
+			if p >= int64(len(members)) {
+				return nil, true, fmt.Errorf("ring attributes: %s has ring_id %d ring_position %d, but ring %d has %d devices (positions 0..%d)",
+					id, rid, p, rid, len(members), len(members)-1)
+			}
+			if ring[p] != "" {
+				return nil, true, fmt.Errorf("ring attributes: %s and %s both have ring_id %d ring_position %d", ring[p], id, rid, p)
+			}
+			ring[p] = id
+		}
+		rings = append(rings, ring)
+	}
+	return rings, true, nil
+}
+
+// ringAttr reads one ring attribute; ok is false when the file is absent.
+func (s *Sysfs) ringAttr(id, name string) (v int64, ok bool, err error) {
+	host := hostAttr(id, name)
+	text, err := readAttr(s.under(host))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, false, nil
+		}
+		return 0, false, fmt.Errorf("ring attributes: %s", describeErr("read", host, err))
+	}
+	v, err = parseDecimal(text, MaxRingAttr)
+	if err != nil {
+		return 0, false, fmt.Errorf("ring attributes: %s: %w", host, err)
+	}
+	return v, true, nil
+}
