@@ -1,0 +1,263 @@
+package ready
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// shortDir returns a temp dir short enough for unix socket paths.
+func shortDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "lpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func TestPath(t *testing.T) {
+	if got, want := Path("/var/lib/lpu"), "/var/lib/lpu/nri-ready.sock"; got != want {
+		t.Fatalf("Path = %q, want %q", got, want)
+	}
+}
+
+func TestListenSetCheck(t *testing.T) {
+	dir := shortDir(t)
+	path := Path(filepath.Join(dir, "state")) // Listen creates the missing state dir
+	s, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+
+	steps := []struct {
+		set     *bool
+		wantErr bool
+	}{
+		{nil, true}, // starts disconnected
+		{ptr(true), false},
+		{ptr(false), true},
+		{ptr(true), false},
+	}
+	for i, st := range steps {
+		if st.set != nil {
+			s.Set(*st.set)
+			if s.Connected() != *st.set {
+				t.Fatalf("step %d: Connected() = %v after Set(%v)", i, s.Connected(), *st.set)
+			}
+		}
+		err := Check(ctx, path)
+		if st.wantErr {
+			if !errors.Is(err, ErrNotConnected) {
+				t.Fatalf("step %d: Check = %v, want ErrNotConnected", i, err)
+			}
+		} else if err != nil {
+			t.Fatalf("step %d: Check = %v, want nil", i, err)
+		}
+	}
+}
+
+func ptr(b bool) *bool { return &b }
+
+func TestCheckErrors(t *testing.T) {
+	tests := map[string]struct {
+		setup func(t *testing.T, path string)
+	}{
+		"no socket file": {
+			setup: func(*testing.T, string) {},
+		},
+		"stale socket file, nobody listening": {
+			setup: func(t *testing.T, path string) {
+				ln, err := net.Listen("unix", path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ln.(*net.UnixListener).SetUnlinkOnClose(false)
+				ln.Close()
+				if _, err := os.Stat(path); err != nil {
+					t.Fatalf("stale socket not left behind: %v", err)
+				}
+			},
+		},
+		"regular file instead of socket": {
+			setup: func(t *testing.T, path string) {
+				if err := os.WriteFile(path, []byte("connected\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+		"server answers garbage": {
+			setup: func(t *testing.T, path string) {
+				serveLine(t, path, "maybe\n")
+			},
+		},
+		"server closes without answer": {
+			setup: func(t *testing.T, path string) {
+				serveLine(t, path, "")
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(shortDir(t), SocketName)
+			tc.setup(t, path)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			err := Check(ctx, path)
+			if !errors.Is(err, ErrNotConnected) {
+				t.Fatalf("Check = %v, want an error wrapping ErrNotConnected", err)
+			}
+		})
+	}
+}
+
+// serveLine serves one fixed answer on path until the test ends.
+func serveLine(t *testing.T, path, line string) {
+	t.Helper()
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte(line))
+			c.Close()
+		}
+	}()
+}
+
+func TestCheckHungServerHonoursDeadline(t *testing.T) {
+	path := filepath.Join(shortDir(t), SocketName)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// Accept (by the kernel backlog) but never answer.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = Check(ctx, path)
+	if !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("Check = %v, want ErrNotConnected", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Check took %v, want it bounded by the context deadline", d)
+	}
+}
+
+func TestListenReplacesStaleSocket(t *testing.T) {
+	dir := shortDir(t)
+	path := Path(dir)
+	// A crashed lpu-nri leaves its socket file behind.
+	old, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.(*net.UnixListener).SetUnlinkOnClose(false)
+	old.Close()
+
+	s, err := Listen(path)
+	if err != nil {
+		t.Fatalf("Listen over a stale socket: %v", err)
+	}
+	s.Set(true)
+	if err := Check(context.Background(), path); err != nil {
+		t.Fatalf("Check after replacing the stale socket = %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("socket still present after Close: %v", err)
+	}
+	if err := Check(context.Background(), path); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("Check after Close = %v, want ErrNotConnected", err)
+	}
+}
+
+func TestListenErrors(t *testing.T) {
+	dir := shortDir(t)
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]string{
+		"parent is a file": filepath.Join(file, SocketName),
+		"path is a dir":    mkdir(t, filepath.Join(dir, "adir", "sub")),
+		"path too long":    filepath.Join(dir, longName()),
+	}
+	for name, path := range tests {
+		t.Run(name, func(t *testing.T) {
+			s, err := Listen(path)
+			if err == nil {
+				s.Close()
+				t.Fatalf("Listen(%q) succeeded, want an error", path)
+			}
+		})
+	}
+}
+
+func mkdir(t *testing.T, p string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(p, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func longName() string {
+	b := make([]byte, 120)
+	for i := range b {
+		b[i] = 'a'
+	}
+	return string(b)
+}
+
+func TestCheckDefaultTimeout(t *testing.T) {
+	// Without a deadline Check applies its own (one second) rather than hang.
+	path := filepath.Join(shortDir(t), SocketName)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	start := time.Now()
+	if err := Check(context.Background(), path); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("Check = %v, want ErrNotConnected", err)
+	}
+	if d := time.Since(start); d < 500*time.Millisecond || d > 3*time.Second {
+		t.Fatalf("Check returned after %v, want about one second", d)
+	}
+}
+
+func TestConcurrentChecks(t *testing.T) {
+	path := Path(shortDir(t))
+	s, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Set(true)
+	errc := make(chan error, 50)
+	for range 50 {
+		go func() { errc <- Check(context.Background(), path) }()
+	}
+	for range 50 {
+		if err := <-errc; err != nil {
+			t.Fatalf("concurrent Check = %v", err)
+		}
+	}
+}
