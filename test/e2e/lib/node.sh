@@ -1,0 +1,504 @@
+# shellcheck shell=bash
+# node.sh — the node under test: tools, our binaries, images, a simulated LPU
+# node with real device nodes, containerd instances, the standalone kubelet,
+# lpu-nri and lpu-device-plugin, and the teardown that undoes all of it.
+# Sourced by test/e2e/run.sh after lib/common.sh.
+
+NODE_NAME=lpu-e2e-node              # kubelet --hostname-override; static pods are "<name>-$NODE_NAME"
+RESOURCE=hyperaccel.ai/lpu
+DP_DIR=/var/lib/kubelet/device-plugins   # fixed in kubelet, whatever its --root-dir
+ROOT=$BASE/node                     # discovery root: the simulated sysfs + dev tree
+STATE=$BASE/state                   # seal key and NRI readiness socket (shared by both daemons)
+LOGS=$BASE/logs
+CFG=$BASE/lpu.yaml                  # config for both daemons (NRI mode)
+DRIVER_DIR=$BASE/host/usr/lib/lpu   # host driver dir, bind-mounted read-only into LPU containers
+DRIVER_CTR_DIR=/usr/lib/lpu
+DRIVER_MARKER=libhyperaccel.so.1
+CGNAME=$(basename "$BASE")          # cgroup parent for pods made with crictl/ctr
+CDI_HOST_DIR=/var/run/cdi           # podman 4.3 reads only /etc/cdi and /var/run/cdi
+CDI_SPEC_NAME=hyperaccel.ai-lpu.json
+IMG=localhost/lpu-e2e               # tags: busybox, pause, lpuenv
+KUBELET_PORT=10250
+NRI_IDX=10
+CTD=a                               # the containerd instance crictl talks to
+KUBELET_STARTS=0
+KUBELET_LOG=""
+LPU_MAJOR=""
+RING=()                             # device indices of ring 0 in ring order
+
+cri() { crictl --config "$BASE/ctd-$CTD/crictl.yaml" "$@" 2>/dev/null; }
+ctrc() { ctr --address "$BASE/ctd-$CTD/containerd.sock" "$@"; }
+nri_sock() { echo "$BASE/ctd-$1/nri.sock"; }
+
+# record KIND PATH: something outside $BASE that this run created and the
+# teardown must remove (node, file, dir).
+record() { echo "$1 $2" >>"$BASE/created"; }
+
+# ---------------------------------------------------------------- preflight
+preflight() {
+  [ "$(id -u)" = 0 ] || fatal "preflight" "run as root (mknod, cgroups, kubelet)"
+  exec 9>/tmp/lpu-e2e.lock
+  flock -n 9 || fatal "preflight" "another e2e run holds /tmp/lpu-e2e.lock"
+  local p
+  for p in $KUBELET_PORT 10248; do
+    ss -ltnH "sport = :$p" | grep -q . && fatal "preflight" "port $p is in use (another kubelet?)"
+  done
+  if [ -S "$DP_DIR/kubelet.sock" ] && curl -s --max-time 1 -o /dev/null http://127.0.0.1:10248/healthz; then
+    fatal "preflight" "a kubelet is running on this host"
+  fi
+  mkdir -p "$BASE"/{bin,pids,images} "$LOGS" "$STATE" "$DRIVER_DIR"
+  : >"$BASE/created"
+  # cgroups we may create; only the ones that do not exist yet are ours to remove
+  local c
+  for c in /sys/fs/cgroup/*/; do
+    for p in kubepods libpod_parent "$CGNAME"; do
+      [ -e "$c$p" ] || echo "$c$p" >>"$BASE/cgroups-ours"
+    done
+  done
+  [ -e /var/lib/kubelet ] || record tree /var/lib/kubelet
+  [ -e /var/log/containers ] || record emptydir /var/log/containers
+  [ -e /run/containerd ] || record tree-if-empty /run/containerd
+  log "base dir $BASE"
+}
+
+# ---------------------------------------------------------------- tools and builds
+setup_tools() {
+  log "tools: apt packages, containerd, crictl, kubelet (cached builds)"
+  bash "$E2E_DIR/tools.sh" apt containerd crictl kubelet >>"$LOGS/tools.log" 2>&1 ||
+    fatal "tools" "test/e2e/tools.sh failed, see $LOGS/tools.log: $(tail -3 "$LOGS/tools.log")"
+  PATH=$(bash "$E2E_DIR/tools.sh" path):/usr/local/go/bin:$PATH
+  export PATH
+  local t
+  for t in containerd ctr containerd-shim-runc-v2 crictl kubelet runc umoci podman; do
+    command -v "$t" >/dev/null || fatal "tools" "$t not on PATH"
+  done
+}
+
+build_binaries() {
+  log "go build lpu-device-plugin, lpu-nri, noopnri, simnode"
+  local t out
+  for t in cmd/lpu-device-plugin cmd/lpu-nri test/e2e/noopnri test/e2e/simnode; do
+    if ! out=$(cd "$REPO" && GOFLAGS=-buildvcs=false go build -o "$BASE/bin/$(basename "$t")" "./$t" 2>&1); then
+      fatal "build ./$t" "$out"
+    fi
+  done
+}
+
+# ---------------------------------------------------------------- images
+# build_images: one OCI layout with three tags built from busybox-static with
+# umoci, no registry: busybox (sh), pause (sleeps), lpuenv (busybox whose image
+# config sets LPU_VISIBLE_DEVICES=0,1,2,3).
+build_images() {
+  local w=$BASE/images a
+  log "images: umoci layout from busybox-static"
+  rm -rf "$w/oci" "$w/bundle"
+  {
+    umoci init --layout "$w/oci"
+    umoci new --image "$w/oci:busybox"
+    umoci unpack --image "$w/oci:busybox" "$w/bundle"
+    mkdir -p "$w/bundle/rootfs"/{bin,dev,proc,sys,etc,tmp,usr/lib}
+    cp /bin/busybox "$w/bundle/rootfs/bin/busybox"
+    for a in $(/bin/busybox --list); do
+      [ "$a" = busybox ] || ln -sf busybox "$w/bundle/rootfs/bin/$a"
+    done
+    echo 'root:x:0:0:root:/root:/bin/sh' >"$w/bundle/rootfs/etc/passwd"
+    echo 'root:x:0:' >"$w/bundle/rootfs/etc/group"
+    umoci repack --image "$w/oci:busybox" "$w/bundle"
+    umoci config --image "$w/oci:busybox" --tag pause --config.env PATH=/bin \
+      --config.entrypoint /bin/busybox --config.entrypoint sleep --config.entrypoint 2147483647
+    umoci config --image "$w/oci:busybox" --config.env PATH=/bin --config.workingdir / --config.cmd /bin/sh
+    umoci config --image "$w/oci:busybox" --tag lpuenv --config.env LPU_VISIBLE_DEVICES=0,1,2,3
+    umoci gc --layout "$w/oci"
+    tar -C "$w/oci" -cf "$w/lpu-e2e.tar" .
+    # the same root file system as a plain tar, for podman import
+    tar -C "$w/bundle/rootfs" -cf "$w/rootfs.tar" .
+  } >>"$LOGS/images.log" 2>&1 || fatal "images" "umoci failed, see $LOGS/images.log"
+  rm -rf "$w/oci" "$w/bundle"
+}
+
+# ---------------------------------------------------------------- simulated node
+choose_major() {
+  local m used
+  used=$(awk '/^Character/{c=1;next} /^Block/{c=0} c{print $1}' /proc/devices)
+  for m in $(seq 240 254); do
+    grep -qx "$m" <<<"$used" && continue
+    # no existing character node on the host may use it either
+    if ! stat -c '%F %t' /dev/* /dev/*/* 2>/dev/null | grep -qx "character special file $(printf '%x' "$m")"; then
+      echo "$m"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# make_node: the simulated LPU node. pkg/device writes the fake sysfs tree (8
+# LPUs, one ring); its /dev/lpuN files become real character devices on an
+# unused major (minor N), and the same nodes are made at the host's /dev/lpuN,
+# the paths that reach containers.
+make_node() {
+  local i out
+  for i in 0 1 2 3 4 5 6 7; do
+    [ -e "/dev/lpu$i" ] && fatal "simulated node" "/dev/lpu$i already exists on this host; not touching it"
+  done
+  LPU_MAJOR=$(choose_major) || fatal "simulated node" "no free character major in 240-254 (/proc/devices)"
+  out=$("$BASE/bin/simnode" --root "$ROOT" --devices 8 --rings 1 --major "$LPU_MAJOR" 2>&1) ||
+    fatal "simulated node" "simnode: $out"
+  read -r -a RING <<<"$(sed -n 's/^ring0: //p' <<<"$out" | sed 's/lpu//g')"
+  [ ${#RING[@]} = 8 ] || fatal "simulated node" "simnode printed no ring of 8: $out"
+  for i in 0 1 2 3 4 5 6 7; do
+    rm -f "$ROOT/dev/lpu$i"
+    mknod -m 0666 "$ROOT/dev/lpu$i" c "$LPU_MAJOR" "$i"
+    mknod -m 0666 "/dev/lpu$i" c "$LPU_MAJOR" "$i"
+    record node "/dev/lpu$i"
+  done
+  echo "fake LPU runtime library" >"$DRIVER_DIR/$DRIVER_MARKER"
+  log "simulated node: 8 LPUs, major $LPU_MAJOR, ring0 = ${RING[*]}"
+}
+
+# write_config FILE MODE SPECDIR: the daemons' config (both read the same file).
+write_config() {
+  cat >"$1" <<EOF
+version: v1
+resourceName: $RESOURCE
+root: $ROOT
+stateDir: $STATE
+allocation:
+  policy: best-effort
+injection:
+  mode: $2
+  mounts:
+  - hostPath: $DRIVER_DIR
+    containerPath: $DRIVER_CTR_DIR
+health:
+  resyncInterval: 1s
+  failureThreshold: 2
+  recoveryThreshold: 2
+kubelet:
+  devicePluginDir: $DP_DIR
+cdi:
+  specDir: $3
+log:
+  level: debug
+  format: json
+EOF
+}
+
+# ---------------------------------------------------------------- containerd
+# containerd_snippet: the project's containerd 2.x snippet, when deploy/ has it.
+containerd_snippet() {
+  local f
+  for f in "$REPO"/deploy/runtime/containerd-2*.toml "$REPO"/deploy/runtime/containerd2*.toml \
+    "$REPO"/deploy/runtime/containerd/2*.toml "$REPO"/deploy/runtime/*containerd*v2*.toml; do
+    [ -f "$f" ] && { echo "$f"; return 0; }
+  done
+  return 1
+}
+
+# ctd_config NAME NRI(on|off): a containerd with its own root, state, sockets,
+# NRI socket and CDI dir under $BASE/ctd-NAME. The main file only holds paths
+# and imports: first the project's snippet, then our overrides (later imports
+# win), so the snippet is loaded the way an operator would load it.
+ctd_config() {
+  local n=$1 nri=$2 d=$BASE/ctd-$1 imports="" snip
+  mkdir -p "$d"/{root,state,cdi,nri/plugins,nri/conf.d} "$BASE/runc-$n"
+  if snip=$(containerd_snippet); then
+    imports="\"$snip\", "
+    echo "$snip" >"$d/snippet"
+  fi
+  cat >"$d/config.toml" <<EOF
+version = 3
+root = "$d/root"
+state = "$d/state"
+imports = [$imports"$d/e2e.toml"]
+
+[grpc]
+  address = "$d/containerd.sock"
+
+[ttrpc]
+  address = "$d/containerd.sock.ttrpc"
+
+[debug]
+  level = "info"
+EOF
+  cat >"$d/e2e.toml" <<EOF
+# e2e overrides: private paths, runc with its own state root, no CAP_SYS_RESOURCE
+version = 3
+
+[plugins]
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = "overlayfs"
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = "$IMG:pause"
+
+  [plugins.'io.containerd.cri.v1.runtime']
+    restrict_oom_score_adj = true
+    cdi_spec_dirs = ["$d/cdi"]
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
+      default_runtime_name = "runc"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+          BinaryName = "/usr/sbin/runc"
+          SystemdCgroup = false
+          Root = "$BASE/runc-$n"
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = ["$d/cni/bin"]
+      conf_dir = "$d/cni/net.d"
+
+  [plugins.'io.containerd.grpc.v1.cri']
+    disable_tcp_service = true
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+
+  [plugins.'io.containerd.nri.v1.nri']
+    disable = $([ "$nri" = on ] && echo false || echo true)
+    socket_path = "$d/nri.sock"
+    plugin_path = "$d/nri/plugins"
+    plugin_config_path = "$d/nri/conf.d"
+EOF
+  cat >"$d/crictl.yaml" <<EOF
+runtime-endpoint: unix://$d/containerd.sock
+image-endpoint: unix://$d/containerd.sock
+timeout: 30
+EOF
+}
+
+# ctd_start NAME: start (or restart) containerd NAME and wait for CRI and,
+# the first time, import the images.
+ctd_start() {
+  local n=$1 d=$BASE/ctd-$1 t
+  rm -f "$d/containerd.sock" "$d/containerd.sock.ttrpc"
+  start_daemon "containerd-$n" "$LOGS/containerd-$n.log" containerd --config "$d/config.toml"
+  wait_for 30 test -S "$d/containerd.sock" || fatal "containerd $n" "socket did not appear: $(tail -5 "$LOGS/containerd-$n.log")"
+  CTD=$n
+  wait_for 30 cri version || fatal "containerd $n" "CRI not answering: $(tail -5 "$LOGS/containerd-$n.log")"
+  if [ ! -f "$d/imported" ]; then
+    ctrc -n k8s.io images import --base-name "$IMG" "$BASE/images/lpu-e2e.tar" >>"$LOGS/images.log" 2>&1 ||
+      fatal "containerd $n" "image import failed, see $LOGS/images.log"
+    for t in busybox pause lpuenv; do
+      wait_for 20 cri inspecti "$IMG:$t" || fatal "containerd $n" "image $IMG:$t not visible to CRI"
+    done
+    touch "$d/imported"
+  fi
+}
+
+ctd_stop() { stop_daemon "containerd-$1" 5; }
+
+# ---------------------------------------------------------------- kubelet
+kubelet_config() {
+  local n=$1 k=$BASE/kubelet-$1
+  mkdir -p "$k"/{root,pki,manifests,logs}
+  cat >"$k/config.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: $k/manifests
+podLogsDir: $k/logs
+containerRuntimeEndpoint: unix://$BASE/ctd-$n/containerd.sock
+imageServiceEndpoint: unix://$BASE/ctd-$n/containerd.sock
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+oomScoreAdj: 0
+address: 127.0.0.1
+port: $KUBELET_PORT
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization:
+  mode: AlwaysAllow
+resolvConf: ""
+syncFrequency: 2s
+fileCheckFrequency: 1s
+evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+EOF
+}
+
+# kubelet_start NAME: a standalone kubelet for containerd NAME; each start logs
+# to its own file (KUBELET_LOG) so restarts can be timed from a clean log.
+kubelet_start() {
+  local n=$1 k=$BASE/kubelet-$1
+  KUBELET_STARTS=$((KUBELET_STARTS + 1))
+  KUBELET_LOG=$LOGS/kubelet-$n.$KUBELET_STARTS.log
+  KUBELET_NAME=$n
+  start_daemon kubelet "$KUBELET_LOG" kubelet --config "$k/config.yaml" --root-dir "$k/root" \
+    --cert-dir "$k/pki" --hostname-override "$NODE_NAME" --v=2
+  wait_for 60 curl -sf --max-time 1 http://127.0.0.1:10248/healthz ||
+    fatal "kubelet" "not healthy after 60s: $(tail -5 "$KUBELET_LOG")"
+  wait_for 30 test -S "$DP_DIR/kubelet.sock" || fatal "kubelet" "$DP_DIR/kubelet.sock missing"
+}
+
+kubelet_stop() { stop_daemon kubelet 5; }
+
+# put_pod NAME YAML: add a static pod manifest atomically.
+put_pod() {
+  local k=$BASE/kubelet-$KUBELET_NAME
+  printf '%s\n' "$2" >"$k/$1.tmp" && mv "$k/$1.tmp" "$k/manifests/$1.yaml"
+}
+del_pod() { rm -f "$BASE/kubelet-$KUBELET_NAME/manifests/$1.yaml"; }
+
+# lpu_pod NAME COUNT [IMAGE-TAG] [EXTRA-METADATA]: a static pod whose single
+# container (also called NAME) asks for COUNT LPUs (0: no request).
+lpu_pod() {
+  local name=$1 count=$2 tag=${3:-busybox} meta=${4:-} res=""
+  [ "$count" -gt 0 ] && res="    resources:
+      limits:
+        $RESOURCE: $count"
+  put_pod "$name" "apiVersion: v1
+kind: Pod
+metadata:
+  name: $name
+  namespace: default
+$meta
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: $name
+    image: $IMG:$tag
+    imagePullPolicy: Never
+    command: [\"/bin/sh\", \"-c\", \"trap 'exit 0' TERM; while true; do sleep 1; done\"]
+$res"
+}
+
+# cid NAME: the running container of static pod NAME.
+cid() { cri ps --label "io.kubernetes.container.name=$1" --state Running -q | head -1; }
+has_running() { [ -n "$(cid "$1")" ]; }
+wait_running() { wait_for "${2:-60}" has_running "$1"; }
+
+# in_ctr NAME CMD...: run CMD inside the running container of pod NAME.
+in_ctr() {
+  local c
+  c=$(cid "$1") || return 1
+  [ -n "$c" ] || return 1
+  shift
+  crictl --config "$BASE/ctd-$CTD/crictl.yaml" exec "$c" "$@" 2>&1
+}
+
+# kpod NAME: the kubelet's view (/pods endpoint) of static pod NAME as JSON.
+kpod() {
+  curl -sk --max-time 3 "https://127.0.0.1:$KUBELET_PORT/pods" |
+    jq -c --arg n "$1-$NODE_NAME" '.items[]? | select(.metadata.name == $n)'
+}
+# kpod_status NAME: phase, reason and message of the pod and its container.
+kpod_status() {
+  kpod "$1" | jq -r '[.status.phase, .status.reason, .status.message,
+    (.status.containerStatuses[0].state | to_entries[0] | .key, .value.reason, .value.message)]
+    | map(select(. != null)) | join(" | ")'
+}
+
+# ---------------------------------------------------------------- our daemons
+nri_ready_sock() { echo "$STATE/nri-ready.sock"; }
+# nri_ready: lpu-nri's readiness socket answers "connected".
+nri_ready() {
+  [ "$(curl -s --max-time 1 --http0.9 --unix-socket "$(nri_ready_sock)" http://lpu/ 2>/dev/null | tr -d '\r\n ')" = connected ]
+}
+
+NRI_METRICS=""
+DP_METRICS=""
+
+start_lpu_nri() { # [MODE]
+  local mode=${1:-nri}
+  [ -n "$NRI_METRICS" ] || NRI_METRICS=127.0.0.1:$(free_port)
+  start_daemon lpu-nri "$LOGS/lpu-nri.log" "$BASE/bin/lpu-nri" --config "$CFG" --root "$ROOT" \
+    --state-dir "$STATE" --nri-socket "$(nri_sock "$CTD")" --plugin-idx "$NRI_IDX" --mode "$mode" \
+    --metrics-addr "$NRI_METRICS"
+}
+
+start_lpu_dp() { # [INJECTION]
+  local inj=${1:-nri}
+  [ -n "$DP_METRICS" ] || DP_METRICS=127.0.0.1:$(free_port)
+  start_daemon lpu-device-plugin "$LOGS/lpu-device-plugin.log" "$BASE/bin/lpu-device-plugin" \
+    --config "$CFG" --root "$ROOT" --kubelet-dir "$DP_DIR" --state-dir "$STATE" --injection "$inj" \
+    --metrics-addr "$DP_METRICS"
+}
+
+dp_registrations() { metric "http://$DP_METRICS/metrics" lpu_registrations_total; }
+kubelet_saw_registration() { grep -q "registration request from device plugin.*$RESOURCE" "$KUBELET_LOG"; }
+
+# node_up: containerd A (NRI on) + lpu-nri + kubelet + lpu-device-plugin.
+node_up() {
+  write_config "$CFG" nri "$BASE/ctd-a/cdi"
+  ctd_config a on
+  ctd_start a
+  start_lpu_nri nri
+  wait_for 20 nri_ready || fatal "lpu-nri" "not connected to containerd after 20s: $(tail -5 "$LOGS/lpu-nri.log")"
+  kubelet_config a
+  ls -A "$DP_DIR" 2>/dev/null >"$BASE/dp-before" || : >"$BASE/dp-before"
+  kubelet_start a
+  start_lpu_dp nri
+  wait_for 20 kubelet_saw_registration ||
+    fatal "lpu-device-plugin" "kubelet saw no registration for $RESOURCE: $(tail -5 "$LOGS/lpu-device-plugin.log")"
+  ok "node up: containerd (NRI), kubelet, lpu-nri connected, lpu-device-plugin registered"
+}
+
+# ---------------------------------------------------------------- teardown
+remove_cri_pods() {
+  local p
+  for p in $(cri pods -q); do
+    cri stopp "$p" >/dev/null
+    cri rmp -f "$p" >/dev/null
+  done
+}
+
+teardown() {
+  set +e
+  log "teardown"
+  kubelet_stop
+  local n p m i
+  for n in a b; do
+    if running "containerd-$n"; then
+      CTD=$n
+      remove_cri_pods
+      for p in $(ctrc -n lpu-e2e containers ls -q 2>/dev/null); do
+        ctrc -n lpu-e2e tasks kill -s KILL "$p" >/dev/null 2>&1
+        sleep 0.2
+        ctrc -n lpu-e2e containers rm "$p" >/dev/null 2>&1
+      done
+    fi
+  done
+  for n in lpu-device-plugin lpu-nri noopnri; do stop_daemon "$n" 3; done
+  for n in a b; do ctd_stop "$n"; done
+  # shims started by our containerds carry our socket path in their arguments
+  for p in $(ps -eo pid=,args= | awk -v b="$BASE/ctd-" 'index($0, b) && /containerd-shim/ {print $1}'); do
+    log "leftover shim pid $p: killing it"
+    kill -KILL "$p" 2>/dev/null
+  done
+  # kubelet bind-mounts its root dir onto itself; container rootfs and shm mounts
+  for i in 1 2 3; do
+    for m in $(findmnt -rn -o TARGET | awk -v b="$BASE/" 'index($0, b) == 1' | sort -r); do
+      umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
+    done
+  done
+  findmnt -rn -o TARGET | grep -F "$BASE/" | sed 's/^/# still mounted: /' >&2
+  # files this run made outside $BASE
+  if [ -f "$BASE/created" ]; then
+    while read -r kind path; do
+      case $kind in
+        node | file) rm -f "$path" ;;
+        emptydir) find "$path" -maxdepth 1 -type l -lname "$BASE/*" -delete 2>/dev/null; rmdir "$path" 2>/dev/null ;;
+        dir) rmdir "$path" 2>/dev/null ;;
+        tree-if-empty) rmdir "$path"/* "$path" 2>/dev/null ;;
+        tree) [ "$path" = /var/lib/kubelet ] && rm -rf "$path" ;;
+      esac
+    done < <(tac "$BASE/created")
+  fi
+  # the kubelet's container-log symlinks into our dirs, and our device-plugin files
+  find /var/log/containers -maxdepth 1 -type l -lname "$BASE/*" -delete 2>/dev/null
+  if [ -d "$DP_DIR" ] && [ -f "$BASE/dp-before" ]; then
+    for p in $(ls -A "$DP_DIR"); do
+      grep -qx "$p" "$BASE/dp-before" || rm -f "$DP_DIR/$p"
+    done
+  fi
+  # cgroups we created: depth first, only empty ones go
+  if [ -f "$BASE/cgroups-ours" ]; then
+    while read -r p; do
+      [ -d "$p" ] && find "$p" -depth -type d -exec rmdir {} \; 2>/dev/null
+      [ -d "$p" ] && log "cgroup $p not removed (still in use?)"
+    done <"$BASE/cgroups-ours"
+  fi
+}
