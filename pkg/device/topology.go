@@ -230,15 +230,18 @@ func (s *Sysfs) sysfsRings(devs []Device) (rings [][]string, found bool, err err
 	return rings, true, nil
 }
 
-// ringAttr reads one ring attribute; ok is false when the file is absent.
+// ringAttr reads one ring attribute; ok is false when the file is absent or
+// unreadable. A value that is not a decimal up to MaxRingAttr is an error.
 func (s *Sysfs) ringAttr(id, name string) (v int64, ok bool, err error) {
 	host := hostAttr(id, name)
 	text, err := readAttr(s.under(host))
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return 0, false, nil
+		if !errors.Is(err, fs.ErrNotExist) {
+			// A broken device must not break the topology of the others:
+			// unreadable counts as absent, and the all-or-none rule decides.
+			s.log.Warn("ignoring ring attribute", "device", id, "err", describeErr("read", host, err))
 		}
-		return 0, false, fmt.Errorf("ring attributes: %s", describeErr("read", host, err))
+		return 0, false, nil
 	}
 	v, err = parseDecimal(text, MaxRingAttr)
 	if err != nil {

@@ -58,7 +58,7 @@ func NewTree(t testing.TB, rows ...Row) string {
 	root := t.TempDir()
 	mkdir(t, filepath.Join(root, device.ClassDir))
 	mkdir(t, filepath.Join(root, device.DevDir))
-	write(t, filepath.Join(root, device.ModuleVersion), DriverVersion+"\n")
+	WriteFile(t, root, device.ModuleVersion, DriverVersion+"\n")
 	for _, r := range rows {
 		AddDevice(t, root, r)
 	}
@@ -104,7 +104,11 @@ func AddDevice(t testing.TB, root string, r Row) {
 	if r.PCI != "" {
 		pci := filepath.Join(root, "sys/devices/pci0000:00", r.PCI)
 		mkdir(t, pci)
-		if err := os.Symlink(pci, filepath.Join(dir, "device")); err != nil {
+		target, err := filepath.Rel(dir, pci) // relative, as sysfs links are
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, filepath.Join(dir, "device")); err != nil {
 			t.Fatal(err)
 		}
 	}
