@@ -1,0 +1,493 @@
+package plugin
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/health"
+	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/pkg/ready"
+)
+
+// Injection modes the plugin runs in (after "auto" was resolved).
+const (
+	InjectionNRI = "nri"
+	InjectionCDI = "cdi"
+)
+
+// Allocation policies.
+const (
+	PolicyBestEffort = "best-effort"
+	PolicyStrict     = "strict"
+)
+
+// Results of one container's Allocate, the values of
+// lpu_allocations_total{result}.
+const (
+	ResultContiguous    = "contiguous"
+	ResultNonContiguous = "noncontiguous"
+	ResultRefused       = "refused"
+)
+
+// RefusalMessage starts PreStartContainer's error when lpu-nri is not
+// connected to the container runtime.
+const RefusalMessage = "LPU injector not connected to the container runtime; refusing to start a container without its LPUs"
+
+// CDIAnnotationDeviceID is the device part of the cdi.k8s.io/ annotation key
+// returned in cdi mode; one container holds at most one allocation of the
+// resource, so a fixed name is unique.
+const CDIAnnotationDeviceID = "devices"
+
+// Defaults for zero Options fields.
+const (
+	DefaultPreStartTimeout = 2 * time.Second
+	DefaultRegisterTimeout = 5 * time.Second
+	DefaultMinBackoff      = 100 * time.Millisecond
+	DefaultMaxBackoff      = 5 * time.Second
+)
+
+// Source gives the current devices; *health.Monitor implements it.
+type Source interface {
+	Snapshot() (health.Snapshot, <-chan struct{})
+}
+
+var _ Source = (*health.Monitor)(nil)
+
+// Recorder receives the plugin's measurements; the metrics package
+// implements it. Methods must be safe for concurrent use.
+type Recorder interface {
+	Allocation(result string)
+	PreferredDuration(d time.Duration)
+	AllocateDuration(d time.Duration)
+	Registered()
+}
+
+type nopRecorder struct{}
+
+func (nopRecorder) Allocation(string)               {}
+func (nopRecorder) PreferredDuration(time.Duration) {}
+func (nopRecorder) AllocateDuration(time.Duration)  {}
+func (nopRecorder) Registered()                     {}
+
+// Options configure a Plugin.
+type Options struct {
+	// ResourceName is the extended resource advertised, hyperaccel.ai/lpu.
+	ResourceName string
+	// KubeletDir holds kubelet.sock and the plugin's socket.
+	KubeletDir string
+	// StateDir holds the readiness socket lpu-nri serves (nri mode).
+	StateDir string
+	// Injection is InjectionNRI or InjectionCDI.
+	Injection string
+	// Policy is PolicyBestEffort or PolicyStrict.
+	Policy string
+	// Key seals the allocation annotation; required in nri mode.
+	Key *inject.Key
+	// Recorder receives metrics; nil records nothing.
+	Recorder Recorder
+	// Logger receives state changes; nil discards.
+	Logger *slog.Logger
+	// PreStartTimeout bounds the readiness check in PreStartContainer.
+	PreStartTimeout time.Duration
+	// RegisterTimeout bounds one Register call to the kubelet.
+	RegisterTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait between registration
+	// attempts while the kubelet is absent or keeps dropping the plugin.
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// Plugin is the kubelet device plugin for LPUs. It serves the v1beta1
+// DevicePlugin service on <KubeletDir>/<SocketName> and keeps itself
+// registered (Run). It is stateless across Allocate calls: every answer
+// derives from the request and the current device snapshot.
+type Plugin struct {
+	src    Source
+	opts   Options
+	log    *slog.Logger
+	rec    Recorder
+	socket string
+
+	registered atomic.Bool
+	streams    atomic.Int32
+
+	readyMu   sync.Mutex
+	lastReady *bool // last PreStart readiness verdict, for logging changes only
+}
+
+// SocketName is the plugin's socket file name for a resource: its last path
+// element plus ".sock" ("hyperaccel.ai/lpu" → "lpu.sock"), with characters
+// outside [A-Za-z0-9._-] replaced by '-'.
+func SocketName(resource string) string {
+	base := path.Base(resource)
+	var b strings.Builder
+	for _, r := range base {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	return b.String() + ".sock"
+}
+
+// New returns a plugin serving the devices of src.
+func New(src Source, opts Options) (*Plugin, error) {
+	if opts.ResourceName == "" || !strings.Contains(opts.ResourceName, "/") {
+		return nil, fmt.Errorf("resource name %q: want domain/name", opts.ResourceName)
+	}
+	if opts.KubeletDir == "" {
+		return nil, errors.New("kubelet directory: empty")
+	}
+	switch opts.Injection {
+	case InjectionNRI:
+		if opts.Key == nil {
+			return nil, errors.New("injection nri: no seal key")
+		}
+	case InjectionCDI:
+	default:
+		return nil, fmt.Errorf("injection %q: want %s or %s", opts.Injection, InjectionNRI, InjectionCDI)
+	}
+	switch opts.Policy {
+	case PolicyBestEffort, PolicyStrict:
+	default:
+		return nil, fmt.Errorf("allocation policy %q: want %s or %s", opts.Policy, PolicyBestEffort, PolicyStrict)
+	}
+	opts.PreStartTimeout = cmp.Or(opts.PreStartTimeout, DefaultPreStartTimeout)
+	opts.RegisterTimeout = cmp.Or(opts.RegisterTimeout, DefaultRegisterTimeout)
+	opts.MinBackoff = cmp.Or(opts.MinBackoff, DefaultMinBackoff)
+	opts.MaxBackoff = max(cmp.Or(opts.MaxBackoff, DefaultMaxBackoff), opts.MinBackoff)
+	p := &Plugin{src: src, opts: opts, log: opts.Logger, rec: opts.Recorder, socket: SocketName(opts.ResourceName)}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	if p.rec == nil {
+		p.rec = nopRecorder{}
+	}
+	return p, nil
+}
+
+// Socket is the path of the plugin's socket.
+func (p *Plugin) Socket() string { return path.Join(p.opts.KubeletDir, p.socket) }
+
+// Registered reports whether the last registration with the kubelet
+// succeeded and has not been invalidated since.
+func (p *Plugin) Registered() bool { return p.registered.Load() }
+
+// Streams is the number of open ListAndWatch streams.
+func (p *Plugin) Streams() int { return int(p.streams.Load()) }
+
+// options are the DevicePluginOptions sent at registration and returned by
+// GetDevicePluginOptions.
+func options() *pluginapi.DevicePluginOptions {
+	return &pluginapi.DevicePluginOptions{PreStartRequired: true, GetPreferredAllocationAvailable: true}
+}
+
+// pluginDevices renders an inventory for ListAndWatch.
+func pluginDevices(inv *device.Inventory) []*pluginapi.Device {
+	out := make([]*pluginapi.Device, 0, len(inv.Devices))
+	for _, d := range inv.Devices {
+		pd := &pluginapi.Device{ID: d.ID, Health: pluginapi.Unhealthy}
+		if d.Health.Healthy {
+			pd.Health = pluginapi.Healthy
+		}
+		if d.NUMANode >= 0 {
+			pd.Topology = &pluginapi.TopologyInfo{Nodes: []*pluginapi.NUMANode{{ID: int64(d.NUMANode)}}}
+		}
+		out = append(out, pd)
+	}
+	return out
+}
+
+func sameDevices(a, b []*pluginapi.Device) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].GetID() != b[i].GetID() || a[i].GetHealth() != b[i].GetHealth() ||
+			numa(a[i]) != numa(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func numa(d *pluginapi.Device) int64 {
+	if n := d.GetTopology().GetNodes(); len(n) > 0 {
+		return n[0].GetID()
+	}
+	return -1
+}
+
+// service is the DevicePlugin service of one registration generation.
+type service struct {
+	pluginapi.UnimplementedDevicePluginServer
+	p   *Plugin
+	gen *generation
+}
+
+// GetDevicePluginOptions returns the plugin's options.
+func (s *service) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
+	return options(), nil
+}
+
+// ListAndWatch sends the device list, then a new one on every change, until
+// the kubelet closes the stream or the generation stops. A stream the
+// kubelet closes triggers re-registration.
+func (s *service) ListAndWatch(_ *pluginapi.Empty, stream pluginapi.DevicePlugin_ListAndWatchServer) error {
+	s.p.streams.Add(1)
+	defer s.p.streams.Add(-1)
+	var last []*pluginapi.Device
+	sent := false
+	for {
+		snap, changed := s.p.src.Snapshot()
+		devs := pluginDevices(snap.Inventory)
+		if !sent || !sameDevices(last, devs) {
+			if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: devs}); err != nil {
+				if s.gen.ctx.Err() == nil {
+					s.gen.trigger("ListAndWatch send failed: " + err.Error())
+				}
+				return err
+			}
+			last, sent = devs, true
+		}
+		select {
+		case <-changed:
+		case <-s.gen.ctx.Done():
+			return nil
+		case <-stream.Context().Done():
+			if s.gen.ctx.Err() == nil {
+				s.gen.trigger("ListAndWatch stream closed by kubelet")
+			}
+			return nil
+		}
+	}
+}
+
+// GetPreferredAllocation answers with ring-contiguous choices. It never
+// returns an error: kubelet turns one into UnexpectedAdmissionError and pod
+// admission storms. Without a good answer it returns the least fragmented
+// set alloc finds, or none, and kubelet chooses by itself.
+func (s *service) GetPreferredAllocation(_ context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+	return s.p.preferred(req), nil
+}
+
+func (p *Plugin) preferred(req *pluginapi.PreferredAllocationRequest) (resp *pluginapi.PreferredAllocationResponse) {
+	start := time.Now()
+	resp = &pluginapi.PreferredAllocationResponse{}
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("preferred allocation failed, answering nothing", "panic", fmt.Sprint(r))
+			resp = &pluginapi.PreferredAllocationResponse{}
+			for range req.GetContainerRequests() {
+				resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{})
+			}
+		}
+		p.rec.PreferredDuration(time.Since(start))
+	}()
+	snap, _ := p.src.Snapshot()
+	for _, creq := range req.GetContainerRequests() {
+		resp.ContainerResponses = append(resp.ContainerResponses,
+			&pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: p.preferredOne(snap, creq)})
+	}
+	return resp
+}
+
+func (p *Plugin) preferredOne(snap health.Snapshot, creq *pluginapi.ContainerPreferredAllocationRequest) []string {
+	size := int(creq.GetAllocationSize())
+	must := creq.GetMustIncludeDeviceIDs()
+	if snap.Layout == nil {
+		p.log.Warn("no valid ring layout, no preferred allocation", "size", size)
+		return nil
+	}
+	// Only devices that are healthy now: kubelet's view may lag ours.
+	available := make([]string, 0, len(creq.GetAvailableDeviceIDs()))
+	for _, id := range creq.GetAvailableDeviceIDs() {
+		if d, ok := snap.Inventory.Device(id); ok && d.Health.Healthy {
+			available = append(available, id)
+		}
+	}
+	ids := snap.Layout.Preferred(available, must, size)
+	if len(ids) != size {
+		p.log.Info("no preferred allocation, kubelet chooses", "size", size,
+			"available", len(available), "mustInclude", must)
+		return nil
+	}
+	if pl, err := snap.Layout.Check(ids); err == nil && !pl.Contiguous {
+		p.log.Info("no contiguous arc free, preferring the least fragmented set", "ids", ids, "reason", pl.Reason)
+	}
+	return ids
+}
+
+// Allocate re-checks each container's devices, which kubelet may have
+// chosen against our preference, and answers according to the injection
+// mode. Any refused container fails the whole call, naming the devices and
+// why.
+func (s *service) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	return s.p.allocate(req)
+}
+
+func (p *Plugin) allocate(req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	start := time.Now()
+	defer func() { p.rec.AllocateDuration(time.Since(start)) }()
+	snap, _ := p.src.Snapshot()
+	resp := &pluginapi.AllocateResponse{ContainerResponses: make([]*pluginapi.ContainerAllocateResponse, 0, len(req.GetContainerRequests()))}
+	results := make([]string, 0, len(req.GetContainerRequests()))
+	for i, creq := range req.GetContainerRequests() {
+		cresp, result, err := p.allocateOne(snap, creq.GetDevicesIds())
+		if err != nil {
+			p.rec.Allocation(ResultRefused)
+			p.log.Warn("allocation refused", "ids", creq.GetDevicesIds(), "container", i, "err", err)
+			return nil, status.Errorf(codes.FailedPrecondition, "allocate %s (container request %d): %v",
+				p.opts.ResourceName, i, err)
+		}
+		resp.ContainerResponses = append(resp.ContainerResponses, cresp)
+		results = append(results, result)
+	}
+	for _, r := range results {
+		p.rec.Allocation(r)
+	}
+	return resp, nil
+}
+
+// allocateOne checks one container's device IDs and builds its response.
+func (p *Plugin) allocateOne(snap health.Snapshot, ids []string) (*pluginapi.ContainerAllocateResponse, string, error) {
+	if len(ids) == 0 {
+		return nil, "", errors.New("no device IDs")
+	}
+	var unknown, unhealthy []string
+	for _, id := range ids {
+		d, ok := snap.Inventory.Device(id)
+		switch {
+		case !ok:
+			unknown = append(unknown, strconv.Quote(id))
+		case !d.Health.Healthy:
+			unhealthy = append(unhealthy, fmt.Sprintf("%s (%s)", id, d.Health.Reason))
+		}
+	}
+	var problems []string
+	if len(unknown) > 0 {
+		problems = append(problems, "unknown device IDs "+strings.Join(unknown, ","))
+	}
+	if len(unhealthy) > 0 {
+		problems = append(problems, "unhealthy devices "+strings.Join(unhealthy, ", "))
+	}
+	if len(problems) > 0 {
+		return nil, "", fmt.Errorf("devices %s: %s", strings.Join(ids, ","), strings.Join(problems, "; "))
+	}
+	if snap.Layout == nil {
+		return nil, "", fmt.Errorf("devices %s: no valid ring layout on this node", strings.Join(ids, ","))
+	}
+	pl, err := snap.Layout.Check(ids)
+	if err != nil {
+		return nil, "", fmt.Errorf("devices %s: %w", strings.Join(ids, ","), err)
+	}
+	result := ResultContiguous
+	if !pl.Contiguous {
+		if p.opts.Policy == PolicyStrict {
+			return nil, "", fmt.Errorf("devices %s are not one contiguous ring arc (%s); allocation policy strict refuses them",
+				strings.Join(pl.IDs, ","), pl.Reason)
+		}
+		result = ResultNonContiguous
+		p.log.Info("accepting non-contiguous allocation (policy best-effort)", "ids", pl.IDs, "reason", pl.Reason)
+	}
+	if p.opts.Injection == InjectionNRI {
+		// Only the sealed annotation: lpu-nri injects nodes, mounts and
+		// env at CreateContainer, from its own discovery.
+		return &pluginapi.ContainerAllocateResponse{Annotations: p.opts.Key.Annotations(pl.IDs)}, result, nil
+	}
+	cresp, err := cdiResponse(snap.Inventory, pl.IDs)
+	if err != nil {
+		return nil, "", fmt.Errorf("devices %s: %w", strings.Join(pl.IDs, ","), err)
+	}
+	return cresp, result, nil
+}
+
+// cdiResponse names the devices for CDI: CDIDevices (kubelet ≥ 1.28), the
+// cdi.k8s.io/ annotation older kubelets pass to the runtime, and the
+// set-wide LPU_VISIBLE_DEVICES (per-device CDI env would replace each
+// other). ids are in ring order.
+func cdiResponse(inv *device.Inventory, ids []string) (*pluginapi.ContainerAllocateResponse, error) {
+	names := inject.CDIDeviceNames(ids)
+	key, err := cdi.AnnotationKey(CDIAnnotationPluginName(), CDIAnnotationDeviceID)
+	if err != nil {
+		return nil, fmt.Errorf("cdi annotation key: %w", err)
+	}
+	value, err := cdi.AnnotationValue(names)
+	if err != nil {
+		return nil, fmt.Errorf("cdi annotation value: %w", err)
+	}
+	devs := make([]*pluginapi.CDIDevice, len(names))
+	indices := make([]string, len(ids))
+	for i, id := range ids {
+		devs[i] = &pluginapi.CDIDevice{Name: names[i]}
+		d, _ := inv.Device(id)
+		indices[i] = strconv.Itoa(d.Index)
+	}
+	return &pluginapi.ContainerAllocateResponse{
+		CdiDevices:  devs,
+		Annotations: map[string]string{key: value},
+		Envs:        map[string]string{inject.EnvVisibleDevices: strings.Join(indices, ",")},
+	}, nil
+}
+
+// CDIAnnotationPluginName is the plugin part of the cdi.k8s.io/ annotation
+// key: the CDI kind with '/' replaced, "hyperaccel.ai-lpu".
+func CDIAnnotationPluginName() string { return strings.ReplaceAll(inject.CDIKind, "/", "-") }
+
+// PreStartContainer lets a container start only when its LPUs will be
+// injected: in nri mode lpu-nri must report that it is connected to the
+// runtime, otherwise the container would start without its devices. In cdi
+// mode the runtime injects from the spec and there is nothing to check.
+func (s *service) PreStartContainer(ctx context.Context, req *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+	return s.p.preStart(ctx, req)
+}
+
+func (p *Plugin) preStart(ctx context.Context, req *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+	if p.opts.Injection != InjectionNRI {
+		return &pluginapi.PreStartContainerResponse{}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.PreStartTimeout)
+	defer cancel()
+	err := ready.Check(ctx, ready.Path(p.opts.StateDir))
+	p.noteReady(err, req.GetDevicesIds())
+	if err != nil {
+		detail := strings.TrimPrefix(strings.TrimPrefix(err.Error(), ready.ErrNotConnected.Error()), ": ")
+		if detail == "" {
+			detail = "lpu-nri reports it is not connected"
+		}
+		return nil, status.Errorf(codes.Unavailable, "%s: %s (devices %s)", RefusalMessage, detail, strings.Join(req.GetDevicesIds(), ","))
+	}
+	return &pluginapi.PreStartContainerResponse{}, nil
+}
+
+// noteReady logs readiness only when it changes.
+func (p *Plugin) noteReady(err error, ids []string) {
+	ok := err == nil
+	p.readyMu.Lock()
+	defer p.readyMu.Unlock()
+	if p.lastReady != nil && *p.lastReady == ok {
+		return
+	}
+	p.lastReady = &ok
+	if ok {
+		p.log.Info("LPU injector connected, containers may start")
+		return
+	}
+	p.log.Warn("LPU injector not connected, refusing container starts", "ids", ids, "err", err)
+}
