@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# build-oci.sh — builds the lpu-node image (both daemons) without a container
+# engine: static Go binaries, an OCI image layout assembled with umoci, written
+# as an OCI archive that `ctr images import` and `podman load` accept.
+#
+# usage: deploy/container/build-oci.sh OUT.tar [VERSION]
+#
+#   VERSION          default: git describe --tags --always --dirty (or "dev")
+#   IMAGE            image name recorded in the archive
+#                    (default ghcr.io/hyperaccel/lpu-node); the tag is VERSION
+#   SOURCE_DATE_EPOCH  timestamp for every file, layer and config date
+#                    (default: the commit time of HEAD), for reproducibility
+#   GOARCH           target architecture (default: the host's)
+#
+# Same source tree + same Go toolchain + same umoci + same SOURCE_DATE_EPOCH
+# gives byte-identical OUT.tar (the binaries are built with -trimpath and
+# -buildvcs=false, every mtime is SOURCE_DATE_EPOCH, the archive is sorted
+# with fixed owners).
+#
+# Import and run, e.g.:
+#   ctr -n k8s.io images import OUT.tar
+#   ctr -n k8s.io run --rm ghcr.io/hyperaccel/lpu-node:VERSION v /usr/bin/lpu-nri --version
+set -euo pipefail
+
+usage() { echo "usage: $0 OUT.tar [VERSION]" >&2; exit 2; }
+[ $# -ge 1 ] && [ $# -le 2 ] || usage
+case $1 in -h|--help) usage ;; esac
+
+export PATH=/usr/local/go/bin:$PATH
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+out=$1
+case $out in /*) ;; *) out=$PWD/$out ;; esac
+
+log() { printf '[%(%H:%M:%S)T] build-oci: %s\n' -1 "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+version=${2:-$(git -C "$repo" describe --tags --always --dirty 2>/dev/null || echo dev)}
+# An OCI tag: [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}
+tag=$(printf '%s' "$version" | tr -c 'A-Za-z0-9_.-' '_' | cut -c1-128)
+image=${IMAGE:-ghcr.io/hyperaccel/lpu-node}
+epoch=${SOURCE_DATE_EPOCH:-$(git -C "$repo" log -1 --format=%ct 2>/dev/null || echo 0)}
+[[ $epoch =~ ^[0-9]+$ ]] || die "SOURCE_DATE_EPOCH must be seconds since 1970, got '$epoch'"
+created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
+revision=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
+goarch=${GOARCH:-$(go env GOARCH)}
+
+if ! command -v umoci >/dev/null; then
+  [ "$(id -u)" = 0 ] || die "umoci is missing; install it: apt-get install umoci"
+  log "installing umoci (apt)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends umoci >/dev/null
+fi
+rootless=()
+[ "$(id -u)" = 0 ] || rootless=(--rootless)
+
+work=$(mktemp -d /tmp/lpu-oci.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+log "building lpu-device-plugin and lpu-nri $version (linux/$goarch, static)"
+(
+  cd "$repo"
+  CGO_ENABLED=0 GOOS=linux GOARCH=$goarch GOFLAGS= \
+    go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$version" \
+    -o "$work/bin/" ./cmd/lpu-device-plugin ./cmd/lpu-nri
+)
+
+log "assembling the OCI layout ($image:$tag)"
+layout=$work/oci
+umoci init --layout "$layout"
+umoci new --image "$layout:$tag"
+umoci unpack "${rootless[@]}" --image "$layout:$tag" "$work/bundle"
+rootfs=$work/bundle/rootfs
+
+install -d -m 0755 "$rootfs/usr" "$rootfs/usr/bin" "$rootfs/etc"
+install -d -m 1777 "$rootfs/tmp"
+install -m 0755 "$work/bin/lpu-device-plugin" "$work/bin/lpu-nri" "$rootfs/usr/bin/"
+# Names for the two users the image knows: root (the Helm chart runs as UID 0
+# without capabilities, see deploy/README.md) and nonroot, the image default.
+printf '%s\n' 'root:x:0:0:root:/root:/sbin/nologin' \
+  'nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin' > "$rootfs/etc/passwd"
+printf '%s\n' 'root:x:0:' 'nonroot:x:65532:' > "$rootfs/etc/group"
+chmod 0644 "$rootfs/etc/passwd" "$rootfs/etc/group"
+find "$rootfs" -exec touch -h -d "@$epoch" {} +
+
+umoci repack --image "$layout:$tag" \
+  --history.created "$created" --history.created_by "deploy/container/build-oci.sh" \
+  --history.comment "lpu-device-plugin and lpu-nri $version" "$work/bundle"
+
+labels=(
+  "org.opencontainers.image.title=lpu-node"
+  "org.opencontainers.image.description=HyperAccel LPU node stack: kubelet device plugin and NRI plugin"
+  "org.opencontainers.image.vendor=HyperAccel"
+  "org.opencontainers.image.source=https://github.com/hyperaccel/lpu-node"
+  "org.opencontainers.image.url=https://github.com/hyperaccel/lpu-node"
+  "org.opencontainers.image.version=$version"
+  "org.opencontainers.image.revision=$revision"
+  "org.opencontainers.image.created=$created"
+)
+cfg=(--no-history --created "$created" --os linux --architecture "$goarch"
+  --config.user 65532:65532 --config.workingdir /
+  --config.env PATH=/usr/bin:/bin
+  --config.entrypoint /usr/bin/lpu-device-plugin)
+for l in "${labels[@]}"; do cfg+=(--config.label "$l" --manifest.annotation "$l"); done
+umoci config --image "$layout:$tag" "${cfg[@]}"
+umoci gc --layout "$layout"
+
+# Let `ctr images import` name the image without --base-name: containerd reads
+# io.containerd.image.name from the index; umoci wrote only the tag.
+ref="\"org.opencontainers.image.ref.name\":\"$tag\""
+grep -q "$ref" "$layout/index.json" || die "index.json has no ref.name $tag"
+sed -i "s|$ref|\"io.containerd.image.name\":\"$image:$tag\",$ref|" "$layout/index.json"
+umoci stat --image "$layout:$tag" >/dev/null
+
+find "$layout" -exec touch -h -d "@$epoch" {} +
+mkdir -p "$(dirname "$out")"
+tar --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-owner --mode=a+rX,u+w,go-w \
+  --format=gnu -C "$layout" -cf "$out.tmp" oci-layout index.json blobs
+mv "$out.tmp" "$out"
+
+manifest=$(grep -o '"digest":"sha256:[0-9a-f]*"' "$layout/index.json" | head -1 | cut -d'"' -f4)
+log "wrote $out: $image:$tag manifest $manifest"
+printf '%s\n' "$manifest"

@@ -1,0 +1,101 @@
+{{/* Chart name, 63 characters at most. */}}
+{{- define "lpu-node.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Release-qualified name; the release name alone when it already contains the chart name. */}}
+{{- define "lpu-node.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "lpu-node.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "lpu-node.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "lpu-node.labels" -}}
+{{ include "lpu-node.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: node-agent
+app.kubernetes.io/part-of: lpu-node
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "lpu-node.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "lpu-node.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "lpu-node.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* Discovery root with no trailing slash; "/" is refused because the host's /sys and /dev are mounted under it. */}}
+{{- define "lpu-node.root" -}}
+{{- $root := trimSuffix "/" .Values.config.root -}}
+{{- if eq $root "" -}}
+{{- fail "config.root must be a directory the chart mounts the host under (e.g. /host), not /" -}}
+{{- end -}}
+{{- $root -}}
+{{- end -}}
+
+{{/* True when lpu-nri may write CDI specs: cdi mode, or auto mode which can fall back to CDI. */}}
+{{- define "lpu-node.cdi" -}}
+{{- if has .Values.config.injection.mode (list "cdi" "auto") -}}true{{- end -}}
+{{- end -}}
+
+{{/* The ConfigMap body: the versioned node config. */}}
+{{- define "lpu-node.config" -}}
+version: v1
+{{ toYaml .Values.config }}
+{{- end -}}
+
+{{/* Flags shared by both daemons. */}}
+{{- define "lpu-node.commonArgs" -}}
+- --config=/etc/lpu/config.yaml
+{{- if gt (int .Values.simulate) 0 }}
+- --simulate={{ int .Values.simulate }}
+{{- end }}
+{{- end -}}
+
+{{/* Probes on a daemon's metrics port. Argument: dict "port" NAME "probes" .Values.probes */}}
+{{- define "lpu-node.probes" -}}
+livenessProbe:
+  httpGet:
+    path: /healthz
+    port: {{ .port }}
+  {{- toYaml .probes.liveness | nindent 2 }}
+readinessProbe:
+  httpGet:
+    path: /readyz
+    port: {{ .port }}
+  {{- toYaml .probes.readiness | nindent 2 }}
+{{- end -}}
+
+{{/* Container security context: no capabilities, read-only image, no escalation.
+     Runs as UID 0 (without capabilities) because the kubelet device-plugin
+     directory, the NRI socket and the CDI spec dir are root-owned on the host. */}}
+{{- define "lpu-node.securityContext" -}}
+privileged: false
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsUser: 0
+runAsGroup: 0
+runAsNonRoot: false
+capabilities:
+  drop:
+    - ALL
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
