@@ -1,0 +1,357 @@
+package device_test
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
+)
+
+// simInventory is what discovery must find on a fresh simulated node.
+func simInventory(devices, rings int) *device.Inventory {
+	inv := &device.Inventory{DriverVersion: "2.1.0-sim"}
+	per := devices / rings
+	for i := 0; i < devices; i++ {
+		numa := 0
+		if i >= devices/2 && devices > 1 {
+			numa = 1
+		}
+		inv.Devices = append(inv.Devices, device.Device{
+			ID: device.ID(i), Index: i, Path: fmt.Sprintf("/dev/lpu%d", i),
+			Major: device.DefaultMajor, Minor: int64(i),
+			Serial: fmt.Sprintf("LPUSIM%06d", i), Firmware: "1.8.2-sim",
+			NUMANode: numa, PCIBusID: fmt.Sprintf("0000:%02x:00.0", 0x10+i),
+			Health: device.Health{Healthy: true},
+		})
+		if i%per == 0 {
+			inv.Rings = append(inv.Rings, nil)
+		}
+		inv.Rings[i/per] = append(inv.Rings[i/per], device.ID(i))
+	}
+	return inv
+}
+
+func TestSimulateRoundTrip(t *testing.T) {
+	tests := map[string]struct{ devices, rings int }{
+		"8 in one ring":        {8, 1},
+		"16 in two rings":      {16, 2},
+		"4 rings of two":       {8, 4},
+		"rings of one":         {3, 3},
+		"one device":           {1, 1},
+		"32 in four rings":     {32, 4},
+		"odd ring size of 3x5": {15, 5},
+	}
+	sources := map[string][]device.Option{
+		"auto":  nil,
+		"table": {device.WithTopologySource(device.TopologyTable), device.WithNetworkTable(device.DefaultNetworkTable)},
+		"sysfs": {device.WithTopologySource(device.TopologySysfs)},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			if err := device.Simulate(root, device.SimSpec{Devices: tc.devices, Rings: tc.rings}); err != nil {
+				t.Fatal(err)
+			}
+			want := simInventory(tc.devices, tc.rings)
+			for src, opts := range sources {
+				got := discover(t, root, opts...)
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("source %s:\n got %+v\nwant %+v", src, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestSimulateFiles(t *testing.T) {
+	root := t.TempDir()
+	if err := device.Simulate(root, device.SimSpec{Devices: 4, Rings: 1, Major: 240, DriverVersion: "9.9", Firmware: "fw7"}); err != nil {
+		t.Fatal(err)
+	}
+	inv := discover(t, root)
+	if d := inv.Devices[3]; d.Major != 240 || d.Minor != 3 || d.Firmware != "fw7" || inv.DriverVersion != "9.9" {
+		t.Errorf("spec not applied: %+v, driver %q", d, inv.DriverVersion)
+	}
+	for path, mode := range map[string]fs.FileMode{
+		device.SimLibrary: 0o644, device.SimTool: 0o755, "/dev/lpu3": 0o666, device.DefaultNetworkTable: 0o644,
+	} {
+		fi, err := os.Stat(filepath.Join(root, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !fi.Mode().IsRegular() || fi.Mode().Perm() != mode {
+			t.Errorf("%s: mode %v, want regular %v", path, fi.Mode(), mode)
+		}
+	}
+	// Class entries are relative links into /sys/devices, as on a real host,
+	// so the tree can be moved.
+	target, err := os.Readlink(filepath.Join(root, "sys/class/lpu/lpu2"))
+	if err != nil || target != "../../devices/pci0000:00/0000:12:00.0/lpu/lpu2" {
+		t.Errorf("class link = %q, %v", target, err)
+	}
+	table, err := os.ReadFile(filepath.Join(root, device.DefaultNetworkTable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(table), "lpu3 lpu0\n") {
+		t.Errorf("network table does not close the ring:\n%s", table)
+	}
+	moved := filepath.Join(t.TempDir(), "moved")
+	if err := os.Rename(root, moved); err != nil {
+		t.Fatal(err)
+	}
+	if got := discover(t, moved); !reflect.DeepEqual(got, inv) {
+		t.Errorf("moved tree discovers differently")
+	}
+}
+
+// snapshot records every path under root with its mode, content or link
+// target, and inode (to see rewrites).
+func snapshot(t *testing.T, root string) map[string]string {
+	t.Helper()
+	snap := map[string]string{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(path)
+		if err != nil {
+			return err
+		}
+		v := fi.Mode().String()
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			v += " -> " + target
+		case fi.Mode().IsRegular():
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			v += " " + string(b)
+		}
+		v += fmt.Sprintf(" ino=%d", fi.Sys().(*syscall.Stat_t).Ino)
+		snap[strings.TrimPrefix(path, root)] = v
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+func TestSimulateIdempotent(t *testing.T) {
+	root := t.TempDir()
+	spec := device.SimSpec{Devices: 8, Rings: 2}
+	if err := device.Simulate(root, spec); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, root)
+	if err := device.Simulate(root, spec); err != nil {
+		t.Fatal(err)
+	}
+	after := snapshot(t, root)
+	if !reflect.DeepEqual(before, after) {
+		for p, v := range after {
+			if before[p] != v {
+				t.Errorf("%s changed:\n%q\n%q", p, before[p], v)
+			}
+		}
+		for p := range before {
+			if _, ok := after[p]; !ok {
+				t.Errorf("%s removed", p)
+			}
+		}
+	}
+}
+
+func TestSimulateRepairsAndPreserves(t *testing.T) {
+	root := t.TempDir()
+	spec := device.SimSpec{Devices: 8, Rings: 1}
+	if err := device.Simulate(root, spec); err != nil {
+		t.Fatal(err)
+	}
+	devicetest.SetStatus(t, root, "lpu3", "ECC_ERROR")
+	devicetest.WriteAttr(t, root, "lpu3", device.AttrUtilization, "55\n")
+	devicetest.WriteAttr(t, root, "lpu5", "dev", "garbage\n")
+	devicetest.RemoveNode(t, root, "lpu6")
+	if err := os.Remove(filepath.Join(root, device.SimTool)); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := device.Simulate(root, spec); err != nil {
+		t.Fatal(err)
+	}
+	s := device.NewSysfs(root)
+	if h := s.ProbeHealth("lpu3"); h.Healthy || h.Reason != `status "ECC_ERROR"` {
+		t.Errorf("flipped status not preserved: %+v", h)
+	}
+	if tm, err := s.Telemetry("lpu3"); err != nil || tm.UtilizationPercent != 55 {
+		t.Errorf("telemetry not preserved: %+v %v", tm, err)
+	}
+	for _, id := range []string{"lpu5", "lpu6"} {
+		if h := s.ProbeHealth(id); !h.Healthy {
+			t.Errorf("%s not repaired: %+v", id, h)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, device.SimTool)); err != nil {
+		t.Errorf("tool not restored: %v", err)
+	}
+}
+
+func TestSimulateShrinks(t *testing.T) {
+	root := t.TempDir()
+	if err := device.Simulate(root, device.SimSpec{Devices: 16, Rings: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := device.Simulate(root, device.SimSpec{Devices: 8, Rings: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for src, opts := range map[string][]device.Option{
+		"auto":  nil,
+		"table": {device.WithNetworkTable(device.DefaultNetworkTable)},
+	} {
+		if got, want := discover(t, root, opts...), simInventory(8, 1); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: after shrinking:\n got %+v\nwant %+v", src, got, want)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(root, "dev/lpu8")); !os.IsNotExist(err) {
+		t.Errorf("/dev/lpu8 still there: %v", err)
+	}
+}
+
+// Two daemons start at once on the same state dir.
+func TestSimulateConcurrent(t *testing.T) {
+	root := t.TempDir()
+	spec := device.SimSpec{Devices: 16, Rings: 2}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() { errs <- device.Simulate(root, spec) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := discover(t, root); !reflect.DeepEqual(got, simInventory(16, 2)) {
+		t.Errorf("concurrent simulate: %+v", got)
+	}
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(path, ".tmp") {
+			t.Errorf("temporary file left: %s", path)
+		}
+		return err
+	})
+}
+
+func TestSimulateSpecErrors(t *testing.T) {
+	tests := map[string]struct {
+		spec    device.SimSpec
+		wantErr string
+	}{
+		"no devices":        {device.SimSpec{Rings: 1}, "simulate: devices 0: want 1 to 1024"},
+		"too many devices":  {device.SimSpec{Devices: 1025, Rings: 1}, "simulate: devices 1025: want 1 to 1024"},
+		"no rings":          {device.SimSpec{Devices: 8}, "simulate: rings 0: want 1 to 8"},
+		"more rings":        {device.SimSpec{Devices: 2, Rings: 4}, "simulate: rings 4: want 1 to 2"},
+		"uneven rings":      {device.SimSpec{Devices: 8, Rings: 3}, "simulate: rings 3 does not divide devices 8"},
+		"negative major":    {device.SimSpec{Devices: 8, Rings: 1, Major: -1}, "simulate: major -1: want 1 to 4095"},
+		"major too large":   {device.SimSpec{Devices: 8, Rings: 1, Major: 4096}, "simulate: major 4096: want 1 to 4095"},
+		"spaces in version": {device.SimSpec{Devices: 8, Rings: 1, DriverVersion: "1 2"}, `simulate: driver version "1 2"`},
+		"newline firmware":  {device.SimSpec{Devices: 8, Rings: 1, Firmware: "1\n"}, `simulate: firmware "1\n"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			err := device.Simulate(root, tc.spec)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want containing %q", err, tc.wantErr)
+			}
+			if entries, _ := os.ReadDir(root); len(entries) != 0 {
+				t.Errorf("invalid spec wrote %d entries", len(entries))
+			}
+		})
+	}
+}
+
+func TestSimulatedRoot(t *testing.T) {
+	if got := device.SimulatedRoot("/var/lib/lpu"); got != "/var/lib/lpu/simulated-node" {
+		t.Errorf("SimulatedRoot = %q", got)
+	}
+}
+
+func TestSimulateUnwritableRoot(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(root, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := device.Simulate(root, device.SimSpec{Devices: 1, Rings: 1})
+	if err == nil || !strings.Contains(err.Error(), "simulate under "+root) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func BenchmarkDiscover16(b *testing.B) {
+	root := b.TempDir()
+	if err := device.Simulate(root, device.SimSpec{Devices: 16, Rings: 2}); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for name, opts := range map[string][]device.Option{
+		"auto-sysfs": nil,
+		"table":      {device.WithNetworkTable(device.DefaultNetworkTable)},
+		"index":      {device.WithTopologySource(device.TopologyIndex)},
+	} {
+		b.Run(name, func(b *testing.B) {
+			s := device.NewSysfs(root, opts...)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.Discover(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkProbeHealth(b *testing.B) {
+	root := b.TempDir()
+	if err := device.Simulate(root, device.SimSpec{Devices: 16, Rings: 2}); err != nil {
+		b.Fatal(err)
+	}
+	s := device.NewSysfs(root)
+	b.ReportAllocs()
+	for b.Loop() {
+		if h := s.ProbeHealth("lpu7"); !h.Healthy {
+			b.Fatal(h.Reason)
+		}
+	}
+}
+
+func BenchmarkSimulateRerun16(b *testing.B) {
+	root := b.TempDir()
+	spec := device.SimSpec{Devices: 16, Rings: 2}
+	if err := device.Simulate(root, spec); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := device.Simulate(root, spec); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
