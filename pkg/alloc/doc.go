@@ -1,0 +1,37 @@
+// Package alloc chooses which LPUs serve a request so that jobs get ring
+// neighbours and the node stays able to serve later requests.
+//
+// It owns the allocation policy only and uses the standard library only: a
+// Layout holds the ring topology of one node (device IDs in ring order, one
+// slice per ring) and works on ring positions. Discovery (pkg/device) builds
+// the rings; the device plugin calls Preferred from GetPreferredAllocation
+// and Check from Allocate.
+//
+// # Preferred
+//
+// Candidates are arcs of size consecutive positions on one ring, wrap-around
+// arcs included, whose devices are all available and which cover the
+// must-include devices. Every candidate is scored, and the winner keeps the
+// longest free arc on the node, then the fewest free segments, then a
+// power-of-two aligned start, then the lowest position. When no arc fits,
+// Preferred still answers, with the available set that forms the fewest
+// segments (staying on one ring when possible); it returns nil only when the
+// request cannot be met at all.
+//
+// # Check
+//
+// Check orders a set that kubelet chose along its ring and reports whether
+// it is one contiguous arc, and why not, for the best-effort and strict
+// allocation policies.
+//
+// # Example
+//
+//	l, err := alloc.NewLayout([][]string{{"lpu0", "lpu1", "lpu2", "lpu3", "lpu4", "lpu5", "lpu6", "lpu7"}})
+//	if err != nil {
+//		return err
+//	}
+//	ids := l.Preferred([]string{"lpu0", "lpu1", "lpu5", "lpu6", "lpu7"}, nil, 3)
+//	// ids == [lpu5 lpu6 lpu7]: leaves lpu0,lpu1 whole
+//	p, _ := l.Check([]string{"lpu1", "lpu7", "lpu0"})
+//	// p.IDs == [lpu7 lpu0 lpu1], p.Contiguous == true
+package alloc

@@ -1,0 +1,423 @@
+package alloc
+
+import (
+	"math/bits"
+	"sort"
+)
+
+// segment is a maximal run of free positions on one ring.
+type segment struct {
+	ring, start, length int
+	full                bool // the whole ring is free; the run has no ends
+}
+
+// ringStats summarises the free segments of one ring.
+type ringStats struct {
+	segs              []segment
+	largest, largestI int // longest segment and its index in segs (-1 when none)
+	second            int // longest segment other than segs[largestI]
+}
+
+func (l *Layout) stats(free []bool) []ringStats {
+	st := make([]ringStats, len(l.rings))
+	for r, ring := range l.rings {
+		s := &st[r]
+		s.largestI = -1
+		n := len(ring)
+		forEachSegment(free[l.offset[r]:l.offset[r]+n], func(start, length int) {
+			s.segs = append(s.segs, segment{ring: r, start: start, length: length, full: length == n})
+			switch {
+			case length > s.largest:
+				s.second = s.largest
+				s.largest, s.largestI = length, len(s.segs)-1
+			case length > s.second:
+				s.second = length
+			}
+		})
+	}
+	return st
+}
+
+// score ranks a candidate arc by what it leaves behind. Higher is better in
+// this order: the longest free arc left on the node, then fewer free
+// segments left on the node, then a start aligned to the power of two that
+// holds the request, then the lowest ring, then the lowest position.
+type score struct {
+	largest, segs int
+	aligned       bool
+	ring, start   int
+}
+
+func (a score) better(b score) bool {
+	if a.largest != b.largest {
+		return a.largest > b.largest
+	}
+	if a.segs != b.segs {
+		return a.segs < b.segs
+	}
+	if a.aligned != b.aligned {
+		return a.aligned
+	}
+	if a.ring != b.ring {
+		return a.ring < b.ring
+	}
+	return a.start < b.start
+}
+
+// Preferred picks size devices out of available that include every ID of
+// mustInclude, for a kubelet GetPreferredAllocation request.
+//
+// It considers every arc of size consecutive ring positions on one ring
+// (wrap-around arcs count; an arc may be a whole ring) whose devices are all
+// available and which covers mustInclude, and returns the one that leaves
+// the node best able to serve later requests (see score). The IDs come in
+// ring order starting at the arc's first position: lpu7, lpu0, lpu1 for the
+// wrap-around arc 7-0-1.
+//
+// It never fails. When no arc qualifies it returns size available IDs
+// covering mustInclude that form the fewest ring segments, on one ring when
+// any ring holds enough of them. It returns nil when size is not positive,
+// size exceeds the number of available devices, mustInclude holds more than
+// size devices, or a mustInclude ID is not available. Unknown IDs are
+// ignored; unhealthy devices are simply absent from available.
+func (l *Layout) Preferred(available, mustInclude []string, size int) []string {
+	if size <= 0 {
+		return nil
+	}
+	free, nfree := l.freeMask(available)
+	if size > nfree {
+		return nil
+	}
+	var must []loc
+	mustRing := -1 // ring holding every must-include, -2 when they span rings
+	seen := make(map[string]bool, len(mustInclude))
+	for _, id := range mustInclude {
+		lc, ok := l.loc[id]
+		if !ok || seen[id] {
+			continue
+		}
+		seen[id] = true
+		if !free[l.offset[lc.ring]+lc.pos] {
+			return nil
+		}
+		must = append(must, lc)
+		switch mustRing {
+		case -1:
+			mustRing = lc.ring
+		case lc.ring:
+		default:
+			mustRing = -2
+		}
+	}
+	if len(must) > size {
+		return nil
+	}
+
+	st := l.stats(free)
+	if mustRing != -2 {
+		if r, start, ok := l.bestArc(st, must, mustRing, size); ok {
+			ring := l.rings[r]
+			out := make([]string, size)
+			for i := range out {
+				out[i] = ring[(start+i)%len(ring)]
+			}
+			return out
+		}
+	}
+	return l.fallback(st, free, must, mustRing, size)
+}
+
+// bestArc scores every candidate arc exactly and returns the best one's ring
+// and start. Removing an arc only changes its own segment, so each candidate
+// is scored in constant time from the per-ring summaries.
+func (l *Layout) bestArc(st []ringStats, must []loc, mustRing, size int) (int, int, bool) {
+	totalSegs := 0
+	top1, top1Ring, top2 := 0, -1, 0 // longest segment over rings, its ring, longest on any other ring
+	for r := range st {
+		totalSegs += len(st[r].segs)
+		switch v := st[r].largest; {
+		case v > top1:
+			top2 = top1
+			top1, top1Ring = v, r
+		case v > top2:
+			top2 = v
+		}
+	}
+	align := 1 << bits.Len(uint(size-1)) // smallest power of two ≥ size
+
+	var best score
+	found := false
+	consider := func(c score) {
+		if !found || c.better(best) {
+			best, found = c, true
+		}
+	}
+	covers := func(n, start int) bool {
+		for _, m := range must {
+			if (m.pos-start+n)%n >= size {
+				return false
+			}
+		}
+		return true
+	}
+
+	for r := range st {
+		n := len(l.rings[r])
+		if n < size || (mustRing >= 0 && r != mustRing) {
+			continue
+		}
+		s := &st[r]
+		otherRings := top1
+		if r == top1Ring {
+			otherRings = top2
+		}
+		for i, sg := range s.segs {
+			if sg.length < size {
+				continue
+			}
+			ringRest := s.largest // longest segment on this ring other than sg
+			if i == s.largestI {
+				ringRest = s.second
+			}
+			if sg.full {
+				rest, restSegs := n-size, 1
+				if rest == 0 {
+					restSegs = 0
+				}
+				starts := n
+				if size == n {
+					starts = 1 // every start gives the same set; position 0 wins
+				}
+				for start := 0; start < starts; start++ {
+					if !covers(n, start) {
+						continue
+					}
+					consider(score{
+						largest: max(otherRings, rest),
+						segs:    totalSegs - 1 + restSegs,
+						aligned: start%align == 0,
+						ring:    r,
+						start:   start,
+					})
+				}
+				continue
+			}
+			for off := 0; off+size <= sg.length; off++ {
+				start := (sg.start + off) % n
+				if !covers(n, start) {
+					continue
+				}
+				left, right := off, sg.length-size-off
+				segs := totalSegs - 1
+				if left > 0 {
+					segs++
+				}
+				if right > 0 {
+					segs++
+				}
+				consider(score{
+					largest: max(otherRings, ringRest, left, right),
+					segs:    segs,
+					aligned: start%align == 0,
+					ring:    r,
+					start:   start,
+				})
+			}
+		}
+	}
+	return best.ring, best.start, found
+}
+
+// fallback picks size free positions covering must with the fewest
+// segments when no single arc qualifies: on one ring when any ring holds
+// every must-include and enough free devices, else over the whole node.
+func (l *Layout) fallback(st []ringStats, free []bool, must []loc, mustRing, size int) []string {
+	bestRing, bestPieces := -1, 0
+	var bestSel []loc
+	for r := range st {
+		if mustRing == -2 || (mustRing >= 0 && r != mustRing) {
+			continue
+		}
+		cnt := 0
+		for _, sg := range st[r].segs {
+			cnt += sg.length
+		}
+		if cnt < size {
+			continue
+		}
+		sel := l.fewestSegments(st[r].segs, must, size)
+		if p := l.pieces(sel); bestRing < 0 || p < bestPieces {
+			bestRing, bestPieces, bestSel = r, p, sel
+		}
+	}
+	if bestRing < 0 {
+		var all []segment
+		for r := range st {
+			all = append(all, st[r].segs...)
+		}
+		bestSel = l.fewestSegments(all, must, size)
+	}
+	return l.ordered(bestSel)
+}
+
+// fewestSegments chooses size positions from segs that cover must with as
+// few runs as possible. The caller guarantees that segs hold at least size
+// positions, every must position lies in one of them, and len(must) ≤ size.
+func (l *Layout) fewestSegments(segs []segment, must []loc, size int) []loc {
+	type work struct {
+		seg    segment
+		offs   []int  // must offsets from the (rotated) segment start, ascending
+		chosen []bool // per offset
+	}
+	var mand []*work
+	var rest []segment
+	for _, sg := range segs {
+		n := len(l.rings[sg.ring])
+		var offs []int
+		for _, m := range must {
+			if m.ring != sg.ring {
+				continue
+			}
+			if off := (m.pos - sg.start + n) % n; off < sg.length {
+				offs = append(offs, off)
+			}
+		}
+		if len(offs) == 0 {
+			rest = append(rest, sg)
+			continue
+		}
+		sort.Ints(offs)
+		if sg.full {
+			// A free ring has no ends: start right after the widest gap
+			// between must-includes so their span is as short as possible.
+			gapAt, gap := 0, -1
+			for i := range offs {
+				g := (offs[(i+1)%len(offs)] - offs[i] - 1 + n) % n
+				if g > gap {
+					gap, gapAt = g, (i+1)%len(offs)
+				}
+			}
+			shift := offs[gapAt]
+			sg.start = (sg.start + shift) % n
+			for i := range offs {
+				offs[i] = (offs[i] - shift + n) % n
+			}
+			sort.Ints(offs)
+		}
+		w := &work{seg: sg, offs: offs, chosen: make([]bool, sg.length)}
+		for o := offs[0]; o <= offs[len(offs)-1]; o++ {
+			w.chosen[o] = true
+		}
+		mand = append(mand, w)
+	}
+
+	// Span every must-include group; if that is too many, leave out the
+	// widest gaps between must-includes first (fewest extra pieces).
+	type gap struct{ w, from, length int }
+	used := 0
+	var gaps []gap
+	for wi, w := range mand {
+		used += w.offs[len(w.offs)-1] - w.offs[0] + 1
+		for i := 1; i < len(w.offs); i++ {
+			if g := w.offs[i] - w.offs[i-1] - 1; g > 0 {
+				gaps = append(gaps, gap{w: wi, from: w.offs[i-1] + 1, length: g})
+			}
+		}
+	}
+	sort.SliceStable(gaps, func(i, j int) bool { return gaps[i].length > gaps[j].length })
+	for _, g := range gaps {
+		if used <= size {
+			break
+		}
+		for o := g.from; o < g.from+g.length; o++ {
+			mand[g.w].chosen[o] = false
+		}
+		used -= g.length
+	}
+
+	// Grow the must-include pieces inside their own segments: that never
+	// adds a piece.
+	for _, w := range mand {
+		for o := 1; o < len(w.chosen) && used < size; o++ {
+			if !w.chosen[o] && w.chosen[o-1] {
+				w.chosen[o] = true
+				used++
+			}
+		}
+		for o := len(w.chosen) - 2; o >= 0 && used < size; o-- {
+			if !w.chosen[o] && w.chosen[o+1] {
+				w.chosen[o] = true
+				used++
+			}
+		}
+	}
+
+	var sel []loc
+	for _, w := range mand {
+		n := len(l.rings[w.seg.ring])
+		for o, c := range w.chosen {
+			if c {
+				sel = append(sel, loc{ring: w.seg.ring, pos: (w.seg.start + o) % n})
+			}
+		}
+	}
+
+	// Then whole free segments, longest first; the last one is the
+	// shortest segment that still covers what is missing (best fit).
+	need := size - used
+	if need <= 0 {
+		return sel
+	}
+	sort.SliceStable(rest, func(i, j int) bool { return rest[i].length > rest[j].length })
+	take := func(sg segment, k int) {
+		n := len(l.rings[sg.ring])
+		for o := 0; o < k; o++ {
+			sel = append(sel, loc{ring: sg.ring, pos: (sg.start + o) % n})
+		}
+	}
+	for i := 0; i < len(rest) && need > 0; i++ {
+		if rest[i].length >= need {
+			last := i
+			for j := i + 1; j < len(rest) && rest[j].length >= need; j++ {
+				last = j // rest is sorted longest first: the later, the snugger
+			}
+			take(rest[last], need)
+			need = 0
+			break
+		}
+		take(rest[i], rest[i].length)
+		need -= rest[i].length
+	}
+	return sel
+}
+
+// pieces counts the ring segments a selection forms.
+func (l *Layout) pieces(sel []loc) int {
+	byRing := make(map[int][]int)
+	for _, lc := range sel {
+		byRing[lc.ring] = append(byRing[lc.ring], lc.pos)
+	}
+	total := 0
+	for r, pos := range byRing {
+		_, segs := orderOnRing(pos, len(l.rings[r]))
+		total += segs
+	}
+	return total
+}
+
+// ordered returns the IDs of sel by ring, each ring's part in ring order
+// starting after its largest gap.
+func (l *Layout) ordered(sel []loc) []string {
+	byRing := make([][]int, len(l.rings))
+	for _, lc := range sel {
+		byRing[lc.ring] = append(byRing[lc.ring], lc.pos)
+	}
+	out := make([]string, 0, len(sel))
+	for r, pos := range byRing {
+		ordered, _ := orderOnRing(pos, len(l.rings[r]))
+		for _, p := range ordered {
+			out = append(out, l.rings[r][p])
+		}
+	}
+	return out
+}
