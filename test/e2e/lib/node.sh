@@ -263,6 +263,25 @@ timeout: 30
 EOF
 }
 
+# check_snippet_loaded NAME: containerd's merged config shows the project's
+# snippet imported, and its NRI validator settings in effect.
+check_snippet_loaded() {
+  local d=$BASE/ctd-$1 snip dump rel
+  if ! snip=$(containerd_snippet); then
+    echo "# skip containerd snippet: no deploy/runtime containerd 2.x snippet in the checkout"
+    return 0
+  fi
+  rel=${snip#"$REPO"/}
+  dump=$(containerd --config "$d/config.toml" config dump 2>&1) || { nok "containerd loads $rel" "$(tail -3 <<<"$dump")"; return 0; }
+  echo "$dump" >"$d/config.dump.toml"
+  expect "containerd imports $rel" "imports: $(grep '^imports' <<<"$dump")" grep -q "^imports = .*$snip" <<<"$dump"
+  if grep -q '^[[:space:]]*required_plugins' "$snip"; then
+    expect "containerd merged $rel: NRI validator requires lpu" \
+      "$(grep -A9 'default_validator\]' <<<"$dump" | tr -s ' ' | tr '\n' ' ')" \
+      eval "grep -A9 'default_validator\]' <<<\"\$dump\" | grep -q \"required_plugins = \\['lpu'\\]\""
+  fi
+}
+
 # ctd_start NAME: start (or restart) containerd NAME and wait for CRI and,
 # the first time, import the images.
 ctd_start() {
@@ -424,6 +443,7 @@ kubelet_saw_registration() { grep -q "registration request from device plugin.*$
 node_up() {
   write_config "$CFG" nri "$BASE/ctd-a/cdi"
   ctd_config a on
+  check_snippet_loaded a
   ctd_start a
   start_lpu_nri nri
   wait_for 20 nri_ready || fatal "lpu-nri" "not connected to containerd after 20s: $(tail -5 "$LOGS/lpu-nri.log")"
@@ -445,6 +465,10 @@ remove_cri_pods() {
   done
 }
 
+# our_shims: PIDs of shims started by our containerds (their arguments carry
+# our socket path).
+our_shims() { ps -eo pid=,args= | awk -v b="$BASE/ctd-" 'index($0, b) && /containerd-shim/ {print $1}'; }
+
 teardown() {
   set +e
   log "teardown"
@@ -462,9 +486,10 @@ teardown() {
     fi
   done
   for n in lpu-device-plugin lpu-nri noopnri; do stop_daemon "$n" 3; done
+  # shims exit by themselves once their pods are gone; give them a moment
+  wait_for 5 eval '[ -z "$(our_shims)" ]'
   for n in a b; do ctd_stop "$n"; done
-  # shims started by our containerds carry our socket path in their arguments
-  for p in $(ps -eo pid=,args= | awk -v b="$BASE/ctd-" 'index($0, b) && /containerd-shim/ {print $1}'); do
+  for p in $(our_shims); do
     log "leftover shim pid $p: killing it"
     kill -KILL "$p" 2>/dev/null
   done
