@@ -49,7 +49,9 @@
 //  2. the vendor network table (WithNetworkTable), read under the root;
 //  3. the ring_id and ring_position attributes: all LPUs have both or none;
 //     the positions of a ring are 0..n-1 with no gap or duplicate; rings are
-//     ordered by ring_id;
+//     ordered by ring_id. An unhealthy LPU whose attributes are missing or
+//     unreadable (a broken device) goes on a ring of its own, last, so it
+//     cannot break the topology of the others;
 //  4. one ring of all LPUs in index order.
 //
 // Any source that exists but is invalid is an error naming the bad input;

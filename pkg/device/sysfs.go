@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // Host paths of the layout this package reads (DESIGN.md §3). Discovery reads
@@ -38,12 +40,14 @@ var ErrNoDriver = errors.New("lpu driver not loaded: no " + ClassDir)
 // host, "/host" in a container with the host mounted there, a temp dir in
 // tests. It keeps no state between calls and is safe for concurrent use.
 type Sysfs struct {
-	root    string
-	rings   [][]string
-	table   string
-	source  string
-	log     *slog.Logger
-	optErrs []error
+	root   string
+	rings  [][]string
+	table  string
+	source string
+	log    *slog.Logger
+
+	warned  sync.Map // warning text → struct{}: each distinct warning is logged once
+	nWarned atomic.Int64
 }
 
 var _ Discoverer = (*Sysfs)(nil)
@@ -166,11 +170,11 @@ func (s *Sysfs) device(idx int) Device {
 	if v, err := readAttr(s.under(hostAttr(id, attrNUMA))); err == nil {
 		n, perr := parseNUMA(v)
 		if perr != nil {
-			s.log.Warn("ignoring numa_node", "device", id, "file", hostAttr(id, attrNUMA), "value", clip(v), "err", perr)
+			s.warn("ignoring numa_node", "device", id, "file", hostAttr(id, attrNUMA), "value", clip(v), "err", perr)
 		}
 		d.NUMANode = n
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		s.log.Warn("ignoring numa_node", "device", id, "err", describeErr("read", hostAttr(id, attrNUMA), err))
+		s.warn("ignoring numa_node", "device", id, "err", describeErr("read", hostAttr(id, attrNUMA), err))
 	}
 	d.PCIBusID = s.pciBusID(id)
 	return d
@@ -181,7 +185,7 @@ func (s *Sysfs) text(id, name string) string {
 	v, err := readAttr(s.under(hostAttr(id, name)))
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
-			s.log.Warn("ignoring attribute", "device", id, "err", describeErr("read", hostAttr(id, name), err))
+			s.warn("ignoring attribute", "device", id, "err", describeErr("read", hostAttr(id, name), err))
 		}
 		return ""
 	}
@@ -197,7 +201,7 @@ func (s *Sysfs) pciBusID(id string) string {
 	}
 	base := filepath.Base(target)
 	if !isPCIAddress(base) {
-		s.log.Warn("ignoring device link", "device", id, "file", hostAttr(id, attrDeviceLink), "target", clip(target))
+		s.warn("ignoring device link", "device", id, "file", hostAttr(id, attrDeviceLink), "target", clip(target))
 		return ""
 	}
 	return base
@@ -225,7 +229,7 @@ func (s *Sysfs) driverVersion() string {
 	v, err := readAttr(s.under(ModuleVersion))
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
-			s.log.Warn("ignoring driver version", "err", describeErr("read", ModuleVersion, err))
+			s.warn("ignoring driver version", "err", describeErr("read", ModuleVersion, err))
 		}
 		return ""
 	}
@@ -297,4 +301,24 @@ func (s *Sysfs) WatchPaths() []string {
 		paths = append(paths, s.under(DevDir))
 	}
 	return paths
+}
+
+// maxWarned bounds the memory of warnings already given.
+const maxWarned = 1024
+
+// warn logs a warning about the node's files once per distinct message and
+// attributes (Discover runs every few seconds; a persistent oddity is not
+// news every time), and at debug level after that.
+func (s *Sysfs) warn(msg string, args ...any) {
+	key := msg + fmt.Sprint(args...)
+	if _, seen := s.warned.Load(key); seen || s.nWarned.Load() >= maxWarned {
+		s.log.Debug(msg, args...)
+		return
+	}
+	if _, seen := s.warned.LoadOrStore(key, struct{}{}); seen {
+		s.log.Debug(msg, args...)
+		return
+	}
+	s.nWarned.Add(1)
+	s.log.Warn(msg, args...)
 }

@@ -34,7 +34,7 @@ func (s *Sysfs) topology(devs []Device) ([][]string, error) {
 			if !errors.Is(err, fs.ErrNotExist) {
 				return rings, err
 			}
-			s.log.Warn("network table absent, trying sysfs ring attributes", "file", s.table)
+			s.warn("network table absent, trying sysfs ring attributes", "file", s.table)
 		}
 		rings, found, err := s.sysfsRings(devs)
 		if err != nil || found {
@@ -168,10 +168,13 @@ func (s *Sysfs) tableRings(devs []Device) ([][]string, error) {
 // sysfsRings builds rings from the ring_id and ring_position attributes.
 // found is false when no device has them. Every device must have both or
 // none; positions of a ring must be 0..n-1 without gaps or duplicates. Rings
-// are ordered by ring_id, members by ring_position.
+// are ordered by ring_id, members by ring_position. One exception keeps a
+// broken device from breaking the node: an unhealthy device with neither
+// attribute (or unreadable ones) is put on a ring of its own, after the
+// others, and a warning is logged.
 func (s *Sysfs) sysfsRings(devs []Device) (rings [][]string, found bool, err error) {
 	type attrs struct{ ring, pos int64 }
-	var with, without []string
+	var with, without, orphans []string
 	got := make(map[string]attrs, len(devs))
 	for _, d := range devs {
 		ring, okRing, err := s.ringAttr(d.ID, attrRingID)
@@ -186,6 +189,8 @@ func (s *Sysfs) sysfsRings(devs []Device) (rings [][]string, found bool, err err
 		case okRing && okPos:
 			with = append(with, d.ID)
 			got[d.ID] = attrs{ring, pos}
+		case !okRing && !okPos && !d.Health.Healthy:
+			orphans = append(orphans, d.ID)
 		case !okRing && !okPos:
 			without = append(without, d.ID)
 		case okRing:
@@ -197,6 +202,15 @@ func (s *Sysfs) sysfsRings(devs []Device) (rings [][]string, found bool, err err
 	if len(with) == 0 {
 		return nil, false, nil
 	}
+	var gone map[string]bool
+	if len(orphans) > 0 {
+		s.warn("unhealthy devices without ring attributes are put on rings of their own",
+			"ids", strings.Join(orphans, ","))
+		gone = make(map[string]bool, len(orphans))
+		for _, id := range orphans {
+			gone[id] = true
+		}
+	}
 	if len(without) > 0 {
 		return nil, true, fmt.Errorf("ring attributes: %s have %s and %s but %s do not (all devices or none)",
 			strings.Join(with, ", "), attrRingID, attrRingPos, strings.Join(without, ", "))
@@ -204,6 +218,9 @@ func (s *Sysfs) sysfsRings(devs []Device) (rings [][]string, found bool, err err
 	byRing := map[int64][]string{}
 	var ringIDs []int64
 	for _, d := range devs {
+		if gone[d.ID] {
+			continue
+		}
 		a := got[d.ID]
 		if _, ok := byRing[a.ring]; !ok {
 			ringIDs = append(ringIDs, a.ring)
@@ -227,6 +244,9 @@ func (s *Sysfs) sysfsRings(devs []Device) (rings [][]string, found bool, err err
 		}
 		rings = append(rings, ring)
 	}
+	for _, id := range orphans {
+		rings = append(rings, []string{id})
+	}
 	return rings, true, nil
 }
 
@@ -239,7 +259,7 @@ func (s *Sysfs) ringAttr(id, name string) (v int64, ok bool, err error) {
 		if !errors.Is(err, fs.ErrNotExist) {
 			// A broken device must not break the topology of the others:
 			// unreadable counts as absent, and the all-or-none rule decides.
-			s.log.Warn("ignoring ring attribute", "device", id, "err", describeErr("read", host, err))
+			s.warn("ignoring ring attribute", "device", id, "err", describeErr("read", host, err))
 		}
 		return 0, false, nil
 	}

@@ -60,6 +60,7 @@ func TestTopology(t *testing.T) {
 		rows    []devicetest.Row
 		table   string // written at tablePath when not ""
 		opts    []device.Option
+		setup   func(t *testing.T, root string)
 		want    [][]string
 		wantErr []string // substrings of the error
 	}{
@@ -183,6 +184,24 @@ func TestTopology(t *testing.T) {
 			}),
 			wantErr: []string{"ring attributes: lpu0, lpu1, lpu3 have ring_id and ring_position but lpu2 do not"},
 		},
+		"sysfs: broken device without attributes gets a ring of its own": {
+			rows: []devicetest.Row{
+				{Index: 0, Ring: &devicetest.Ring{ID: 0, Position: 0}},
+				{Index: 1, Status: "DEAD"},
+				{Index: 2, Ring: &devicetest.Ring{ID: 0, Position: 1}},
+			},
+			want: [][]string{{"lpu0", "lpu2"}, {"lpu1"}},
+		},
+		"sysfs: unreadable class entry of a broken device": {
+			rows: []devicetest.Row{
+				{Index: 0, Ring: &devicetest.Ring{ID: 0, Position: 0}},
+				{Index: 2, Ring: &devicetest.Ring{ID: 0, Position: 1}},
+			},
+			setup: func(t *testing.T, root string) {
+				devicetest.WriteFile(t, root, "/sys/class/lpu/lpu1", "not a directory")
+			},
+			want: [][]string{{"lpu0", "lpu2"}, {"lpu1"}},
+		},
 		"sysfs: duplicate position": {
 			rows: rowsWithRings(4, func(i int) *devicetest.Ring {
 				return &devicetest.Ring{ID: 0, Position: min(i, 2)}
@@ -247,6 +266,9 @@ func TestTopology(t *testing.T) {
 				devicetest.WriteFile(t, root, tablePath, tc.table)
 			}
 			devicetest.WriteFile(t, root, "/etc/placeholder", "") // /etc exists
+			if tc.setup != nil {
+				tc.setup(t, root)
+			}
 			opts := append([]device.Option{device.WithLogger(quiet)}, tc.opts...)
 			inv, err := device.NewSysfs(root, opts...).Discover(context.Background())
 			if len(tc.wantErr) > 0 {
