@@ -56,7 +56,7 @@ type Mount struct {
 
 // Options are the node-wide parts of the edits, from config.
 type Options struct {
-	Mounts []Mount            // driver libraries and tools
+	Mounts []Mount           // driver libraries and tools
 	Env    map[string]string // extra env for every LPU container
 }
 
@@ -97,6 +97,24 @@ func ForDevices(devs []device.Device, driverVersion string, opts Options) Edits 
 	e.Env = append(e.Env, vis.String())
 	e.Env = append(e.Env, commonEnv(driverVersion, opts.Env)...)
 	return e
+}
+
+// VisibleDevices returns the LPU_VISIBLE_DEVICES value for ids in ring
+// order: their indices, "7,0,1". The device plugin uses it in CDI mode,
+// where it returns the variable as a plain env (see Spec).
+func VisibleDevices(ids []string) (string, error) {
+	var b strings.Builder
+	for i, id := range ids {
+		n, err := device.ParseID(id)
+		if err != nil {
+			return "", err
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(n))
+	}
+	return b.String(), nil
 }
 
 // Unallocated returns the edits for a container without a valid allocation:

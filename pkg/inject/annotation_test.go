@@ -1,0 +1,271 @@
+package inject
+
+import (
+	"bytes"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/hyperaccel/lpu-node/pkg/device"
+)
+
+func testKey(t testing.TB, fill byte) *Key {
+	t.Helper()
+	k, err := NewKey(bytes.Repeat([]byte{fill}, KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestParseIDs(t *testing.T) {
+	tests := map[string]struct {
+		in      string
+		want    []string
+		wantErr string
+	}{
+		"one":               {in: "lpu0", want: []string{"lpu0"}},
+		"wrap-around arc":   {in: "lpu7,lpu0,lpu1", want: []string{"lpu7", "lpu0", "lpu1"}},
+		"large index":       {in: "lpu65535", want: []string{"lpu65535"}},
+		"empty":             {in: "", wantErr: "devices value is empty"},
+		"empty element":     {in: "lpu0,,lpu1", wantErr: `devices element 1 is empty`},
+		"trailing comma":    {in: "lpu0,", wantErr: `devices element 1 is empty`},
+		"leading comma":     {in: ",lpu0", wantErr: `devices element 0 is empty`},
+		"space after comma": {in: "lpu0, lpu1", wantErr: `devices element 1 " lpu1": want lpuN`},
+		"trailing newline":  {in: "lpu0\n", wantErr: `devices element 0 "lpu0\n"`},
+		"path not id":       {in: "/dev/lpu0", wantErr: `devices element 0 "/dev/lpu0"`},
+		"leading zero":      {in: "lpu0,lpu01", wantErr: `devices element 1 "lpu01"`},
+		"sign":              {in: "lpu+1", wantErr: `"lpu+1"`},
+		"upper case":        {in: "LPU1", wantErr: `"LPU1"`},
+		"too large":         {in: "lpu65536", wantErr: `"lpu65536"`},
+		"other prefix":      {in: "gpu0", wantErr: `"gpu0"`},
+		"bare prefix":       {in: "lpu", wantErr: `"lpu"`},
+		"duplicate":         {in: "lpu1,lpu2,lpu1", wantErr: `devices element 2 "lpu1" duplicates element 0`},
+		"too long":          {in: strings.Repeat("lpu1,", 1000) + "lpu1", wantErr: "bytes, limit 4096"},
+		"too many":          {in: strings.Repeat(",", MaxIDs), wantErr: "1025 elements, limit 1024"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseIDs(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ParseIDs(%q) = %v, %v; want error containing %q", tc.in, got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseIDs(%q): %v", tc.in, err)
+			}
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Errorf("ParseIDs(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+			if EncodeIDs(got) != tc.in {
+				t.Errorf("EncodeIDs(%q) = %q, want %q", got, EncodeIDs(got), tc.in)
+			}
+		})
+	}
+}
+
+func TestParseIDsAtLimits(t *testing.T) {
+	ids := make([]string, 0, MaxIDs)
+	for i := 0; len(EncodeIDs(append(ids, device.ID(i)))) <= MaxValueLen && len(ids) < MaxIDs; i++ {
+		ids = append(ids, device.ID(i))
+	}
+	got, err := ParseIDs(EncodeIDs(ids))
+	if err != nil || len(got) != len(ids) {
+		t.Fatalf("value of %d bytes, %d ids: %v", len(EncodeIDs(ids)), len(ids), err)
+	}
+}
+
+func TestHasReservedKey(t *testing.T) {
+	tests := map[string]struct {
+		in   map[string]string
+		want string
+	}{
+		"nil":       {nil, ""},
+		"unrelated": {map[string]string{"app": "x", "lpu.hyperaccel.ai": "no slash"}, ""},
+		"devices":   {map[string]string{AnnotationDevices: "lpu0"}, AnnotationDevices},
+		"any key":   {map[string]string{"lpu.hyperaccel.ai/other": "", "lpu.hyperaccel.ai/a": ""}, "lpu.hyperaccel.ai/a"},
+		"prefix":    {map[string]string{AnnotationPrefix: ""}, AnnotationPrefix},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			key, ok := HasReservedKey(tc.in)
+			if ok != (tc.want != "") || key != tc.want {
+				t.Errorf("HasReservedKey = %q, %v; want %q", key, ok, tc.want)
+			}
+		})
+	}
+}
+
+func TestSealFormat(t *testing.T) {
+	k := testKey(t, 1)
+	s := k.Seal("lpu0,lpu1")
+	if !regexp.MustCompile(`^v1:[0-9a-f]{64}$`).MatchString(s) {
+		t.Errorf("seal %q: want v1:<64 hex>", s)
+	}
+	if k.Seal("lpu0,lpu1") != s {
+		t.Error("seal not deterministic")
+	}
+	if k.Seal("lpu1,lpu0") == s {
+		t.Error("seal ignores order")
+	}
+}
+
+func TestOpen(t *testing.T) {
+	k := testKey(t, 1)
+	other := testKey(t, 2)
+	good := k.Annotations([]string{"lpu7", "lpu0", "lpu1"})
+	with := func(m map[string]string, kv ...string) map[string]string {
+		out := map[string]string{}
+		for k, v := range m {
+			out[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if kv[i+1] == "<delete>" {
+				delete(out, kv[i])
+			} else {
+				out[kv[i]] = kv[i+1]
+			}
+		}
+		return out
+	}
+	sealOf := func(value string) string { return k.Seal(value) }
+	flip := func(s string) string { // change the last hex digit
+		b := []byte(s)
+		if b[len(b)-1] == '0' {
+			b[len(b)-1] = '1'
+		} else {
+			b[len(b)-1] = '0'
+		}
+		return string(b)
+	}
+	tests := map[string]struct {
+		ann     map[string]string
+		key     *Key
+		want    []string
+		wantIs  error
+		wantErr string
+	}{
+		"round trip":        {ann: good, key: k, want: []string{"lpu7", "lpu0", "lpu1"}},
+		"extra annotations": {ann: with(good, "io.kubernetes.pod.name", "p"), key: k, want: []string{"lpu7", "lpu0", "lpu1"}},
+		"no allocation":     {ann: map[string]string{"app": "x"}, key: k, wantIs: ErrNoAllocation},
+		"nil annotations":   {ann: nil, key: k, wantIs: ErrNoAllocation},
+		"tampered value":    {ann: with(good, AnnotationDevices, "lpu7,lpu0,lpu2"), key: k, wantIs: ErrBadSeal, wantErr: `does not match lpu.hyperaccel.ai/devices "lpu7,lpu0,lpu2"`},
+		"reordered value":   {ann: with(good, AnnotationDevices, "lpu0,lpu1,lpu7"), key: k, wantIs: ErrBadSeal},
+		"tampered seal":     {ann: with(good, AnnotationSeal, flip(good[AnnotationSeal])), key: k, wantIs: ErrBadSeal},
+		"other key":         {ann: good, key: other, wantIs: ErrBadSeal},
+		"missing seal":      {ann: with(good, AnnotationSeal, "<delete>"), key: k, wantIs: ErrBadSeal, wantErr: "lpu.hyperaccel.ai/seal missing"},
+		"seal only":         {ann: with(good, AnnotationDevices, "<delete>"), key: k, wantIs: ErrBadSeal, wantErr: "present without"},
+		"empty seal":        {ann: with(good, AnnotationSeal, ""), key: k, wantIs: ErrBadSeal, wantErr: "want prefix"},
+		"no version":        {ann: with(good, AnnotationSeal, strings.TrimPrefix(good[AnnotationSeal], "v1:")), key: k, wantIs: ErrBadSeal, wantErr: "want prefix"},
+		"upper hex":         {ann: with(good, AnnotationSeal, strings.ToUpper(good[AnnotationSeal][:3])+strings.ToUpper(good[AnnotationSeal][3:])), key: k, wantIs: ErrBadSeal},
+		"short seal":        {ann: with(good, AnnotationSeal, good[AnnotationSeal][:40]), key: k, wantIs: ErrBadSeal, wantErr: "hex digits, want 64"},
+		"sealed but bad":    {ann: map[string]string{AnnotationDevices: "lpu1,lpu1", AnnotationSeal: sealOf("lpu1,lpu1")}, key: k, wantErr: `duplicates element 0`},
+		"sealed empty":      {ann: map[string]string{AnnotationDevices: "", AnnotationSeal: sealOf("")}, key: k, wantErr: "devices value is empty"},
+		"huge value":        {ann: map[string]string{AnnotationDevices: strings.Repeat("x", MaxValueLen+1), AnnotationSeal: "v1:"}, key: k, wantErr: "limit 4096"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := tc.key.Open(tc.ann)
+			if tc.wantIs == nil && tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Open: %v", err)
+				}
+				if EncodeIDs(got) != EncodeIDs(tc.want) {
+					t.Errorf("Open = %q, want %q", got, tc.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Open = %q, want error", got)
+			}
+			if got != nil {
+				t.Errorf("Open returned IDs %q with error", got)
+			}
+			if tc.wantIs != nil && !errors.Is(err, tc.wantIs) {
+				t.Errorf("error %v is not %v", err, tc.wantIs)
+			}
+			if tc.wantIs == nil && (errors.Is(err, ErrBadSeal) || errors.Is(err, ErrNoAllocation)) {
+				t.Errorf("error %v should be a parse error, not a sentinel", err)
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("error %q lacks %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+var idRe = regexp.MustCompile(`^lpu(0|[1-9][0-9]*)$`)
+
+// FuzzParseIDs: on success every element is an lpuN ID, there are no
+// duplicates, the limits hold and the value round-trips exactly; on failure
+// the error says something.
+func FuzzParseIDs(f *testing.F) {
+	for _, s := range []string{"lpu0", "lpu7,lpu0,lpu1", "lpu0,,lpu1", "lpu01", "lpu1,lpu1", " lpu1", "lpu65535", "lpu65536", "", ","} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		ids, err := ParseIDs(in)
+		if err != nil {
+			if ids != nil || err.Error() == "" {
+				t.Fatalf("ParseIDs(%q) = %q, %v", in, ids, err)
+			}
+			return
+		}
+		if len(ids) == 0 || len(ids) > MaxIDs || len(in) > MaxValueLen {
+			t.Fatalf("ParseIDs(%q): %d ids from %d bytes", in, len(ids), len(in))
+		}
+		seen := map[string]bool{}
+		for _, id := range ids {
+			if !idRe.MatchString(id) {
+				t.Fatalf("ParseIDs(%q) accepted %q", in, id)
+			}
+			if seen[id] {
+				t.Fatalf("ParseIDs(%q) accepted duplicate %q", in, id)
+			}
+			seen[id] = true
+		}
+		if EncodeIDs(ids) != in {
+			t.Fatalf("EncodeIDs(ParseIDs(%q)) = %q", in, EncodeIDs(ids))
+		}
+	})
+}
+
+// FuzzOpen: Open accepts a value only with the right seal, and then only a
+// value ParseIDs accepts; a value sealed with the key always opens to
+// exactly its IDs.
+func FuzzOpen(f *testing.F) {
+	k := testKey(f, 7)
+	f.Add("lpu7,lpu0,lpu1", k.Seal("lpu7,lpu0,lpu1"), true)
+	f.Add("lpu1,lpu1", k.Seal("lpu1,lpu1"), true)
+	f.Add("lpu0", "v1:00", false)
+	f.Add("", "", false)
+	f.Fuzz(func(t *testing.T, value, seal string, hasSeal bool) {
+		ann := map[string]string{AnnotationDevices: value}
+		if hasSeal {
+			ann[AnnotationSeal] = seal
+		}
+		ids, err := k.Open(ann)
+		if err == nil {
+			if !hasSeal || seal != k.Seal(value) {
+				t.Fatalf("Open accepted %q with seal %q (want %q)", value, seal, k.Seal(value))
+			}
+			if _, perr := ParseIDs(value); perr != nil || EncodeIDs(ids) != value {
+				t.Fatalf("Open(%q) = %q but ParseIDs: %v", value, ids, perr)
+			}
+		} else if errors.Is(err, ErrNoAllocation) {
+			t.Fatalf("ErrNoAllocation with a devices key: %v", err)
+		}
+		// The right seal always opens a parseable value.
+		ann[AnnotationSeal] = k.Seal(value)
+		ids, err = k.Open(ann)
+		if _, perr := ParseIDs(value); (perr == nil) != (err == nil) {
+			t.Fatalf("sealed %q: Open err %v, ParseIDs err %v", value, err, perr)
+		}
+		if err == nil && EncodeIDs(ids) != value {
+			t.Fatalf("sealed %q opened to %q", value, ids)
+		}
+	})
+}

@@ -1,0 +1,142 @@
+package inject
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hyperaccel/lpu-node/pkg/device"
+)
+
+func dev(i int) device.Device {
+	return device.Device{ID: device.ID(i), Index: i, Path: "/dev/" + device.ID(i), Major: 240, Minor: int64(i), Health: device.Health{Healthy: true}}
+}
+
+func TestForDevices(t *testing.T) {
+	tests := map[string]struct {
+		devs      []device.Device
+		version   string
+		opts      Options
+		wantNodes []string
+		wantMount []Mount
+		wantEnv   []string
+	}{
+		"wrap-around arc": {
+			devs: []device.Device{dev(7), dev(0), dev(1)}, version: "2.1.0",
+			wantNodes: []string{"/dev/lpu7", "/dev/lpu0", "/dev/lpu1"},
+			wantEnv:   []string{"LPU_VISIBLE_DEVICES=7,0,1", "LPU_DRIVER_VERSION=2.1.0"},
+		},
+		"no driver version": {
+			devs:      []device.Device{dev(3)},
+			wantNodes: []string{"/dev/lpu3"},
+			wantEnv:   []string{"LPU_VISIBLE_DEVICES=3"},
+		},
+		"mounts default container path": {
+			devs: []device.Device{dev(0)},
+			opts: Options{Mounts: []Mount{{HostPath: "/usr/lib/lpu/"}, {HostPath: "/opt/lpu/bin", ContainerPath: "/usr/local/bin/lpu"}, {}}},
+			wantNodes: []string{"/dev/lpu0"},
+			wantMount: []Mount{{"/usr/lib/lpu", "/usr/lib/lpu"}, {"/opt/lpu/bin", "/usr/local/bin/lpu"}},
+			wantEnv:   []string{"LPU_VISIBLE_DEVICES=0"},
+		},
+		"extra env sorted, reserved skipped": {
+			devs: []device.Device{dev(2), dev(3)}, version: "1",
+			opts: Options{Env: map[string]string{
+				"Z_LAST": "z", "A_FIRST": "a=b", "LPU_VISIBLE_DEVICES": "all", "LPU_DRIVER_VERSION": "fake",
+				"1BAD": "x", "": "y", "HAS SPACE": "z",
+			}},
+			wantNodes: []string{"/dev/lpu2", "/dev/lpu3"},
+			wantEnv:   []string{"LPU_VISIBLE_DEVICES=2,3", "LPU_DRIVER_VERSION=1", "A_FIRST=a=b", "Z_LAST=z"},
+		},
+		"driver version from env when unknown": {
+			devs: []device.Device{dev(1)},
+			opts: Options{Env: map[string]string{"LPU_DRIVER_VERSION": "9.9"}},
+			wantNodes: []string{"/dev/lpu1"},
+			wantEnv:   []string{"LPU_VISIBLE_DEVICES=1", "LPU_DRIVER_VERSION=9.9"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := ForDevices(tc.devs, tc.version, tc.opts)
+			var nodes []string
+			for i, n := range e.DeviceNodes {
+				nodes = append(nodes, n.Path)
+				d := tc.devs[i]
+				if n.Type != "c" || n.Major != d.Major || n.Minor != d.Minor || n.FileMode != 0o666 {
+					t.Errorf("node %d = %+v", i, n)
+				}
+			}
+			if !reflect.DeepEqual(nodes, tc.wantNodes) {
+				t.Errorf("nodes = %q, want %q", nodes, tc.wantNodes)
+			}
+			if !reflect.DeepEqual(e.Mounts, tc.wantMount) {
+				t.Errorf("mounts = %v, want %v", e.Mounts, tc.wantMount)
+			}
+			if !reflect.DeepEqual(e.Env, tc.wantEnv) {
+				t.Errorf("env = %q, want %q", e.Env, tc.wantEnv)
+			}
+		})
+	}
+}
+
+func TestVisibleDevices(t *testing.T) {
+	got, err := VisibleDevices([]string{"lpu7", "lpu0", "lpu1"})
+	if err != nil || got != "7,0,1" {
+		t.Errorf("VisibleDevices = %q, %v", got, err)
+	}
+	if _, err := VisibleDevices([]string{"lpu1", "/dev/lpu2"}); err == nil || !strings.Contains(err.Error(), "/dev/lpu2") {
+		t.Errorf("bad id: err = %v", err)
+	}
+}
+
+func TestUnallocated(t *testing.T) {
+	e := Unallocated()
+	if len(e.DeviceNodes) != 0 || len(e.Mounts) != 0 || !reflect.DeepEqual(e.Env, []string{"LPU_VISIBLE_DEVICES=none"}) {
+		t.Errorf("Unallocated = %+v", e)
+	}
+	adj := e.Adjustment()
+	if len(adj.GetLinux().GetDevices()) != 0 || len(adj.GetMounts()) != 0 {
+		t.Errorf("adjustment adds devices or mounts: %v", adj)
+	}
+	env := adj.GetEnv()
+	if len(env) != 1 || env[0].Key != "LPU_VISIBLE_DEVICES" || env[0].Value != "none" {
+		t.Errorf("adjustment env = %v", env)
+	}
+}
+
+func TestAdjustment(t *testing.T) {
+	e := ForDevices([]device.Device{dev(7), dev(0)}, "2.1.0", Options{Mounts: []Mount{{HostPath: "/usr/lib/lpu"}}, Env: map[string]string{"X": "a=b"}})
+	adj := e.Adjustment()
+	devs := adj.GetLinux().GetDevices()
+	if len(devs) != 2 {
+		t.Fatalf("devices = %v", devs)
+	}
+	for i, want := range []device.Device{dev(7), dev(0)} {
+		d := devs[i]
+		if d.Path != want.Path || d.Type != "c" || d.Major != want.Major || d.Minor != want.Minor || d.FileMode.GetValue() != 0o666 {
+			t.Errorf("device %d = %v", i, d)
+		}
+		if d.AccessString() != "rw" {
+			t.Errorf("device %d cgroup access %q, want rw", i, d.AccessString())
+		}
+	}
+	m := adj.GetMounts()
+	if len(m) != 1 || m[0].Source != "/usr/lib/lpu" || m[0].Destination != "/usr/lib/lpu" || m[0].Type != "bind" ||
+		!reflect.DeepEqual(m[0].Options, []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}) {
+		t.Errorf("mounts = %v", m)
+	}
+	var env []string
+	for _, kv := range adj.GetEnv() {
+		env = append(env, kv.Key+"="+kv.Value)
+	}
+	if !reflect.DeepEqual(env, []string{"LPU_VISIBLE_DEVICES=7,0", "LPU_DRIVER_VERSION=2.1.0", "X=a=b"}) {
+		t.Errorf("env = %q", env)
+	}
+}
+
+func TestValidEnvKey(t *testing.T) {
+	for k, want := range map[string]bool{"A": true, "_a1": true, "LPU_X": true, "": false, "1A": false, "A-B": false, "A=B": false, "Ä": false} {
+		if ValidEnvKey(k) != want {
+			t.Errorf("ValidEnvKey(%q) = %v", k, !want)
+		}
+	}
+}

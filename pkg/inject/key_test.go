@@ -1,0 +1,148 @@
+package inject
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestLoadOrCreateKey(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	k1, err := LoadOrCreateKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, KeyFileName)
+	if k1.Path() != path {
+		t.Errorf("Path = %q, want %q", k1.Path(), path)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 || st.Size() != KeySize {
+		t.Errorf("key file mode %v size %d, want 0600 and %d", st.Mode(), st.Size(), KeySize)
+	}
+	raw, _ := os.ReadFile(path)
+	if bytes.Equal(raw, make([]byte, KeySize)) {
+		t.Error("key is all zeros")
+	}
+	// A restart loads the same key: seals made before still open.
+	k2, err := LoadOrCreateKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ann := k1.Annotations([]string{"lpu3"})
+	if ids, err := k2.Open(ann); err != nil || EncodeIDs(ids) != "lpu3" {
+		t.Errorf("reloaded key: Open = %q, %v", ids, err)
+	}
+	// No temp files left behind.
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("state dir holds %d entries, want only %s", len(entries), KeyFileName)
+	}
+}
+
+func TestLoadOrCreateKeyRefuses(t *testing.T) {
+	tests := map[string]struct {
+		setup   func(t *testing.T, path string)
+		wantErr []string
+	}{
+		"group readable": {func(t *testing.T, p string) { writeKey(t, p, KeySize, 0o640) }, []string{"mode 0640", "allows group/other"}},
+		"other readable": {func(t *testing.T, p string) { writeKey(t, p, KeySize, 0o604) }, []string{"mode 0604"}},
+		"short":          {func(t *testing.T, p string) { writeKey(t, p, KeySize-1, 0o600) }, []string{"size 31 bytes, want 32"}},
+		"long":           {func(t *testing.T, p string) { writeKey(t, p, KeySize+1, 0o600) }, []string{"size 33 bytes, want 32"}},
+		"empty":          {func(t *testing.T, p string) { writeKey(t, p, 0, 0o600) }, []string{"size 0 bytes"}},
+		"directory": {func(t *testing.T, p string) {
+			if err := os.Mkdir(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"not a regular file"}},
+		"symlink": {func(t *testing.T, p string) {
+			target := p + ".real"
+			writeKey(t, target, KeySize, 0o600)
+			if err := os.Symlink(target, p); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{KeyFileName}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, KeyFileName)
+			tc.setup(t, path)
+			k, err := LoadOrCreateKey(dir)
+			if err == nil {
+				t.Fatalf("LoadOrCreateKey accepted it: %v", k)
+			}
+			if !strings.Contains(err.Error(), path) {
+				t.Errorf("error %q does not name %s", err, path)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+	if _, err := LoadOrCreateKey(""); err == nil {
+		t.Error("empty state dir accepted")
+	}
+}
+
+func writeKey(t *testing.T, path string, size int, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, bytes.Repeat([]byte{9}, size), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil { // umask-proof
+		t.Fatal(err)
+	}
+}
+
+// TestLoadOrCreateKeyRace: daemons starting at the same time all end up
+// with the one key on disk.
+func TestLoadOrCreateKeyRace(t *testing.T) {
+	for round := range 20 {
+		dir := filepath.Join(t.TempDir(), "state")
+		const n = 8
+		keys := make([]*Key, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				keys[i], errs[i] = LoadOrCreateKey(dir)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		onDisk, err := os.ReadFile(filepath.Join(dir, KeyFileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("round %d goroutine %d: %v", round, i, errs[i])
+			}
+			if !bytes.Equal(keys[i].secret[:], onDisk) {
+				t.Fatalf("round %d goroutine %d holds a key that is not the one on disk", round, i)
+			}
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+			t.Fatalf("round %d: %d entries in state dir, want 1", round, len(entries))
+		}
+	}
+}
+
+func TestNewKey(t *testing.T) {
+	if _, err := NewKey(make([]byte, 16)); err == nil || !strings.Contains(err.Error(), "16 bytes, want 32") {
+		t.Errorf("NewKey(16 bytes) err = %v", err)
+	}
+}
