@@ -32,8 +32,8 @@ func TestForDevices(t *testing.T) {
 			wantEnv:   []string{"LPU_VISIBLE_DEVICES=3"},
 		},
 		"mounts default container path": {
-			devs: []device.Device{dev(0)},
-			opts: Options{Mounts: []Mount{{HostPath: "/usr/lib/lpu/"}, {HostPath: "/opt/lpu/bin", ContainerPath: "/usr/local/bin/lpu"}, {}}},
+			devs:      []device.Device{dev(0)},
+			opts:      Options{Mounts: []Mount{{HostPath: "/usr/lib/lpu/"}, {HostPath: "/opt/lpu/bin", ContainerPath: "/usr/local/bin/lpu"}, {}}},
 			wantNodes: []string{"/dev/lpu0"},
 			wantMount: []Mount{{"/usr/lib/lpu", "/usr/lib/lpu"}, {"/opt/lpu/bin", "/usr/local/bin/lpu"}},
 			wantEnv:   []string{"LPU_VISIBLE_DEVICES=0"},
@@ -48,8 +48,8 @@ func TestForDevices(t *testing.T) {
 			wantEnv:   []string{"LPU_VISIBLE_DEVICES=2,3", "LPU_DRIVER_VERSION=1", "A_FIRST=a=b", "Z_LAST=z"},
 		},
 		"driver version from env when unknown": {
-			devs: []device.Device{dev(1)},
-			opts: Options{Env: map[string]string{"LPU_DRIVER_VERSION": "9.9"}},
+			devs:      []device.Device{dev(1)},
+			opts:      Options{Env: map[string]string{"LPU_DRIVER_VERSION": "9.9"}},
 			wantNodes: []string{"/dev/lpu1"},
 			wantEnv:   []string{"LPU_VISIBLE_DEVICES=1", "LPU_DRIVER_VERSION=9.9"},
 		},

@@ -1,0 +1,183 @@
+package inject
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	oci "github.com/opencontainers/runtime-spec/specs-go"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// goldenIDs is a 4-LPU wrap-around arc on a ring of 8: ring order, arc start
+// first.
+var goldenIDs = []string{"lpu6", "lpu7", "lpu0", "lpu1"}
+
+// goldenSetup discovers a fake 8-LPU node (one ring) under a temp dir, so
+// any discovery-root path leaking into the output would show up.
+func goldenSetup(t *testing.T) (root string, inv *device.Inventory, devs []device.Device, opts Options) {
+	t.Helper()
+	var rows []devicetest.Row
+	for i := range 8 {
+		rows = append(rows, devicetest.Row{Index: i})
+	}
+	root = devicetest.NewTree(t, rows...)
+	ring := []string{"lpu0", "lpu1", "lpu2", "lpu3", "lpu4", "lpu5", "lpu6", "lpu7"}
+	inv, err := device.NewSysfs(root, device.WithRings([][]string{ring})).Discover(context.Background())
+	if err != nil {
+		t.Fatalf("discover: %v", err)
+	}
+	for _, id := range goldenIDs {
+		d, ok := inv.Device(id)
+		if !ok {
+			t.Fatalf("%s not discovered", id)
+		}
+		devs = append(devs, d)
+	}
+	opts = Options{
+		Mounts: []Mount{{HostPath: "/usr/lib/lpu"}, {HostPath: "/opt/lpu/bin", ContainerPath: "/usr/local/lpu/bin"}},
+		Env:    map[string]string{"LPU_LOG_LEVEL": "info"},
+	}
+	return root, inv, devs, opts
+}
+
+func TestGolden(t *testing.T) {
+	root, inv, devs, opts := goldenSetup(t)
+	adj := ForDevices(devs, inv.DriverVersion, opts).Adjustment()
+	spec, err := Spec(inv, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outputs := map[string]any{
+		"nri-adjustment.golden.json": adj,
+		"cdi-spec.golden.json":       spec,
+	}
+	for name, v := range outputs {
+		t.Run(name, func(t *testing.T) {
+			got, err := json.MarshalIndent(v, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			for _, leak := range []string{root, os.TempDir() + "/", "/tmp/"} {
+				if bytes.Contains(got, []byte(leak)) {
+					t.Errorf("output contains temp path %q:\n%s", leak, got)
+				}
+			}
+			path := filepath.Join("testdata", name)
+			if *update {
+				if err := os.MkdirAll("testdata", 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test -run TestGolden -update)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s differs from golden (rerun with -update if intended):\n%s", name, got)
+			}
+		})
+	}
+}
+
+// TestNRIAndCDIAgree applies both renderings of the same allocation to an
+// OCI spec — the NRI adjustment through the NRI api's own OCI conversions,
+// the CDI spec through a real CDI cache — and requires the same device
+// nodes, device numbers, cgroup access, mounts and env.
+func TestNRIAndCDIAgree(t *testing.T) {
+	_, inv, devs, opts := goldenSetup(t)
+
+	// NRI side.
+	adj := ForDevices(devs, inv.DriverVersion, opts).Adjustment()
+	var nriDevs []oci.LinuxDevice
+	var nriAccess []string
+	for _, d := range adj.GetLinux().GetDevices() {
+		nriDevs = append(nriDevs, d.ToOCI())
+		nriAccess = append(nriAccess, d.AccessString())
+	}
+	var nriMounts []oci.Mount
+	for _, m := range adj.GetMounts() {
+		nriMounts = append(nriMounts, m.ToOCI(nil))
+	}
+	var nriEnv []string
+	for _, kv := range adj.GetEnv() {
+		nriEnv = append(nriEnv, kv.Key+"="+kv.Value)
+	}
+
+	// CDI side: the spec lpu-nri writes, the names and env the device
+	// plugin returns in CDI mode.
+	dir := t.TempDir()
+	spec, err := Spec(inv, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteSpec(dir, spec); err != nil {
+		t.Fatal(err)
+	}
+	cache, err := cdi.NewCache(cdi.WithSpecDirs(dir), cdi.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	visible, err := VisibleDevices(goldenIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cdiSpec := &oci.Spec{Process: &oci.Process{Env: []string{EnvVisibleDevices + "=" + visible}}, Linux: &oci.Linux{}}
+	if _, err := cache.InjectDevices(cdiSpec, CDIDeviceNames(goldenIDs)...); err != nil {
+		t.Fatalf("InjectDevices: %v", err)
+	}
+
+	if len(nriDevs) != len(goldenIDs) || len(cdiSpec.Linux.Devices) != len(goldenIDs) {
+		t.Fatalf("NRI %d devices, CDI %d, want %d", len(nriDevs), len(cdiSpec.Linux.Devices), len(goldenIDs))
+	}
+	for i, n := range nriDevs {
+		c := cdiSpec.Linux.Devices[i]
+		if n.Path != c.Path || n.Type != c.Type || n.Major != c.Major || n.Minor != c.Minor || *n.FileMode != *c.FileMode {
+			t.Errorf("device %d: NRI %+v, CDI %+v", i, n, c)
+		}
+		d := devs[i]
+		if n.Path != d.Path || n.Major != d.Major || n.Minor != d.Minor {
+			t.Errorf("device %d: NRI %+v, discovered %+v", i, n, d)
+		}
+		rule := cdiSpec.Linux.Resources.Devices[i]
+		// CDI allows "rwm"; NRI's generator allows AccessString() ("rw"),
+		// mknod is pointless inside a container that already has the node.
+		if !rule.Allow || *rule.Major != n.Major || *rule.Minor != n.Minor || !strings.HasPrefix(rule.Access, nriAccess[i]) {
+			t.Errorf("cgroup rule %d: CDI %+v, NRI access %q", i, rule, nriAccess[i])
+		}
+	}
+	if len(nriMounts) != len(cdiSpec.Mounts) {
+		t.Fatalf("NRI mounts %+v, CDI mounts %+v", nriMounts, cdiSpec.Mounts)
+	}
+	byDest := map[string]oci.Mount{} // CDI sorts mounts by depth
+	for _, m := range cdiSpec.Mounts {
+		byDest[m.Destination] = m
+	}
+	for _, n := range nriMounts {
+		c := byDest[n.Destination]
+		if n.Source != c.Source || n.Type != c.Type || !slices.Equal(n.Options, c.Options) {
+			t.Errorf("mount %s: NRI %+v, CDI %+v", n.Destination, n, c)
+		}
+	}
+	if !slices.Equal(nriEnv, cdiSpec.Process.Env) {
+		t.Errorf("env: NRI %q, CDI %q", nriEnv, cdiSpec.Process.Env)
+	}
+	if nriEnv[0] != "LPU_VISIBLE_DEVICES=6,7,0,1" {
+		t.Errorf("LPU_VISIBLE_DEVICES = %q, want ring order 6,7,0,1", nriEnv[0])
+	}
+}
