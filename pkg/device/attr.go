@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 	"unicode"
 )
 
@@ -23,13 +24,34 @@ const (
 // errTooLarge is returned (wrapped) for files over their read bound.
 var errTooLarge = errors.New("file too large")
 
-// readBounded reads at most limit bytes of path; a longer file is an error.
+// errNotRegular is returned (wrapped) for paths that are not regular files.
+var errNotRegular = errors.New("not a regular file")
+
+// readBounded reads at most limit bytes of the regular file at path; a longer
+// file is an error. A FIFO or device in place of the file is refused without
+// blocking (opened non-blocking, checked with fstat before any read).
 func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if t := fi.Mode().Type(); t != 0 {
+		switch {
+		case t&fs.ModeDir != 0:
+			return nil, fmt.Errorf("%w: is a directory", errNotRegular)
+		case t&fs.ModeNamedPipe != 0:
+			return nil, fmt.Errorf("%w: is a named pipe", errNotRegular)
+		case t&fs.ModeDevice != 0:
+			return nil, fmt.Errorf("%w: is a device", errNotRegular)
+		default:
+			return nil, errNotRegular
+		}
+	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err

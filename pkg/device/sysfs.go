@@ -38,7 +38,8 @@ var ErrNoDriver = errors.New("lpu driver not loaded: no " + ClassDir)
 
 // Sysfs discovers LPUs from sysfs and devfs under a root directory: "/" on a
 // host, "/host" in a container with the host mounted there, a temp dir in
-// tests. It keeps no state between calls and is safe for concurrent use.
+// tests. Every call reads the files afresh; the only state kept is which
+// warnings were already logged. Safe for concurrent use.
 type Sysfs struct {
 	root   string
 	rings  [][]string

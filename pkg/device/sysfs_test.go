@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -80,7 +81,16 @@ func TestDiscoverOneDevice(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			want: with(healthy(4), unhealthy("status file read /sys/class/lpu/lpu4/status: is a directory")),
+			want: with(healthy(4), unhealthy("status file read /sys/class/lpu/lpu4/status: not a regular file: is a directory")),
+		},
+		"status is a fifo: refused, not blocking": {
+			row: devicetest.Row{Index: 4, Omit: []string{"status"}},
+			setup: func(t *testing.T, root string) {
+				if err := syscall.Mkfifo(filepath.Join(root, "sys/class/lpu/lpu4/status"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: with(healthy(4), unhealthy("status file read /sys/class/lpu/lpu4/status: not a regular file: is a named pipe")),
 		},
 		"oversized status is not read": {
 			row:  devicetest.Row{Index: 0, Files: map[string]string{"status": "READY" + strings.Repeat(" ", 5000)}},

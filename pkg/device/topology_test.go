@@ -256,7 +256,7 @@ func TestTopology(t *testing.T) {
 			rows:    rowsWithRings(1, nil),
 			table:   "",
 			opts:    []device.Option{device.WithNetworkTable("/etc")},
-			wantErr: []string{"network table /etc: read /etc: is a directory"},
+			wantErr: []string{"network table /etc: read /etc: not a regular file: is a directory"},
 		},
 	}
 	for name, tc := range tests {
