@@ -414,7 +414,11 @@ kpod_status() {
 nri_ready_sock() { echo "$STATE/nri-ready.sock"; }
 # nri_ready: lpu-nri's readiness socket answers "connected".
 nri_ready() {
-  [ "$(curl -s --max-time 1 --http0.9 --unix-socket "$(nri_ready_sock)" http://lpu/ 2>/dev/null | tr -d '\r\n ')" = connected ]
+  [ "$(timeout 2 /usr/bin/python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(1)
+s.connect(sys.argv[1])
+print(s.recv(64).decode().strip())' "$(nri_ready_sock)" 2>/dev/null)" = connected ]
 }
 
 NRI_METRICS=""
@@ -437,7 +441,7 @@ start_lpu_dp() { # [INJECTION]
 }
 
 dp_registrations() { metric "http://$DP_METRICS/metrics" lpu_registrations_total; }
-kubelet_saw_registration() { grep -q "registration request from device plugin.*$RESOURCE" "$KUBELET_LOG"; }
+kubelet_saw_registration() { grep -q "Got registration request from device plugin.*$RESOURCE" "$KUBELET_LOG"; }
 
 # node_up: containerd A (NRI on) + lpu-nri + kubelet + lpu-device-plugin.
 node_up() {

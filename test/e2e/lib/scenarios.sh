@@ -67,11 +67,11 @@ visible_list() { tr ',' ' ' <<<"$1" | sed 's/lpu//g; s/  */ /g; s/^ //; s/ $//';
 
 # draw_ring "OWNED": ring 0 as text, owned LPUs in brackets.
 draw_ring() {
-  local out="ring0:" i
+  local out="ring0: " i
   for i in "${RING[@]}"; do
-    if grep -qw "$i" <<<"$1"; then out+=" [$i]"; else out+="  $i "; fi
+    if grep -qw "$i" <<<"$1"; then out+="[$i]"; else out+=" $i "; fi
   done
-  echo "$out"
+  echo "${out% }"
 }
 
 # check_lpu_container NAME COUNT: the assertions every LPU container must
@@ -269,7 +269,7 @@ scenario_3() {
   kubelet_start a
   wait_for 10 kubelet_saw_registration
   sock_t=$(stat -c %.9Y "$DP_DIR/kubelet.sock")
-  reg_line=$(grep -m1 "registration request from device plugin.*$RESOURCE" "$KUBELET_LOG")
+  reg_line=$(grep -m1 "Got registration request from device plugin.*$RESOURCE" "$KUBELET_LOG")
   if [ -n "$reg_line" ]; then
     reg_t=$(date -d "$(date +%Y)-$(cut -c2-3 <<<"$reg_line")-$(cut -c4-5 <<<"$reg_line") $(awk '{print $2}' <<<"$reg_line")" +%s.%N)
     lat=$(awk -v a="$reg_t" -v b="$sock_t" 'BEGIN { printf "%.3f", a - b }')
