@@ -1,0 +1,384 @@
+package main
+
+import (
+	"container/heap"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+
+	"github.com/hyperaccel/lpu-node/pkg/alloc"
+)
+
+// Mix is a distribution of request sizes.
+type Mix struct {
+	Name    string
+	Sizes   []int
+	Weights []int
+}
+
+// Mean is the expected request size.
+func (m Mix) Mean() float64 {
+	sum, w := 0.0, 0
+	for i, s := range m.Sizes {
+		sum += float64(s * m.Weights[i])
+		w += m.Weights[i]
+	}
+	return sum / float64(w)
+}
+
+// String is the mix in flag syntax, "1:40,2:30,4:20,8:10".
+func (m Mix) String() string {
+	parts := make([]string, len(m.Sizes))
+	for i, s := range m.Sizes {
+		parts[i] = fmt.Sprintf("%d:%d", s, m.Weights[i])
+	}
+	return strings.Join(parts, ",")
+}
+
+// Built-in mixes.
+var (
+	MixDefault = Mix{Name: "default", Sizes: []int{1, 2, 4, 8}, Weights: []int{40, 30, 20, 10}}
+	MixSmall   = Mix{Name: "all-small", Sizes: []int{1, 2}, Weights: []int{50, 50}}
+	MixLarge   = Mix{Name: "all-large", Sizes: []int{4, 8}, Weights: []int{50, 50}}
+)
+
+// ParseMix reads a built-in mix name or "size:weight,…".
+func ParseMix(s string) (Mix, error) {
+	for _, m := range []Mix{MixDefault, MixSmall, MixLarge} {
+		if s == m.Name {
+			return m, nil
+		}
+	}
+	m := Mix{Name: s}
+	for _, part := range strings.Split(s, ",") {
+		sz, wt, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok {
+			return Mix{}, fmt.Errorf("mix %q: entry %q is not size:weight", s, part)
+		}
+		size, err := strconv.Atoi(sz)
+		if err != nil || size < 1 || size > 1024 {
+			return Mix{}, fmt.Errorf("mix %q: size %q is not an integer in 1..1024", s, sz)
+		}
+		w, err := strconv.Atoi(wt)
+		if err != nil || w < 1 || w > 1_000_000 {
+			return Mix{}, fmt.Errorf("mix %q: weight %q is not an integer in 1..1000000", s, wt)
+		}
+		m.Sizes = append(m.Sizes, size)
+		m.Weights = append(m.Weights, w)
+	}
+	return m, nil
+}
+
+// Node is a ring topology to simulate.
+type Node struct {
+	Name  string
+	Rings [][]string
+}
+
+// Capacity is the number of LPUs on the node.
+func (n Node) Capacity() int {
+	c := 0
+	for _, r := range n.Rings {
+		c += len(r)
+	}
+	return c
+}
+
+// ParseNode reads "RxN": R rings of N LPUs each, numbered lpu0… ring by ring.
+func ParseNode(s string) (Node, error) {
+	rs, ns, ok := strings.Cut(s, "x")
+	r, err1 := strconv.Atoi(rs)
+	n, err2 := strconv.Atoi(ns)
+	if !ok || err1 != nil || err2 != nil || r < 1 || n < 1 || r*n > 1024 {
+		return Node{}, fmt.Errorf("node %q: want RINGSxLPUS such as 1x8 or 2x8 (at most 1024 LPUs)", s)
+	}
+	node := Node{Name: s}
+	for i := 0; i < r; i++ {
+		ring := make([]string, n)
+		for j := range ring {
+			ring[j] = "lpu" + strconv.Itoa(i*n+j)
+		}
+		node.Rings = append(node.Rings, ring)
+	}
+	return node, nil
+}
+
+// Job is one request: drawn once from the seed, replayed for every policy.
+type Job struct {
+	Size   int
+	Arrive float64 // arrival time; mean job lifetime is 1
+	End    float64 // Arrive + exponential lifetime
+}
+
+// Generate draws n jobs: Poisson arrivals at the rate that offers load ×
+// capacity LPUs of work per unit time, sizes from mix, exponential
+// lifetimes of mean 1.
+func Generate(seed uint64, mix Mix, n int, load float64, capacity int) []Job {
+	rng := rand.New(rand.NewPCG(seed, 0x6a6f6273)) // "jobs"
+	rate := load * float64(capacity) / mix.Mean()
+	total := 0
+	for _, w := range mix.Weights {
+		total += w
+	}
+	jobs := make([]Job, n)
+	t := 0.0
+	for i := range jobs {
+		t += rng.ExpFloat64() / rate
+		pick := rng.IntN(total)
+		size := mix.Sizes[len(mix.Sizes)-1]
+		for k, w := range mix.Weights {
+			if pick < w {
+				size = mix.Sizes[k]
+				break
+			}
+			pick -= w
+		}
+		jobs[i] = Job{Size: size, Arrive: t, End: t + rng.ExpFloat64()}
+	}
+	return jobs
+}
+
+// Policy chooses devices for a request, like a device plugin's preferred
+// allocation (or its absence). available is in layout order (ring by ring,
+// each in ring order); the answer must be size IDs out of it, or nil.
+type Policy interface {
+	Name() string
+	Pick(available []string, size int) []string
+}
+
+// kubeletDefault is kubelet without a preferred allocation: an arbitrary
+// choice from the available set (kubelet walks a Go map; here a seeded
+// shuffle, so runs are reproducible).
+type kubeletDefault struct{ rng *rand.Rand }
+
+func newKubeletDefault(seed uint64) *kubeletDefault {
+	return &kubeletDefault{rng: rand.New(rand.NewPCG(seed, 0x6b756265))} // "kube"
+}
+
+func (*kubeletDefault) Name() string { return "kubelet-default" }
+
+func (k *kubeletDefault) Pick(available []string, size int) []string {
+	if size > len(available) {
+		return nil
+	}
+	a := append([]string(nil), available...)
+	for i := 0; i < size; i++ {
+		j := i + k.rng.IntN(len(a)-i)
+		a[i], a[j] = a[j], a[i]
+	}
+	return a[:size]
+}
+
+// firstFit takes the lowest-index free arc (ring by ring, wrap-around arcs
+// included, lowest start first); with no arc, the lowest-index free devices.
+type firstFit struct{ node Node }
+
+func (firstFit) Name() string { return "first-fit" }
+
+func (f firstFit) Pick(available []string, size int) []string {
+	if size > len(available) {
+		return nil
+	}
+	free := make(map[string]bool, len(available))
+	for _, id := range available {
+		free[id] = true
+	}
+	for _, ring := range f.node.Rings {
+		n := len(ring)
+		if size > n {
+			continue
+		}
+	starts:
+		for s := 0; s < n; s++ {
+			for i := 0; i < size; i++ {
+				if !free[ring[(s+i)%n]] {
+					continue starts
+				}
+			}
+			out := make([]string, size)
+			for i := range out {
+				out[i] = ring[(s+i)%n]
+			}
+			return out
+		}
+	}
+	return append([]string(nil), available[:size]...)
+}
+
+// ours is pkg/alloc's Preferred.
+type ours struct{ l *alloc.Layout }
+
+func (ours) Name() string { return "pkg/alloc" }
+
+func (o ours) Pick(available []string, size int) []string {
+	return o.l.Preferred(available, nil, size)
+}
+
+// CountBound is the name of the count bound row: a request is served
+// whenever free ≥ size, as perfect compaction would allow.
+const CountBound = "count-bound"
+
+// Result is what one policy achieved on one job sequence.
+type Result struct {
+	Node, Mix, Policy string
+	Arrivals          int
+	Admitted          int     // placements made (best-effort: free ≥ size)
+	Contiguous        int     // admissions on one ring-contiguous arc
+	NonContiguous     int     // best-effort: admitted but scattered; strict: refused for it
+	SumLargestArc     float64 // sum over arrivals of the node's largest free arc after the arrival
+	SumBusy           float64 // sum over arrivals of busy LPUs at the arrival
+	BySize            map[int][2]int
+}
+
+// Rate is contiguous admissions per arrival.
+func (r Result) Rate() float64 { return float64(r.Contiguous) / float64(r.Arrivals) }
+
+// MeanLargestArc is the mean largest free arc after each arrival.
+func (r Result) MeanLargestArc() float64 { return r.SumLargestArc / float64(r.Arrivals) }
+
+// Utilisation is the mean fraction of busy LPUs seen by arrivals.
+func (r Result) Utilisation(capacity int) float64 {
+	return r.SumBusy / float64(r.Arrivals) / float64(capacity)
+}
+
+// endHeap orders running jobs by end time, then job index.
+type endHeap []int32
+
+type running struct {
+	jobs []Job
+	h    endHeap
+}
+
+func (r *running) Len() int { return len(r.h) }
+func (r *running) Less(i, j int) bool {
+	a, b := r.jobs[r.h[i]], r.jobs[r.h[j]]
+	if a.End != b.End {
+		return a.End < b.End
+	}
+	return r.h[i] < r.h[j]
+}
+func (r *running) Swap(i, j int) { r.h[i], r.h[j] = r.h[j], r.h[i] }
+func (r *running) Push(x any)    { r.h = append(r.h, x.(int32)) }
+func (r *running) Pop() any {
+	x := r.h[len(r.h)-1]
+	r.h = r.h[:len(r.h)-1]
+	return x
+}
+
+// Simulate replays jobs on node with policy p (nil: the count bound). In
+// strict mode a non-contiguous pick is refused, as the strict allocation
+// policy would; otherwise it is admitted and counted.
+func Simulate(node Node, mix Mix, jobs []Job, p Policy, strict bool) (Result, error) {
+	layout, err := alloc.NewLayout(node.Rings)
+	if err != nil {
+		return Result{}, err
+	}
+	name := CountBound
+	if p != nil {
+		name = p.Name()
+	}
+	res := Result{Node: node.Name, Mix: mix.Name, Policy: name, Arrivals: len(jobs), BySize: map[int][2]int{}}
+	capacity := node.Capacity()
+	maxRing := 0
+	for _, r := range node.Rings {
+		maxRing = max(maxRing, len(r))
+	}
+
+	// Flat layout order: ring by ring.
+	var order []string
+	for _, r := range node.Rings {
+		order = append(order, r...)
+	}
+	index := make(map[string]int, len(order))
+	for i, id := range order {
+		index[id] = i
+	}
+	busy := make([]bool, len(order))
+	held := make([][]int, len(jobs)) // flat indices each running job holds
+	freeCount := capacity
+	run := &running{jobs: jobs}
+	available := make([]string, 0, capacity)
+
+	for i, job := range jobs {
+		for run.Len() > 0 && jobs[run.h[0]].End <= job.Arrive {
+			j := heap.Pop(run).(int32)
+			for _, x := range held[j] {
+				busy[x] = false
+			}
+			freeCount += jobs[j].Size
+			held[j] = nil
+		}
+		res.SumBusy += float64(capacity - freeCount)
+		bs := res.BySize[job.Size]
+		bs[0]++
+
+		admitted, contiguous := false, false
+		var pick []int
+		if job.Size <= freeCount {
+			if p == nil {
+				admitted, contiguous = true, true
+			} else {
+				available = available[:0]
+				for x, id := range order {
+					if !busy[x] {
+						available = append(available, id)
+					}
+				}
+				ids := p.Pick(available, job.Size)
+				if len(ids) != job.Size {
+					return Result{}, fmt.Errorf("%s picked %v for size %d out of %v", name, ids, job.Size, available)
+				}
+				pl, err := layout.Check(ids)
+				if err != nil {
+					return Result{}, fmt.Errorf("%s picked %v: %w", name, ids, err)
+				}
+				for _, id := range ids {
+					x := index[id]
+					if busy[x] {
+						return Result{}, fmt.Errorf("%s picked busy %s", name, id)
+					}
+					pick = append(pick, x)
+				}
+				contiguous = pl.Contiguous
+				admitted = contiguous || !strict
+				if !contiguous {
+					res.NonContiguous++
+				}
+			}
+		}
+		if admitted {
+			res.Admitted++
+			freeCount -= job.Size
+			if p != nil {
+				for _, x := range pick {
+					busy[x] = true
+				}
+				held[i] = pick
+			}
+			heap.Push(run, int32(i))
+		}
+		if contiguous && admitted {
+			res.Contiguous++
+			bs[1]++
+		}
+		res.BySize[job.Size] = bs
+
+		if p == nil {
+			res.SumLargestArc += float64(min(freeCount, maxRing))
+		} else {
+			largest := 0
+			available = available[:0]
+			for x, id := range order {
+				if !busy[x] {
+					available = append(available, id)
+				}
+			}
+			for _, a := range layout.LargestFreeArc(available) {
+				largest = max(largest, a)
+			}
+			res.SumLargestArc += float64(largest)
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"math/bits"
+	"slices"
+	"strings"
+
+	"github.com/hyperaccel/lpu-node/pkg/alloc"
+)
+
+// The ablation: other orders of scoring criteria, scored by brute force
+// over every candidate arc (small nodes only). These are how the pkg/alloc
+// order was chosen; they are not product code.
+
+// arcState is a node after a candidate arc was taken.
+type arcState struct {
+	free        [][]bool // per ring
+	ring, start int
+	size        int
+	segLen      int // length of the free segment the arc was cut from
+}
+
+// segments lists the free segment lengths of every ring.
+func (s arcState) segments() []int {
+	var out []int
+	for _, ring := range s.free {
+		n := len(ring)
+		b := slices.Index(ring, false)
+		if b < 0 {
+			out = append(out, n)
+			continue
+		}
+		run := 0
+		for k := 1; k <= n; k++ {
+			if ring[(b+k)%n] {
+				run++
+			} else if run > 0 {
+				out = append(out, run)
+				run = 0
+			}
+		}
+	}
+	return out
+}
+
+// criterion returns keys; lower is better, compared lexicographically.
+type criterion struct {
+	name string
+	key  func(s arcState) []int
+}
+
+var (
+	critLargest = criterion{"L", func(s arcState) []int {
+		m := 0
+		for _, l := range s.segments() {
+			m = max(m, l)
+		}
+		return []int{-m}
+	}}
+	critSegs  = criterion{"S", func(s arcState) []int { return []int{len(s.segments())} }}
+	critAlign = criterion{"A", func(s arcState) []int {
+		if s.start%(1<<bits.Len(uint(s.size-1))) == 0 {
+			return []int{0}
+		}
+		return []int{1}
+	}}
+	critPos    = criterion{"P", func(s arcState) []int { return []int{s.ring, s.start} }}
+	critVector = criterion{"V", func(s arcState) []int {
+		seg := s.segments()
+		slices.Sort(seg)
+		slices.Reverse(seg)
+		out := make([]int, 0, 64)
+		for _, l := range seg {
+			out = append(out, -l)
+		}
+		for len(out) < 64 {
+			out = append(out, 0)
+		}
+		return out
+	}}
+	critBestFit = criterion{"B", func(s arcState) []int { return []int{s.segLen} }}
+	// critCapacity counts disjoint free arcs of each power-of-two size.
+	critCapacity = criterion{"C", func(s arcState) []int {
+		c := 0
+		for _, l := range s.segments() {
+			for k := 1; k <= l; k *= 2 {
+				c += l / k
+			}
+		}
+		return []int{-c}
+	}}
+)
+
+// variant is pkg/alloc's candidate set with another scoring order.
+type variant struct {
+	node  Node
+	l     *alloc.Layout // fallback when no arc fits
+	crits []criterion
+}
+
+// Variants returns the ablation policies.
+func Variants(node Node, l *alloc.Layout) []Policy {
+	orders := [][]criterion{
+		{critLargest, critSegs, critAlign, critPos}, // pkg/alloc, by brute force
+		{critLargest, critSegs, critPos},
+		{critLargest, critAlign, critPos},
+		{critSegs, critLargest, critAlign, critPos},
+		{critAlign, critLargest, critSegs, critPos},
+		{critVector, critAlign, critPos},
+		{critBestFit, critLargest, critSegs, critAlign, critPos},
+		{critLargest, critSegs, critBestFit, critAlign, critPos},
+		{critCapacity, critLargest, critSegs, critAlign, critPos},
+		{critLargest, critCapacity, critSegs, critAlign, critPos},
+		{critLargest, critSegs, critCapacity, critAlign, critPos},
+	}
+	var out []Policy
+	for _, o := range orders {
+		out = append(out, variant{node: node, l: l, crits: o})
+	}
+	return out
+}
+
+func (v variant) Name() string {
+	names := make([]string, len(v.crits))
+	for i, c := range v.crits {
+		names[i] = c.name
+	}
+	return "v:" + strings.Join(names, "")
+}
+
+func (v variant) Pick(available []string, size int) []string {
+	if size > len(available) {
+		return nil
+	}
+	avail := make(map[string]bool, len(available))
+	for _, id := range available {
+		avail[id] = true
+	}
+	free := make([][]bool, len(v.node.Rings))
+	for r, ring := range v.node.Rings {
+		free[r] = make([]bool, len(ring))
+		for i, id := range ring {
+			free[r][i] = avail[id]
+		}
+	}
+	var best []int
+	var bestIDs []string
+	for r, ring := range v.node.Rings {
+		n := len(ring)
+		if size > n {
+			continue
+		}
+		starts := n
+		if size == n {
+			starts = 1
+		}
+	next:
+		for s := 0; s < starts; s++ {
+			for i := 0; i < size; i++ {
+				if !free[r][(s+i)%n] {
+					continue next
+				}
+			}
+			// The free segment the arc sits in.
+			segLen := size
+			for i := size; i < n && free[r][(s+i)%n]; i++ {
+				segLen++
+			}
+			fwd := segLen
+			for i := 1; i <= n-fwd && free[r][(s-i+n)%n]; i++ {
+				segLen++
+			}
+			st := arcState{free: make([][]bool, len(free)), ring: r, start: s, size: size, segLen: segLen}
+			copy(st.free, free)
+			st.free[r] = slices.Clone(free[r])
+			for i := 0; i < size; i++ {
+				st.free[r][(s+i)%n] = false
+			}
+			var key []int
+			for _, c := range v.crits {
+				key = append(key, c.key(st)...)
+			}
+			if bestIDs == nil || slices.Compare(key, best) < 0 {
+				best = key
+				bestIDs = make([]string, size)
+				for i := range bestIDs {
+					bestIDs[i] = ring[(s+i)%n]
+				}
+			}
+		}
+	}
+	if bestIDs != nil {
+		return bestIDs
+	}
+	return v.l.Preferred(available, nil, size)
+}
