@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"unicode"
 )
@@ -27,20 +28,21 @@ var errTooLarge = errors.New("file too large")
 // errNotRegular is returned (wrapped) for paths that are not regular files.
 var errNotRegular = errors.New("not a regular file")
 
-// readBounded reads at most limit bytes of the regular file at path; a longer
-// file is an error. A FIFO or device in place of the file is refused without
-// blocking (opened non-blocking, checked with fstat before any read).
-func readBounded(path string, limit int64) ([]byte, error) {
+// openRegular opens path for reading if it is a regular file. A FIFO or
+// device in its place is refused without blocking (opened non-blocking,
+// checked with fstat before any read).
+func openRegular(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
+		f.Close()
 		return nil, err
 	}
 	if t := fi.Mode().Type(); t != 0 {
+		f.Close()
 		switch {
 		case t&fs.ModeDir != 0:
 			return nil, fmt.Errorf("%w: is a directory", errNotRegular)
@@ -52,6 +54,17 @@ func readBounded(path string, limit int64) ([]byte, error) {
 			return nil, errNotRegular
 		}
 	}
+	return f, nil
+}
+
+// readBounded reads at most limit bytes of the regular file at path; a longer
+// file is an error.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := openRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
@@ -62,14 +75,28 @@ func readBounded(path string, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// readAttr reads one sysfs attribute (bounded) and trims surrounding
-// whitespace.
+// attrBufs recycles the read buffers of readAttr.
+var attrBufs = sync.Pool{New: func() any { return new([MaxAttrBytes + 1]byte) }}
+
+// readAttr reads one sysfs attribute (at most MaxAttrBytes) and trims
+// surrounding whitespace.
 func readAttr(path string) (string, error) {
-	b, err := readBounded(path, MaxAttrBytes)
+	f, err := openRegular(path)
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimSpace(string(b)), nil
+	defer f.Close()
+	buf := attrBufs.Get().(*[MaxAttrBytes + 1]byte)
+	defer attrBufs.Put(buf)
+	n, err := io.ReadFull(f, buf[:])
+	switch {
+	case err == nil:
+		return "", fmt.Errorf("%w: more than %d bytes", errTooLarge, MaxAttrBytes)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return strings.TrimSpace(string(buf[:n])), nil
+	default:
+		return "", err
+	}
 }
 
 // describeErr renders a read error for hostPath without leaking the
