@@ -32,6 +32,7 @@ type generation struct {
 	served   chan struct{}
 	socket   string
 	ino      uint64
+	kubelet  uint64 // inode of the kubelet.sock registered with
 	triggers chan string
 }
 
@@ -173,7 +174,14 @@ func (p *Plugin) classify(ev fsnotify.Event, gen *generation, watching *bool) st
 		*watching = false
 		return "kubelet directory removed"
 	case filepath.Base(ev.Name) == kubeletSocket && ev.Has(fsnotify.Create):
-		return "kubelet.sock created (kubelet restarted)"
+		// Events queued while re-registering may predate the kubelet.sock
+		// we registered with: only a different file means a new kubelet.
+		if gen == nil {
+			return "kubelet.sock created (kubelet restarted)"
+		}
+		if ino, err := inode(ev.Name); err == nil && ino != gen.kubelet {
+			return "kubelet.sock created (kubelet restarted)"
+		}
 	case gen != nil && filepath.Base(ev.Name) == p.socket && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)):
 		if !gen.intact() {
 			return "plugin socket removed"
@@ -230,19 +238,26 @@ func (p *Plugin) startGeneration(ctx context.Context) (*generation, error) {
 		defer close(g.served)
 		_ = g.srv.Serve(ln)
 	}()
-	if err := p.register(ctx); err != nil {
+	kino, err := p.register(ctx)
+	if err != nil {
 		g.stop()
 		return nil, err
 	}
+	g.kubelet = kino
 	return g, nil
 }
 
-// register calls the kubelet's Registration service.
-func (p *Plugin) register(ctx context.Context) error {
+// register calls the kubelet's Registration service and returns the inode
+// of the kubelet.sock it reached.
+func (p *Plugin) register(ctx context.Context) (uint64, error) {
 	sock := filepath.Join(p.opts.KubeletDir, kubeletSocket)
+	ino, err := inode(sock)
+	if err != nil {
+		return 0, fmt.Errorf("kubelet registration socket: %w", err)
+	}
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return fmt.Errorf("dial kubelet %s: %w", sock, err)
+		return 0, fmt.Errorf("dial kubelet %s: %w", sock, err)
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, p.opts.RegisterTimeout)
@@ -254,7 +269,7 @@ func (p *Plugin) register(ctx context.Context) error {
 		Options:      options(),
 	})
 	if err != nil {
-		return fmt.Errorf("register %s with kubelet %s: %w", p.opts.ResourceName, sock, err)
+		return 0, fmt.Errorf("register %s with kubelet %s: %w", p.opts.ResourceName, sock, err)
 	}
-	return nil
+	return ino, nil
 }
