@@ -1,0 +1,237 @@
+package metrics
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/health"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/kubelettest"
+	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
+)
+
+// Value finds the sample of name whose labels include every label given as
+// `key="value"`, in Prometheus text format; ok is false when absent.
+func Value(body, name string, labels ...string) (float64, bool) {
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		head := line[:i]
+		match := true
+		for _, l := range labels {
+			if !strings.Contains(head, l) {
+				match = false
+				break
+			}
+		}
+		if !match {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			return 0, false
+		}
+		return v, true
+	}
+	return 0, false
+}
+
+func serve(t *testing.T, m *Metrics, healthz, readyz Check) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.ServeListener(ctx, ln, healthz, readyz, nil) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+func TestDeviceMetrics(t *testing.T) {
+	rows := make([]devicetest.Row, 8)
+	for i := range rows {
+		rows[i] = devicetest.Row{Index: i, Files: map[string]string{
+			device.AttrUtilization: strconv.Itoa(10*i) + "\n",
+			device.AttrMemoryUsed:  "1024\n",
+			device.AttrMemoryTotal: "17179869184\n",
+			device.AttrTemperature: "45500\n",
+			device.AttrPower:       "75000000\n",
+		}}
+	}
+	root := devicetest.NewTree(t, rows...)
+	devicetest.RemoveAttr(t, root, "lpu7", device.AttrPower)
+	sysfs := device.NewSysfs(root)
+	mon := health.New(sysfs, health.Options{ResyncInterval: time.Hour, ProbeInterval: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mon.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-mon.Ready()
+
+	sock := filepath.Join(kubelettest.ShortDir(t), "pr.sock")
+	pr := kubelettest.StartPodResources(t, sock)
+	pr.SetPods(kubelettest.Holding{Namespace: "ml", Pod: "train-0", Container: "main", Resource: "hyperaccel.ai/lpu", DeviceIDs: []string{"lpu2", "lpu3"}},
+		kubelettest.Holding{Namespace: "ml", Pod: "other", Container: "c", Resource: "example.com/gpu", DeviceIDs: []string{"lpu4"}})
+	holders := NewPodResources(sock, "hyperaccel.ai/lpu")
+	defer holders.Close()
+
+	m := New(Options{Node: "n1", Devices: mon, Telemetry: sysfs, Holders: holders})
+	url := serve(t, m, nil, nil)
+	_, body := get(t, url+"/metrics")
+
+	checks := map[string]struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		"healthy":          {"lpu_device_healthy", []string{`device="lpu0"`, `node="n1"`}, 1},
+		"utilization":      {"lpu_utilization_percent", []string{`device="lpu5"`}, 50},
+		"memory used":      {"lpu_memory_used_bytes", []string{`device="lpu1"`}, 1024},
+		"memory total":     {"lpu_memory_total_bytes", []string{`device="lpu1"`}, 17179869184},
+		"temperature":      {"lpu_temperature_celsius", []string{`device="lpu1"`}, 45.5},
+		"power":            {"lpu_power_watts", []string{`device="lpu1"`}, 75},
+		"holder labels":    {"lpu_utilization_percent", []string{`device="lpu3"`, `pod="train-0"`, `namespace="ml"`, `container="main"`}, 30},
+		"free has no pod":  {"lpu_utilization_percent", []string{`device="lpu4"`, `pod=""`}, 40},
+		"largest free arc": {"lpu_largest_free_arc", []string{`ring="0"`}, 6}, // 4..7,0,1
+	}
+	for name, c := range checks {
+		t.Run(name, func(t *testing.T) {
+			got, ok := Value(body, c.name, c.labels...)
+			if !ok || got != c.want {
+				t.Fatalf("%s%v = %v (found %v), want %v\n%s", c.name, c.labels, got, ok, c.want, body)
+			}
+		})
+	}
+	if _, ok := Value(body, "lpu_power_watts", `device="lpu7"`); ok {
+		t.Fatal("power reported for lpu7 without a power file")
+	}
+
+	// Values follow the tree and the kubelet at the next scrape.
+	devicetest.SetStatus(t, root, "lpu0", "ECC_ERROR")
+	devicetest.WriteAttr(t, root, "lpu1", device.AttrTemperature, "80000\n")
+	pr.SetPods()
+	deadline := time.Now().Add(time.Second)
+	for {
+		_, body = get(t, url+"/metrics")
+		h, _ := Value(body, "lpu_device_healthy", `device="lpu0"`)
+		temp, _ := Value(body, "lpu_temperature_celsius", `device="lpu1"`)
+		arc, _ := Value(body, "lpu_largest_free_arc", `ring="0"`)
+		if h == 0 && temp == 80 && arc == 7 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after changes: healthy=%v temp=%v arc=%v, want 0 80 7", h, temp, arc)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, ok := Value(body, "lpu_utilization_percent", `device="lpu3"`, `pod="train-0"`); ok {
+		t.Fatal("holder labels kept after the pod left")
+	}
+}
+
+func TestPodResourcesUnavailable(t *testing.T) {
+	root := devicetest.NewTree(t, devicetest.Row{Index: 0, Files: map[string]string{device.AttrUtilization: "12\n"}})
+	sysfs := device.NewSysfs(root)
+	mon := health.New(sysfs, health.Options{ResyncInterval: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mon.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-mon.Ready()
+	holders := NewPodResources(filepath.Join(kubelettest.ShortDir(t), "absent.sock"), "hyperaccel.ai/lpu")
+	defer holders.Close()
+	m := New(Options{Node: "n1", Devices: mon, Telemetry: sysfs, Holders: holders, HoldersTimeout: 100 * time.Millisecond})
+	url := serve(t, m, nil, nil)
+	began := time.Now()
+	_, body := get(t, url+"/metrics")
+	if d := time.Since(began); d > 2*time.Second {
+		t.Fatalf("scrape took %v with PodResources absent", d)
+	}
+	if v, ok := Value(body, "lpu_utilization_percent", `device="lpu0"`, `pod=""`, `namespace=""`); !ok || v != 12 {
+		t.Fatalf("utilization %v %v, want 12 with empty holder labels\n%s", v, ok, body)
+	}
+}
+
+func TestRecorderAndProbes(t *testing.T) {
+	m := New(Options{Node: "n1"})
+	var registered atomic.Bool
+	url := serve(t, m, func() error {
+		if !registered.Load() {
+			return errString("not registered with kubelet")
+		}
+		return nil
+	}, func() error { return nil })
+	_, body := get(t, url+"/metrics")
+	for _, r := range Results {
+		if v, ok := Value(body, "lpu_allocations_total", `result="`+r+`"`); !ok || v != 0 {
+			t.Fatalf("lpu_allocations_total{result=%q} = %v %v, want 0 from the start", r, v, ok)
+		}
+	}
+	m.Allocation("contiguous")
+	m.Allocation("refused")
+	m.Allocation("refused")
+	m.Registered()
+	m.AllocateDuration(time.Millisecond)
+	m.PreferredDuration(time.Millisecond)
+	_, body = get(t, url+"/metrics")
+	for name, c := range map[string]struct {
+		metric string
+		labels []string
+		want   float64
+	}{
+		"contiguous":    {"lpu_allocations_total", []string{`result="contiguous"`}, 1},
+		"refused":       {"lpu_allocations_total", []string{`result="refused"`}, 2},
+		"registrations": {"lpu_registrations_total", nil, 1},
+		"allocate":      {"lpu_allocate_duration_seconds_count", nil, 1},
+		"preferred":     {"lpu_preferred_allocation_duration_seconds_count", nil, 1},
+	} {
+		if v, ok := Value(body, c.metric, c.labels...); !ok || v != c.want {
+			t.Errorf("%s: %s = %v %v, want %v", name, c.metric, v, ok, c.want)
+		}
+	}
+	if code, body := get(t, url+"/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not registered") {
+		t.Fatalf("/healthz = %d %q, want 503 with the reason", code, body)
+	}
+	registered.Store(true)
+	if code, _ := get(t, url+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz = %d, want 200", code)
+	}
+	if code, _ := get(t, url+"/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz = %d, want 200", code)
+	}
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
