@@ -1,0 +1,26 @@
+// Package deploy holds no code: it is the home of the deployment artefacts
+// and of the tests that keep them honest.
+//
+// # Layout
+//
+//   - container/Dockerfile: the multi-stage image build with both daemons.
+//   - container/build-oci.sh: the same image without a container engine
+//     (static binaries + umoci), reproducible from SOURCE_DATE_EPOCH.
+//   - helm/lpu-node: the Helm chart (DaemonSet with lpu-device-plugin and
+//     lpu-nri, ConfigMap with the v1 node config, optional metrics Service and
+//     ServiceMonitor).
+//   - manifests/lpu-node.yaml: the chart rendered with default values
+//     (regenerate with render.sh).
+//   - runtime/: containerd 1.7, containerd 2.x and CRI-O snippets enabling
+//     NRI and CDI.
+//
+// # Tests
+//
+// The tests render the chart with a real helm binary (found through $HELM or
+// test/e2e/tools.sh helm), decode every object strictly into k8s.io/api types,
+// check the security properties of the DaemonSet, load the rendered config
+// with config.Load, parse the runtime snippets, and — when the tools are
+// present — let containerd merge its snippet and build the image with umoci:
+//
+//	HELM=/var/cache/lpu-e2e/helm-v3.22.0/helm go test ./deploy/
+package deploy

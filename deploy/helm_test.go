@@ -1,0 +1,173 @@
+package deploy_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	chartDir      = "helm/lpu-node"
+	manifestsFile = "manifests/lpu-node.yaml"
+	// defaultHelm is where test/e2e/tools.sh helm caches its build.
+	defaultHelm = "/var/cache/lpu-e2e/helm-v3.22.0/helm"
+	release     = "lpu-node"
+	namespace   = "kube-system"
+)
+
+// helmBinary finds a real helm: $HELM, the tools.sh cache, then PATH. With
+// none, the test fails under CI (env CI set) and is skipped elsewhere.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	candidates := []string{os.Getenv("HELM"), defaultHelm}
+	if p, err := exec.LookPath("helm"); err == nil {
+		candidates = append(candidates, p)
+	}
+	for _, c := range candidates {
+		if c == "" {
+			continue
+		}
+		if fi, err := os.Stat(c); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return c
+		}
+	}
+	msg := "helm not found ($HELM, " + defaultHelm + ", PATH): run `bash test/e2e/tools.sh helm`"
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// runHelm runs helm with args and returns stdout, or the error with stderr.
+func runHelm(t *testing.T, helm string, args ...string) ([]byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, helm, args...)
+	// Keep helm away from the user's repositories, cache and plugins.
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(),
+		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
+		"HELM_DATA_HOME="+filepath.Join(home, "data"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.Bytes(), nil
+}
+
+// render runs `helm template` on the chart with the given --set values.
+func render(t *testing.T, helm string, sets ...string) []byte {
+	t.Helper()
+	out, err := runHelm(t, helm, templateArgs(sets...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func templateArgs(sets ...string) []string {
+	args := []string{"template", release, chartDir, "--namespace", namespace}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	return args
+}
+
+// ServiceMonitor is the part of prometheus-operator's monitoring.coreos.com/v1
+// ServiceMonitor the chart renders; strict decoding fails on anything else.
+type ServiceMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		JobLabel          string                        `json:"jobLabel"`
+		NamespaceSelector struct{ MatchNames []string } `json:"namespaceSelector"`
+		Selector          metav1.LabelSelector          `json:"selector"`
+		Endpoints         []struct {
+			Port          string `json:"port"`
+			Path          string `json:"path"`
+			Interval      string `json:"interval"`
+			ScrapeTimeout string `json:"scrapeTimeout"`
+		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
+// objects is one rendering, decoded strictly.
+type objects struct {
+	DaemonSet      *appsv1.DaemonSet
+	ConfigMap      *corev1.ConfigMap
+	ServiceAccount *corev1.ServiceAccount
+	Service        *corev1.Service
+	ServiceMonitor *ServiceMonitor
+	Kinds          []string // in rendering order
+}
+
+var docSep = regexp.MustCompile(`(?m)^---\s*$`)
+
+// decode splits a multi-document rendering and decodes each object strictly
+// (unknown fields fail) into its k8s.io/api type. Unknown kinds and repeated
+// kinds fail the test.
+func decode(t *testing.T, rendered []byte) objects {
+	t.Helper()
+	var objs objects
+	for i, doc := range docSep.Split(string(rendered), -1) {
+		if strings.TrimSpace(stripComments(doc)) == "" {
+			continue
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+			t.Fatalf("document %d: %v\n%s", i, err, doc)
+		}
+		gvk := tm.APIVersion + "/" + tm.Kind
+		var target any
+		switch gvk {
+		case "apps/v1/DaemonSet":
+			target = &objs.DaemonSet
+		case "v1/ConfigMap":
+			target = &objs.ConfigMap
+		case "v1/ServiceAccount":
+			target = &objs.ServiceAccount
+		case "v1/Service":
+			target = &objs.Service
+		case "monitoring.coreos.com/v1/ServiceMonitor":
+			target = &objs.ServiceMonitor
+		default:
+			t.Fatalf("document %d: unexpected kind %q\n%s", i, gvk, doc)
+		}
+		if slices.Contains(objs.Kinds, tm.Kind) {
+			t.Fatalf("document %d: second %s", i, tm.Kind)
+		}
+		objs.Kinds = append(objs.Kinds, tm.Kind)
+		if err := yaml.UnmarshalStrict([]byte(doc), target); err != nil {
+			t.Fatalf("document %d (%s): strict decode: %v\n%s", i, gvk, err, doc)
+		}
+	}
+	return objs
+}
+
+func stripComments(doc string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
