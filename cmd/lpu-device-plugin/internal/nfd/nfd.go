@@ -1,0 +1,132 @@
+package nfd
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/hyperaccel/lpu-node/pkg/device"
+)
+
+// DefaultPath is where Node Feature Discovery's local source reads
+// feature files on the host.
+const DefaultPath = "/etc/kubernetes/node-feature-discovery/features.d/lpu"
+
+// maxValue is the longest Kubernetes label value.
+const maxValue = 63
+
+// Features returns the feature lines for an inventory, one "name=value" per
+// line, names prefixed with the resource name:
+//
+//	hyperaccel.ai/lpu.present=true
+//	hyperaccel.ai/lpu.count=8
+//	hyperaccel.ai/lpu.rings=1
+//	hyperaccel.ai/lpu.largest-ring=8
+//	hyperaccel.ai/lpu.driver-version=2.1.0-sim
+//	hyperaccel.ai/lpu.firmware=1.8.2-sim
+//
+// Only facts that change with hardware or software are listed (not health),
+// so the labels do not churn. Versions are made valid label values; the
+// firmware is "mixed" when devices disagree; unknown versions are left out.
+func Features(resource string, inv *device.Inventory) []string {
+	if inv == nil || len(inv.Devices) == 0 {
+		return nil
+	}
+	largest := 0
+	for _, r := range inv.Rings {
+		largest = max(largest, len(r))
+	}
+	lines := []string{
+		resource + ".present=true",
+		resource + ".count=" + strconv.Itoa(len(inv.Devices)),
+		resource + ".rings=" + strconv.Itoa(len(inv.Rings)),
+		resource + ".largest-ring=" + strconv.Itoa(largest),
+	}
+	if v := LabelValue(inv.DriverVersion); v != "" {
+		lines = append(lines, resource+".driver-version="+v)
+	}
+	fw := inv.Devices[0].Firmware
+	for _, d := range inv.Devices[1:] {
+		if d.Firmware != fw {
+			fw = "mixed"
+			break
+		}
+	}
+	if v := LabelValue(fw); v != "" {
+		lines = append(lines, resource+".firmware="+v)
+	}
+	return lines
+}
+
+// LabelValue turns s into a valid Kubernetes label value: characters other
+// than [A-Za-z0-9._-] become '-', leading and trailing non-alphanumerics are
+// dropped, and the result is cut to 63 characters. "" when nothing is left.
+func LabelValue(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !isAlnum(c) && c != '.' && c != '_' && c != '-' {
+			b[i] = '-'
+		}
+	}
+	if len(b) > maxValue {
+		b = b[:maxValue]
+	}
+	return strings.TrimFunc(string(b), func(r rune) bool { return r > 0x7f || !isAlnum(byte(r)) })
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// Write makes the file at path hold lines (one per line), atomically: a
+// temporary file in the same directory renamed over it. It creates the
+// directory and leaves an identical file untouched (changed=false). No
+// lines removes the file.
+func Write(path string, lines []string) (changed bool, err error) {
+	if len(lines) == 0 {
+		if err := os.Remove(path); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return false, nil
+			}
+			return false, fmt.Errorf("remove %s: %w", path, err)
+		}
+		return true, nil
+	}
+	data := []byte(strings.Join(lines, "\n") + "\n")
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return false, nil
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, fmt.Errorf("create %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename there is nothing to remove
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return false, fmt.Errorf("write %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return false, fmt.Errorf("chmod %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return false, fmt.Errorf("sync %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return false, fmt.Errorf("close %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return false, fmt.Errorf("rename to %s: %w", path, err)
+	}
+	return true, nil
+}
