@@ -1,0 +1,229 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/nfd"
+	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/pkg/device"
+)
+
+// Options are the command line of lpu-device-plugin after flags and their
+// environment twins were read. Fields that override the config file apply
+// only when given (Apply).
+type Options struct {
+	ConfigFile  string
+	Root        string
+	KubeletDir  string
+	StateDir    string
+	Injection   string
+	MetricsAddr string
+	Simulate    int
+	// NFDFile is the NFD feature file path; "" disables it.
+	NFDFile string
+	// NFDFileGiven is true when --nfd-features-file or its env twin was
+	// given (otherwise the daemon picks the default by mode).
+	NFDFileGiven bool
+	Version      bool
+
+	given map[string]bool
+}
+
+// flagSpec is one flag with its environment twin.
+type flagSpec struct {
+	name, env, usage string
+}
+
+var specs = []flagSpec{
+	{"config", "LPU_CONFIG", "config `FILE` (YAML, version: v1); empty: built-in defaults"},
+	{"root", "LPU_ROOT", "host root `DIR` to discover devices under (/sys, /dev); overrides config root (default /)"},
+	{"kubelet-dir", "LPU_KUBELET_DIR", "`DIR` holding kubelet.sock and the plugin socket; overrides config kubelet.devicePluginDir (default " + config.DefaultDevicePluginDir + ")"},
+	{"state-dir", "LPU_STATE_DIR", "`DIR` with the seal key and lpu-nri's readiness socket; overrides config stateDir (default " + config.DefaultStateDir + ")"},
+	{"injection", "LPU_INJECTION", "injection `MODE` nri|cdi|auto; overrides config injection.mode (default auto: nri when the config's nri.socket exists, else cdi)"},
+	{"metrics-addr", "LPU_METRICS_ADDR", "`HOST:PORT` serving /metrics, /healthz, /readyz; empty disables; overrides config metrics.address"},
+	{"simulate", "LPU_SIMULATE", "serve `N` simulated LPUs (rings of 8) from a tree written under <state-dir>/simulated-node; 0 uses real hardware"},
+	{"nfd-features-file", "LPU_NFD_FEATURES_FILE", "`FILE` for the Node Feature Discovery feature file; empty disables (default " + nfd.DefaultPath + ", or inside the simulated tree with --simulate; the default is skipped when its directory does not exist)"},
+}
+
+const intro = `lpu-device-plugin advertises the node's LPUs to the kubelet (device plugin
+API v1beta1), hands out ring-contiguous sets, and reports their health.
+
+Usage:
+  lpu-device-plugin [--config FILE] [--root DIR] [--kubelet-dir DIR] [--state-dir DIR]
+                    [--injection nri|cdi|auto] [--metrics-addr HOST:PORT] [--simulate N]
+                    [--nfd-features-file FILE] [--version] [--help]
+
+Every flag has an environment twin (shown in brackets). Precedence:
+flag > environment > config file > built-in default.
+
+Flags:
+`
+
+const outro = `
+Other environment:
+  LPU_LOG_LEVEL   error|warn|info|debug (over the config's log.level; invalid values fall back with a warning)
+  LPU_LOG_FORMAT  json|text (over the config's log.format)
+  NODE_NAME       node name for metric labels (default: the host name)
+
+Endpoints (--metrics-addr):
+  /metrics  Prometheus metrics
+  /healthz  200 while registered with the kubelet and a ListAndWatch stream is open
+  /readyz   200 once devices were discovered (the last discovery succeeded)
+`
+
+// Usage writes the help text.
+func Usage(w io.Writer) {
+	fs := newFlagSet(&Options{})
+	fmt.Fprint(w, intro)
+	fs.SetOutput(w)
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		fmt.Fprintf(w, "  --%s %s\n    \t%s", f.Name, name, usage)
+		if env := envOf(f.Name); env != "" {
+			fmt.Fprintf(w, " [%s]", env)
+		}
+		fmt.Fprintln(w)
+	})
+	fmt.Fprint(w, outro)
+}
+
+func envOf(name string) string {
+	for _, s := range specs {
+		if s.name == name {
+			return s.env
+		}
+	}
+	return ""
+}
+
+func usageOf(name string) string {
+	for _, s := range specs {
+		if s.name == name {
+			return s.usage
+		}
+	}
+	return ""
+}
+
+func newFlagSet(o *Options) *flag.FlagSet {
+	fs := flag.NewFlagSet("lpu-device-plugin", flag.ContinueOnError)
+	fs.StringVar(&o.ConfigFile, "config", "", usageOf("config"))
+	fs.StringVar(&o.Root, "root", "", usageOf("root"))
+	fs.StringVar(&o.KubeletDir, "kubelet-dir", "", usageOf("kubelet-dir"))
+	fs.StringVar(&o.StateDir, "state-dir", "", usageOf("state-dir"))
+	fs.StringVar(&o.Injection, "injection", "", usageOf("injection"))
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", usageOf("metrics-addr"))
+	fs.IntVar(&o.Simulate, "simulate", 0, usageOf("simulate"))
+	fs.StringVar(&o.NFDFile, "nfd-features-file", nfd.DefaultPath, usageOf("nfd-features-file"))
+	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
+	return fs
+}
+
+// ErrHelp is returned by Parse for --help; the caller prints Usage and
+// exits 0.
+var ErrHelp = flag.ErrHelp
+
+// Parse reads args (without the program name), then the environment twins
+// of flags not given, through lookupEnv (os.LookupEnv in main). An env var
+// set to "" counts as given (so LPU_METRICS_ADDR= disables metrics).
+func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, error) {
+	o := &Options{given: map[string]bool{}}
+	fs := newFlagSet(o)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, ErrHelp
+		}
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (flags only; see --help)", fs.Arg(0))
+	}
+	fs.Visit(func(f *flag.Flag) { o.given[f.Name] = true })
+	if lookupEnv != nil {
+		for _, s := range specs {
+			if o.given[s.name] {
+				continue
+			}
+			v, ok := lookupEnv(s.env)
+			if !ok {
+				continue
+			}
+			if err := fs.Set(s.name, v); err != nil {
+				return nil, fmt.Errorf("environment %s=%q: %v", s.env, v, err)
+			}
+			o.given[s.name] = true
+		}
+	}
+	o.NFDFileGiven = o.given["nfd-features-file"]
+	if o.given["injection"] {
+		switch o.Injection {
+		case config.InjectionNRI, config.InjectionCDI, config.InjectionAuto:
+		default:
+			return nil, fmt.Errorf("injection %q: want %s, %s or %s", o.Injection, config.InjectionNRI, config.InjectionCDI, config.InjectionAuto)
+		}
+	}
+	if o.Simulate < 0 || o.Simulate > device.MaxSimDevices {
+		return nil, fmt.Errorf("simulate %d: want 0 to %d", o.Simulate, device.MaxSimDevices)
+	}
+	for _, name := range []string{"root", "kubelet-dir", "state-dir"} {
+		if v := o.value(name); o.given[name] && (v == "" || !strings.HasPrefix(v, "/")) {
+			return nil, fmt.Errorf("%s %q: want an absolute path", name, v)
+		}
+	}
+	return o, nil
+}
+
+func (o *Options) value(name string) string {
+	switch name {
+	case "root":
+		return o.Root
+	case "kubelet-dir":
+		return o.KubeletDir
+	case "state-dir":
+		return o.StateDir
+	}
+	return ""
+}
+
+// Given reports whether a flag (by name) or its environment twin was given.
+func (o *Options) Given(name string) bool { return o.given[name] }
+
+// Apply overrides the config fields whose flag or env twin was given, then
+// validates the result.
+func (o *Options) Apply(c *config.Config) error {
+	if o.given["root"] {
+		c.Root = o.Root
+	}
+	if o.given["kubelet-dir"] {
+		c.Kubelet.DevicePluginDir = o.KubeletDir
+	}
+	if o.given["state-dir"] {
+		c.StateDir = o.StateDir
+	}
+	if o.given["injection"] {
+		c.Injection.Mode = o.Injection
+	}
+	if o.given["metrics-addr"] {
+		c.Metrics.Address = o.MetricsAddr
+	}
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("config after flags: %w", err)
+	}
+	return nil
+}
+
+// SimRings is the number of rings --simulate N uses: one ring per 8 LPUs
+// (at least one), lowered until it divides N so that all rings are equal.
+func SimRings(n int) int {
+	r := max(n/8, 1)
+	for n%r != 0 {
+		r--
+	}
+	return r
+}

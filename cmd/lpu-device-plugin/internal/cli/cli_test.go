@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/nfd"
+	"github.com/hyperaccel/lpu-node/config"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	tests := map[string]struct {
+		args    []string
+		env     map[string]string
+		file    func(*config.Config)
+		check   func(t *testing.T, o *Options, c *config.Config)
+		wantErr string
+	}{
+		"defaults": {
+			check: func(t *testing.T, o *Options, c *config.Config) {
+				if c.Root != "/" || c.Kubelet.DevicePluginDir != config.DefaultDevicePluginDir || c.StateDir != config.DefaultStateDir ||
+					c.Injection.Mode != config.InjectionAuto || c.Metrics.Address != "" || o.Simulate != 0 || o.NFDFile != nfd.DefaultPath || o.NFDFileGiven {
+					t.Fatalf("defaults: %+v %+v", o, c)
+				}
+			},
+		},
+		"file over default": {
+			file: func(c *config.Config) { c.Root = "/host"; c.Metrics.Address = ":9400" },
+			check: func(t *testing.T, o *Options, c *config.Config) {
+				if c.Root != "/host" || c.Metrics.Address != ":9400" {
+					t.Fatalf("root %q metrics %q", c.Root, c.Metrics.Address)
+				}
+			},
+		},
+		"env over file": {
+			env:  map[string]string{"LPU_ROOT": "/envroot", "LPU_INJECTION": "cdi", "LPU_SIMULATE": "16"},
+			file: func(c *config.Config) { c.Root = "/host"; c.Injection.Mode = "nri" },
+			check: func(t *testing.T, o *Options, c *config.Config) {
+				if c.Root != "/envroot" || c.Injection.Mode != "cdi" || o.Simulate != 16 {
+					t.Fatalf("root %q injection %q simulate %d", c.Root, c.Injection.Mode, o.Simulate)
+				}
+			},
+		},
+		"flag over env": {
+			args: []string{"--root", "/flagroot", "--kubelet-dir=/k", "--state-dir", "/s", "--metrics-addr", "127.0.0.1:1", "--injection", "nri"},
+			env:  map[string]string{"LPU_ROOT": "/envroot", "LPU_KUBELET_DIR": "/ek", "LPU_METRICS_ADDR": ":2"},
+			check: func(t *testing.T, o *Options, c *config.Config) {
+				if c.Root != "/flagroot" || c.Kubelet.DevicePluginDir != "/k" || c.StateDir != "/s" ||
+					c.Metrics.Address != "127.0.0.1:1" || c.Injection.Mode != "nri" {
+					t.Fatalf("%+v", c)
+				}
+			},
+		},
+		"empty env disables metrics": {
+			env:  map[string]string{"LPU_METRICS_ADDR": "", "LPU_NFD_FEATURES_FILE": ""},
+			file: func(c *config.Config) { c.Metrics.Address = ":9400" },
+			check: func(t *testing.T, o *Options, c *config.Config) {
+				if c.Metrics.Address != "" || o.NFDFile != "" || !o.NFDFileGiven {
+					t.Fatalf("metrics %q nfd %q given %v", c.Metrics.Address, o.NFDFile, o.NFDFileGiven)
+				}
+			},
+		},
+		"config path from env": {
+			env: map[string]string{"LPU_CONFIG": "/etc/lpu/config.yaml"},
+			check: func(t *testing.T, o *Options, c *config.Config) {
+				if o.ConfigFile != "/etc/lpu/config.yaml" {
+					t.Fatalf("config %q", o.ConfigFile)
+				}
+			},
+		},
+		"bad injection":       {args: []string{"--injection", "docker"}, wantErr: `injection "docker"`},
+		"bad env simulate":    {env: map[string]string{"LPU_SIMULATE": "many"}, wantErr: "LPU_SIMULATE"},
+		"negative simulate":   {args: []string{"--simulate", "-1"}, wantErr: "simulate -1"},
+		"relative root":       {args: []string{"--root", "host"}, wantErr: `root "host"`},
+		"positional argument": {args: []string{"serve"}, wantErr: `unexpected argument "serve"`},
+		"unknown flag":        {args: []string{"--kubelet-socket", "/x"}, wantErr: "kubelet-socket"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			o, err := Parse(tc.args, env(tc.env))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := config.Default()
+			if tc.file != nil {
+				tc.file(c)
+			}
+			if err := o.Apply(c); err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, o, c)
+		})
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	if _, err := Parse([]string{"--help"}, nil); !errors.Is(err, ErrHelp) {
+		t.Fatalf("--help: %v", err)
+	}
+	o, err := Parse([]string{"--version"}, nil)
+	if err != nil || !o.Version {
+		t.Fatalf("--version: %v %v", o, err)
+	}
+	var b bytes.Buffer
+	Usage(&b)
+	for _, s := range specs {
+		if !strings.Contains(b.String(), "--"+s.name) || !strings.Contains(b.String(), s.env) {
+			t.Errorf("help lacks --%s or %s", s.name, s.env)
+		}
+	}
+	for _, want := range []string{"--version", "flag > environment > config file", "LPU_LOG_LEVEL", "NODE_NAME", "/healthz"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+}
+
+func TestSimRings(t *testing.T) {
+	for n, want := range map[int]int{1: 1, 7: 1, 8: 1, 12: 1, 16: 2, 17: 1, 24: 3, 32: 4, 36: 4} {
+		if got := SimRings(n); got != want || n%got != 0 {
+			t.Errorf("SimRings(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
