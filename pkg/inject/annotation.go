@@ -6,6 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
+	"slices"
 	"strings"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -29,6 +32,10 @@ const (
 	MaxValueLen = 4096 // bytes of the devices annotation value
 	MaxIDs      = 1024 // IDs in one value
 )
+
+// smallList is the length up to which ParseIDs finds duplicates by
+// scanning instead of with a map (a node has 8-16 LPUs).
+const smallList = 32
 
 // sealVersion prefixes every seal so the format can change later without
 // ambiguity: "v1:" followed by 64 lower-case hex digits.
@@ -62,20 +69,30 @@ func ParseIDs(value string) ([]string, error) {
 	if n := strings.Count(value, ",") + 1; n > MaxIDs {
 		return nil, fmt.Errorf("devices value has %d elements, limit %d", n, MaxIDs)
 	}
-	ids := make([]string, 0, strings.Count(value, ",")+1)
-	seen := make(map[string]int, cap(ids))
-	for i, elem := range strings.Split(value, ",") {
+	ids := strings.Split(value, ",")
+	var seen map[string]int // only for long lists; short ones scan
+	if len(ids) > smallList {
+		seen = make(map[string]int, len(ids))
+	}
+	for i, elem := range ids {
 		if elem == "" {
 			return nil, fmt.Errorf("devices element %d is empty", i)
 		}
 		if _, err := device.ParseID(elem); err != nil {
 			return nil, fmt.Errorf("devices element %d %q: want %sN", i, elem, device.IDPrefix)
 		}
-		if j, dup := seen[elem]; dup {
+		j := -1
+		if seen != nil {
+			if k, dup := seen[elem]; dup {
+				j = k
+			}
+			seen[elem] = i
+		} else {
+			j = slices.Index(ids[:i], elem)
+		}
+		if j >= 0 {
 			return nil, fmt.Errorf("devices element %d %q duplicates element %d", i, elem, j)
 		}
-		seen[elem] = i
-		ids = append(ids, elem)
 	}
 	return ids, nil
 }
@@ -111,12 +128,20 @@ func (k *Key) Seal(value string) string {
 	return string(buf)
 }
 
+// mac returns the HMAC of a devices value. Keyed HMAC states are pooled:
+// setting one up costs more than hashing a short value.
 func (k *Key) mac(value string) []byte {
-	m := hmac.New(sha256.New, k.secret[:])
-	m.Write([]byte(AnnotationDevices))
-	m.Write([]byte{'='})
-	m.Write([]byte(value))
-	return m.Sum(nil)
+	m, _ := k.macs.Get().(hash.Hash)
+	if m == nil {
+		m = hmac.New(sha256.New, k.secret[:])
+	}
+	m.Reset()
+	io.WriteString(m, AnnotationDevices)
+	io.WriteString(m, "=")
+	io.WriteString(m, value)
+	sum := m.Sum(nil)
+	k.macs.Put(m)
+	return sum
 }
 
 // Open reads and verifies an allocation from container annotations. It

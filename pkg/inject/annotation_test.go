@@ -5,6 +5,7 @@ import (
 	"errors"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -42,6 +43,8 @@ func TestParseIDs(t *testing.T) {
 		"other prefix":      {in: "gpu0", wantErr: `"gpu0"`},
 		"bare prefix":       {in: "lpu", wantErr: `"lpu"`},
 		"duplicate":         {in: "lpu1,lpu2,lpu1", wantErr: `devices element 2 "lpu1" duplicates element 0`},
+		"duplicate in long": {in: longList(40) + ",lpu3", wantErr: `devices element 40 "lpu3" duplicates element 3`},
+		"long list":         {in: longList(40), want: strings.Split(longList(40), ",")},
 		"too long":          {in: strings.Repeat("lpu1,", 1000) + "lpu1", wantErr: "bytes, limit 4096"},
 		"too many":          {in: strings.Repeat(",", MaxIDs), wantErr: "1025 elements, limit 1024"},
 	}
@@ -76,6 +79,45 @@ func TestParseIDsAtLimits(t *testing.T) {
 	if err != nil || len(got) != len(ids) {
 		t.Fatalf("value of %d bytes, %d ids: %v", len(EncodeIDs(ids)), len(ids), err)
 	}
+}
+
+func longList(n int) string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = device.ID(i)
+	}
+	return EncodeIDs(ids)
+}
+
+// TestSealConcurrent: pooled MAC states give the same seals from many
+// goroutines at once (run with -race).
+func TestSealConcurrent(t *testing.T) {
+	k := testKey(t, 5)
+	want := map[string]string{}
+	for i := range 16 {
+		v := longList(i + 1)
+		want[v] = testKey(t, 5).Seal(v)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				for v, seal := range want {
+					if got := k.Seal(v); got != seal {
+						t.Errorf("Seal(%q) = %q, want %q", v, got, seal)
+						return
+					}
+					if _, err := k.Open(map[string]string{AnnotationDevices: v, AnnotationSeal: seal}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func TestHasReservedKey(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 )
 
@@ -24,6 +25,7 @@ const KeySize = 32
 type Key struct {
 	secret [KeySize]byte
 	path   string
+	macs   sync.Pool // of hash.Hash keyed with secret
 }
 
 // NewKey returns a key from raw bytes (tests, tools). b must be KeySize
