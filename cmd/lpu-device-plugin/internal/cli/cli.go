@@ -64,6 +64,11 @@ Flags:
 `
 
 const outro = `
+Paths: --kubelet-dir, --state-dir, --nfd-features-file and the config's
+nri.socket and kubelet.podResourcesSocket are paths as this process sees
+them; only device discovery reads under --root. Every config field is
+described in config/example.yaml.
+
 Other environment:
   LPU_LOG_LEVEL   error|warn|info|debug (over the config's log.level; invalid values fall back with a warning)
   LPU_LOG_FORMAT  json|text (over the config's log.format)

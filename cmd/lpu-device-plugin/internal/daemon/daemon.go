@@ -1,0 +1,241 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/cli"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/health"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/metrics"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/nfd"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/plugin"
+	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
+)
+
+// Params is everything Run needs.
+type Params struct {
+	Config  *config.Config // after flags were applied
+	Options *cli.Options
+	Logger  *slog.Logger
+	Version string
+	// Getenv reads NODE_NAME; nil means os.Getenv.
+	Getenv func(string) string
+}
+
+// Run builds the daemon's parts from the config and runs them until ctx
+// ends: the health monitor, the device plugin with its registration loop,
+// the metrics endpoint and the NFD feature file. It returns nil on
+// cancellation and an error only when a part cannot start (an unusable
+// state directory in nri mode, a taken metrics address, an invalid
+// simulation).
+func Run(ctx context.Context, p Params) error {
+	cfg, opts, log := p.Config, p.Options, p.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	getenv := p.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+
+	root := cfg.Root
+	if opts.Simulate > 0 {
+		root = device.SimulatedRoot(cfg.StateDir)
+		spec := device.SimSpec{Devices: opts.Simulate, Rings: cli.SimRings(opts.Simulate)}
+		if err := device.Simulate(root, spec); err != nil {
+			return fmt.Errorf("simulate %d LPUs: %w", opts.Simulate, err)
+		}
+		log.Info("serving a simulated node", "root", root, "devices", spec.Devices, "rings", spec.Rings)
+	}
+	sysfs := device.NewSysfs(root, sysfsOptions(cfg, log)...)
+
+	mode, why := ResolveInjection(cfg.Injection.Mode, cfg.NRI.Socket)
+	var key *inject.Key
+	if mode == plugin.InjectionNRI {
+		k, err := inject.LoadOrCreateKey(cfg.StateDir)
+		if err != nil {
+			return fmt.Errorf("seal key for nri injection: %w", err)
+		}
+		key = k
+	}
+
+	node := getenv("NODE_NAME")
+	if node == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			log.Warn("no node name (NODE_NAME unset, hostname unknown)", "err", err)
+		}
+		node = h
+	}
+	log.Info("starting lpu-device-plugin", "version", p.Version, "node", node, "resource", cfg.ResourceName,
+		"root", root, "kubeletDir", cfg.Kubelet.DevicePluginDir, "stateDir", cfg.StateDir,
+		"injection", mode, "injectionReason", why, "policy", cfg.Allocation.Policy)
+
+	mon := health.New(sysfs, health.Options{
+		ResyncInterval:    cfg.Health.ResyncInterval.Duration,
+		ProbeInterval:     cfg.Health.ProbeInterval.Duration,
+		FailureThreshold:  cfg.Health.FailureThreshold,
+		RecoveryThreshold: cfg.Health.RecoveryThreshold,
+		Logger:            log,
+	})
+	holders := metrics.NewPodResources(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
+	defer holders.Close()
+	m := metrics.New(metrics.Options{
+		Node: node, Devices: mon, Telemetry: sysfs, Holders: holders,
+		HoldersTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Logger: log,
+	})
+	plug, err := plugin.New(mon, plugin.Options{
+		ResourceName: cfg.ResourceName,
+		KubeletDir:   cfg.Kubelet.DevicePluginDir,
+		StateDir:     cfg.StateDir,
+		Injection:    mode,
+		Policy:       cfg.Allocation.Policy,
+		Key:          key,
+		Recorder:     m,
+		Logger:       log,
+	})
+	if err != nil {
+		return err
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return mon.Run(ctx) })
+	g.Go(func() error {
+		select {
+		case <-mon.Ready():
+		case <-ctx.Done():
+			return nil
+		}
+		return plug.Run(ctx)
+	})
+	g.Go(func() error {
+		return m.Serve(ctx, cfg.Metrics.Address, Healthz(plug), Readyz(mon), log)
+	})
+	if path := nfdPath(opts, root, log); path != "" {
+		g.Go(func() error { return writeFeatures(ctx, mon, path, cfg.ResourceName, log) })
+	}
+	return g.Wait()
+}
+
+func sysfsOptions(cfg *config.Config, log *slog.Logger) []device.Option {
+	opts := []device.Option{device.WithTopologySource(cfg.Topology.Source), device.WithLogger(log)}
+	if len(cfg.Topology.Rings) > 0 {
+		opts = append(opts, device.WithRings(cfg.Topology.Rings))
+	}
+	if cfg.Topology.NetworkTable != "" {
+		opts = append(opts, device.WithNetworkTable(cfg.Topology.NetworkTable))
+	}
+	return opts
+}
+
+// ResolveInjection turns the configured mode into nri or cdi. "auto" picks
+// nri when the NRI socket exists, else cdi. The socket path is looked up as
+// this process sees it — like --kubelet-dir and --state-dir, and unlike the
+// discovery root — so a container must mount the host's /var/run/nri at the
+// same path. It also says why.
+func ResolveInjection(mode, nriSocket string) (string, string) {
+	switch mode {
+	case config.InjectionNRI:
+		return plugin.InjectionNRI, "configured"
+	case config.InjectionCDI:
+		return plugin.InjectionCDI, "configured"
+	}
+	fi, err := os.Stat(nriSocket)
+	if err == nil && fi.Mode()&fs.ModeSocket != 0 {
+		return plugin.InjectionNRI, "auto: NRI socket " + nriSocket + " exists"
+	}
+	return plugin.InjectionCDI, "auto: no NRI socket at " + nriSocket
+}
+
+// Healthz passes while the plugin is registered and the kubelet holds a
+// ListAndWatch stream.
+func Healthz(p *plugin.Plugin) metrics.Check {
+	return func() error {
+		switch {
+		case !p.Registered():
+			return errors.New("not registered with the kubelet")
+		case p.Streams() == 0:
+			return errors.New("registered, but no ListAndWatch stream from the kubelet")
+		}
+		return nil
+	}
+}
+
+// Readyz passes once devices were discovered and the last discovery
+// succeeded.
+func Readyz(m *health.Monitor) metrics.Check {
+	return func() error {
+		select {
+		case <-m.Ready():
+		default:
+			return errors.New("device discovery has not run yet")
+		}
+		snap, _ := m.Snapshot()
+		if snap.Err != nil {
+			return fmt.Errorf("device discovery failing: %w", snap.Err)
+		}
+		return nil
+	}
+}
+
+// nfdPath picks the feature file: the flag when given ("" disables);
+// otherwise the default, inside the simulated tree under --simulate, and
+// only when its directory exists (NFD installed).
+func nfdPath(opts *cli.Options, root string, log *slog.Logger) string {
+	if opts.NFDFileGiven {
+		return opts.NFDFile
+	}
+	path := opts.NFDFile
+	if opts.Simulate > 0 {
+		return filepath.Join(root, path)
+	}
+	if _, err := os.Stat(filepath.Dir(path)); err != nil {
+		log.Info("not writing the NFD feature file: its directory is absent (NFD not installed?)", "file", path)
+		return ""
+	}
+	return path
+}
+
+// writeFeatures keeps the NFD feature file in line with the inventory.
+func writeFeatures(ctx context.Context, mon *health.Monitor, path, resource string, log *slog.Logger) error {
+	select {
+	case <-mon.Ready():
+	case <-ctx.Done():
+		return nil
+	}
+	var last []string
+	lastErr := ""
+	written := false
+	for {
+		snap, changed := mon.Snapshot()
+		if lines := nfd.Features(resource, snap.Inventory); !written || !slices.Equal(lines, last) {
+			ok, err := nfd.Write(path, lines)
+			if err != nil {
+				if err.Error() != lastErr {
+					log.Warn("cannot write the NFD feature file", "file", path, "err", err)
+					lastErr = err.Error()
+				}
+			} else {
+				if ok {
+					log.Info("wrote the NFD feature file", "file", path, "features", lines)
+				}
+				last, written, lastErr = lines, true, ""
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+	}
+}
