@@ -28,7 +28,10 @@ type chartCase struct {
 	simulate       int
 	networkTable   string
 	nriPodResource bool // lpu-nri mounts the pod-resources dir
+	noNFD          bool // nfd.enabled=false: no feature file, no mount
 }
+
+const nfdDir = "/etc/kubernetes/node-feature-discovery/features.d"
 
 var baseKinds = []string{"ServiceAccount", "ConfigMap", "DaemonSet"}
 
@@ -42,6 +45,10 @@ func chartCases() map[string]chartCase {
 		"auto mode may fall back to cdi": {
 			sets:  []string{"config.injection.mode=auto"},
 			kinds: baseKinds, mode: config.InjectionAuto, cdiMount: true,
+		},
+		"without node feature discovery": {
+			sets:  []string{"nfd.enabled=false"},
+			kinds: baseKinds, mode: config.InjectionNRI, noNFD: true,
 		},
 		"service monitor": {
 			sets:  []string{"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prom"},
@@ -190,6 +197,14 @@ func checkDaemonSet(t *testing.T, objs objects, cfg *config.Config, tc chartCase
 	if tc.nriPodResource {
 		want["lpu-nri"][podResDir] = hostMount{podResDir, true, corev1.HostPathDirectoryOrCreate}
 	}
+	if cfg.Injection.Mode == config.InjectionAuto {
+		// The device plugin resolves auto by looking for the NRI socket.
+		nriDir := path.Dir(cfg.NRI.Socket)
+		want["lpu-device-plugin"][nriDir] = hostMount{nriDir, true, corev1.HostPathDirectoryOrCreate}
+	}
+	if !tc.noNFD {
+		want["lpu-device-plugin"][nfdDir] = hostMount{nfdDir, false, corev1.HostPathDirectoryOrCreate}
+	}
 
 	for _, c := range pod.Containers {
 		t.Run(c.Name, func(t *testing.T) {
@@ -284,6 +299,15 @@ func checkContainer(t *testing.T, c corev1.Container, tc chartCase) {
 	}
 	if gotSim != wantSim {
 		t.Errorf("simulate flag = %q, want %q", gotSim, wantSim)
+	}
+	if c.Name == "lpu-device-plugin" {
+		wantNFD := "--nfd-features-file=" + nfdDir + "/lpu"
+		if tc.noNFD {
+			wantNFD = "--nfd-features-file="
+		}
+		if !slices.Contains(c.Args, wantNFD) {
+			t.Errorf("args %v lack %s", c.Args, wantNFD)
+		}
 	}
 
 	sc := c.SecurityContext
@@ -541,11 +565,9 @@ func compareFields(t *testing.T, where string, typ reflect.Type, values map[stri
 			t.Errorf("schema %s.%s: no such config field", where, name)
 		}
 	}
-	if values != nil {
-		for name := range values {
-			if _, ok := fields[name]; !ok {
-				t.Errorf("values %s.%s: no such config field", where, name)
-			}
+	for name := range values {
+		if _, ok := fields[name]; !ok {
+			t.Errorf("values %s.%s: no such config field", where, name)
 		}
 	}
 	for name, ft := range fields {
