@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -77,7 +78,13 @@ type Edits struct {
 // config validation rejects it earlier). It may set LPU_DRIVER_VERSION only
 // when the driver does not report one. Keys that are not valid environment
 // names are skipped too.
+//
+// With no devices it returns Unallocated(): no mounts, LPU_VISIBLE_DEVICES
+// none.
 func ForDevices(devs []device.Device, driverVersion string, opts Options) Edits {
+	if len(devs) == 0 {
+		return Unallocated()
+	}
 	e := Edits{
 		DeviceNodes: make([]DeviceNode, 0, len(devs)),
 		Mounts:      mounts(opts.Mounts),
@@ -216,4 +223,20 @@ func ValidEnvKey(k string) bool {
 		}
 	}
 	return true
+}
+
+// ExistingMounts splits ms into the mounts whose host path exists under
+// root (the discovery root, "/" on a node) and the host paths that do not.
+// A bind mount of a missing source makes the runtime fail the container,
+// so a daemon drops missing ones (and logs them) rather than breaking every
+// LPU container on a node without, say, /usr/lib/lpu.
+func ExistingMounts(root string, ms []Mount) (kept []Mount, missing []string) {
+	for _, m := range ms {
+		if _, err := os.Stat(filepath.Join(root, m.HostPath)); err != nil {
+			missing = append(missing, m.HostPath)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	return kept, missing
 }

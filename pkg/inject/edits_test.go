@@ -1,6 +1,8 @@
 package inject
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -75,6 +77,24 @@ func TestForDevices(t *testing.T) {
 				t.Errorf("env = %q, want %q", e.Env, tc.wantEnv)
 			}
 		})
+	}
+}
+
+func TestForDevicesNone(t *testing.T) {
+	e := ForDevices(nil, "1", Options{Mounts: []Mount{{HostPath: "/usr/lib/lpu"}}, Env: map[string]string{"A": "b"}})
+	if !reflect.DeepEqual(e, Unallocated()) {
+		t.Errorf("ForDevices(nil) = %+v, want Unallocated()", e)
+	}
+}
+
+func TestExistingMounts(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "usr/lib/lpu"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kept, missing := ExistingMounts(root, []Mount{{HostPath: "/usr/lib/lpu"}, {HostPath: "/opt/lpu/bin", ContainerPath: "/bin/lpu"}})
+	if !reflect.DeepEqual(kept, []Mount{{HostPath: "/usr/lib/lpu"}}) || !reflect.DeepEqual(missing, []string{"/opt/lpu/bin"}) {
+		t.Errorf("kept %v missing %v", kept, missing)
 	}
 }
 
