@@ -317,7 +317,17 @@ func (m *Monitor) publish(inv *device.Inventory, err error) {
 	if old.Generation > 0 && reflect.DeepEqual(old.Inventory, inv) && errText(old.Err) == errText(err) {
 		return
 	}
-	m.logChanges(old.Inventory, inv)
+	if old.Generation == 0 {
+		m.log.Info("device inventory discovered", "devices", len(inv.Devices), "healthy", len(inv.HealthyIDs()),
+			"rings", inv.Rings, "driver", inv.DriverVersion)
+		for _, d := range inv.Devices {
+			if !d.Health.Healthy {
+				m.log.Info("device unhealthy", "device", d.ID, "reason", d.Health.Reason)
+			}
+		}
+	} else {
+		m.logChanges(old.Inventory, inv)
+	}
 	layout := old.Layout
 	if old.Generation == 0 || !reflect.DeepEqual(old.Inventory.Rings, inv.Rings) {
 		l, lerr := alloc.NewLayout(inv.Rings)

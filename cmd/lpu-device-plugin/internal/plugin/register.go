@@ -106,6 +106,9 @@ func (p *Plugin) Run(ctx context.Context) error {
 		gen, err := p.startGeneration(ctx)
 		if err != nil {
 			p.registered.Store(false)
+			if ctx.Err() != nil {
+				return nil
+			}
 			if msg := err.Error(); msg != lastErr {
 				p.log.Warn("device plugin not registered, retrying", "err", err, "retryIn", backoff.String())
 				lastErr = msg

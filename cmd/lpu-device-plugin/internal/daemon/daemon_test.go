@@ -1,0 +1,284 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/cli"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/kubelettest"
+	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func scrape(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func sample(body, name string, labels ...string) float64 {
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line[:i], l)
+		}
+		if ok {
+			v, _ := strconv.ParseFloat(line[i+1:], 64)
+			return v
+		}
+	}
+	return -1
+}
+
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type daemon struct {
+	state, kdir, metrics, nfdFile string
+	kubelet                       *kubelettest.Kubelet
+	cancel                        context.CancelFunc
+	done                          chan error
+}
+
+// startDaemon runs the whole daemon on a simulated node of n LPUs with the
+// CLI args given, against a test kubelet.
+func startDaemon(t *testing.T, n int, args ...string) *daemon {
+	t.Helper()
+	d := &daemon{state: kubelettest.ShortDir(t), kdir: kubelettest.ShortDir(t), metrics: freeAddr(t)}
+	d.nfdFile = filepath.Join(t.TempDir(), "features.d", "lpu")
+	d.kubelet = kubelettest.Start(t, d.kdir)
+	args = append([]string{
+		"--simulate", strconv.Itoa(n), "--state-dir", d.state, "--kubelet-dir", d.kdir,
+		"--metrics-addr", d.metrics, "--nfd-features-file", d.nfdFile,
+	}, args...)
+	opts, err := cli.Parse(args, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(opts.ConfigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.NRI.Socket = filepath.Join(d.state, "no-nri.sock")
+	cfg.Kubelet.PodResourcesSocket = filepath.Join(d.kdir, "pod-resources.sock")
+	cfg.Health.ProbeInterval = config.Duration{Duration: 20 * time.Millisecond}
+	if err := opts.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel, d.done = cancel, make(chan error, 1)
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	go func() {
+		d.done <- Run(ctx, Params{Config: cfg, Options: opts, Logger: log, Version: "test", Getenv: func(k string) string {
+			if k == "NODE_NAME" {
+				return "node-a"
+			}
+			return ""
+		}})
+	}()
+	t.Cleanup(func() { d.stop(t) })
+	return d
+}
+
+func (d *daemon) stop(t *testing.T) {
+	if d.cancel == nil {
+		return
+	}
+	d.cancel()
+	d.cancel = nil
+	select {
+	case err := <-d.done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("Run did not return after cancel")
+	}
+}
+
+func TestDaemonSimulatedNode(t *testing.T) {
+	d := startDaemon(t, 16, "--injection", "nri")
+	reg := d.kubelet.WaitRegistration(t, 5*time.Second)
+	if reg.ResourceName != "hyperaccel.ai/lpu" || reg.Endpoint != "lpu.sock" {
+		t.Fatalf("registration %+v", reg)
+	}
+	c := d.kubelet.Dial(t, reg)
+	s := c.Watch(t)
+	devs := s.Next(t, 2*time.Second)
+	if len(devs) != 16 {
+		t.Fatalf("%d devices, want 16", len(devs))
+	}
+	// Simulated NUMA: first half node 0, second half node 1.
+	if n := devs[12].GetTopology().GetNodes(); len(n) != 1 || n[0].ID != 1 {
+		t.Fatalf("lpu12 topology %v", devs[12].Topology)
+	}
+	base := "http://" + d.metrics
+	eventually(t, 2*time.Second, "/healthz 200", func() bool { code, _ := scrape(t, base+"/healthz"); return code == 200 })
+	if code, body := scrape(t, base+"/readyz"); code != 200 {
+		t.Fatalf("/readyz %d %s", code, body)
+	}
+
+	// Health flips in the simulated tree reach the stream within a second.
+	status := filepath.Join(device.SimulatedRoot(d.state), device.ClassDir, "lpu3", "status")
+	if err := os.WriteFile(status, []byte("ECC_ERROR\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.WaitFor(t, time.Second, "lpu3 Unhealthy", func(l []*pluginapi.Device) bool {
+		return kubelettest.Health(l)["lpu3"] == pluginapi.Unhealthy
+	})
+	_, body := scrape(t, base+"/metrics")
+	if v := sample(body, "lpu_device_healthy", `device="lpu3"`, `node="node-a"`); v != 0 {
+		t.Fatalf("lpu_device_healthy{lpu3} = %v, want 0", v)
+	}
+	if v := sample(body, "lpu_temperature_celsius", `device="lpu1"`); v <= 0 {
+		t.Fatalf("temperature of lpu1 = %v", v)
+	}
+
+	// Allocate through the socket: counters move, the answer is sealed.
+	before := sample(body, "lpu_allocations_total", `result="contiguous"`)
+	resp, err := c.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"lpu9", "lpu8"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := inject.LoadOrCreateKey(d.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := key.Open(resp.ContainerResponses[0].Annotations); err != nil || strings.Join(ids, ",") != "lpu8,lpu9" {
+		t.Fatalf("sealed ids %v %v", ids, err)
+	}
+	if _, err := c.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"lpu3"}}}}); err == nil {
+		t.Fatal("allocated an unhealthy device")
+	}
+	_, body = scrape(t, base+"/metrics")
+	if after := sample(body, "lpu_allocations_total", `result="contiguous"`); after != before+1 {
+		t.Fatalf("contiguous allocations %v → %v", before, after)
+	}
+	if v := sample(body, "lpu_allocations_total", `result="refused"`); v != 1 {
+		t.Fatalf("refused allocations = %v, want 1", v)
+	}
+	if v := sample(body, "lpu_allocate_duration_seconds_count"); v != 2 {
+		t.Fatalf("allocate duration count = %v, want 2", v)
+	}
+	if v := sample(body, "lpu_registrations_total"); v != 1 {
+		t.Fatalf("registrations = %v", v)
+	}
+	if v := sample(body, "lpu_largest_free_arc", `ring="0"`); v != 7 {
+		t.Fatalf("largest free arc ring 0 = %v, want 7 (lpu3 unhealthy)", v)
+	}
+
+	// PreStartContainer fails closed: no lpu-nri readiness socket.
+	if _, err := c.PreStartContainer(context.Background(), &pluginapi.PreStartContainerRequest{DevicesIds: []string{"lpu8"}}); err == nil ||
+		!strings.Contains(err.Error(), "LPU injector not connected to the container runtime; refusing to start a container without its LPUs") {
+		t.Fatalf("PreStartContainer = %v", err)
+	}
+
+	// NFD feature file.
+	eventually(t, time.Second, "NFD file", func() bool {
+		b, err := os.ReadFile(d.nfdFile)
+		return err == nil && strings.Contains(string(b), "hyperaccel.ai/lpu.count=16\n") &&
+			strings.Contains(string(b), "hyperaccel.ai/lpu.rings=2\n") && strings.Contains(string(b), "hyperaccel.ai/lpu.largest-ring=8\n")
+	})
+
+	// Kubelet restart → re-registration, metrics keep serving meanwhile.
+	d.kubelet.Stop() // a kubelet that exits also drops its plugin connections
+	s.Close()
+	c.Close()
+	eventually(t, 2*time.Second, "/healthz 503 without kubelet", func() bool { code, _ := scrape(t, base+"/healthz"); return code == 503 })
+	if code, _ := scrape(t, base+"/metrics"); code != 200 {
+		t.Fatalf("/metrics %d without kubelet", code)
+	}
+	d.kubelet.Restart(t)
+	d.kubelet.WaitRegistration(t, time.Second)
+
+	d.stop(t)
+	if _, err := os.Stat(filepath.Join(d.kdir, "lpu.sock")); !os.IsNotExist(err) {
+		t.Fatalf("plugin socket left behind: %v", err)
+	}
+}
+
+func TestDaemonAutoInjectionWithoutNRIIsCDI(t *testing.T) {
+	d := startDaemon(t, 8)
+	reg := d.kubelet.WaitRegistration(t, 5*time.Second)
+	c := d.kubelet.Dial(t, reg)
+	c.Watch(t).Next(t, 2*time.Second)
+	resp, err := c.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"lpu7", "lpu0"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := resp.ContainerResponses[0]
+	if len(cr.CdiDevices) != 2 || cr.CdiDevices[0].Name != "hyperaccel.ai/lpu=lpu7" || cr.Envs[inject.EnvVisibleDevices] != "7,0" {
+		t.Fatalf("cdi response %v", cr)
+	}
+	if _, err := c.PreStartContainer(context.Background(), &pluginapi.PreStartContainerRequest{}); err != nil {
+		t.Fatalf("PreStartContainer in cdi mode: %v", err)
+	}
+}
+
+func TestResolveInjection(t *testing.T) {
+	dir := kubelettest.ShortDir(t)
+	sock := filepath.Join(dir, "nri.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct{ mode, socket, want string }{
+		"auto with socket":      {config.InjectionAuto, sock, "nri"},
+		"auto without socket":   {config.InjectionAuto, filepath.Join(dir, "absent"), "cdi"},
+		"auto with plain file":  {config.InjectionAuto, plain, "cdi"},
+		"nri forced, no socket": {config.InjectionNRI, filepath.Join(dir, "absent"), "nri"},
+		"cdi forced, socket":    {config.InjectionCDI, sock, "cdi"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got, why := ResolveInjection(tc.mode, tc.socket); got != tc.want || why == "" {
+				t.Fatalf("ResolveInjection = %q (%s), want %q", got, why, tc.want)
+			}
+		})
+	}
+}
