@@ -16,13 +16,13 @@ import (
 
 // Refusal reasons, the values of the reason label of lpu_nri_refusals_total.
 const (
-	ReasonPodAnnotation   = "pod-annotation"    // a reserved key in the pod annotations
-	ReasonBadSeal         = "bad-seal"          // seal missing, malformed or from another key
-	ReasonBadValue        = "bad-value"         // sealed value malformed (parse, size, duplicates)
-	ReasonUnknownDevice   = "unknown-device"    // ID not in the current inventory
-	ReasonUnhealthyDevice = "unhealthy-device"  // ID known but unhealthy
-	ReasonPodResources    = "podresources"      // kubelet PodResources disagrees or cannot answer
-	ReasonNoInventory     = "no-inventory"      // discovery has not succeeded yet
+	ReasonPodAnnotation   = "pod-annotation"   // a reserved key in the pod annotations
+	ReasonBadSeal         = "bad-seal"         // seal missing, malformed or from another key
+	ReasonBadValue        = "bad-value"        // sealed value malformed (parse, size, duplicates)
+	ReasonUnknownDevice   = "unknown-device"   // ID not in the current inventory
+	ReasonUnhealthyDevice = "unhealthy-device" // ID known but unhealthy
+	ReasonPodResources    = "podresources"     // kubelet PodResources disagrees or cannot answer
+	ReasonNoInventory     = "no-inventory"     // discovery has not succeeded yet
 )
 
 // Reasons lists every refusal reason, so each series exists from the start.

@@ -1,0 +1,285 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
+	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
+)
+
+// MaxCrossCheckTimeout caps the PodResources cross-check whatever the
+// config says: the runtime gives a plugin 2s per request and then closes it
+// and creates the container without it.
+const MaxCrossCheckTimeout = time.Second
+
+// CrossChecker confirms an allocation with an independent source (kubelet's
+// PodResources API). Check returns nil when the kubelet agrees that the
+// container holds exactly ids.
+type CrossChecker interface {
+	Check(ctx context.Context, namespace, pod, container string, ids []string) error
+}
+
+// Readiness receives the connection state (a *ready.Server in production).
+type Readiness interface{ Set(connected bool) }
+
+// Config holds the parts a Plugin works with.
+type Config struct {
+	Key     *inject.Key      // verifies the allocation seal; required
+	Store   *inventory.Store // the node's LPUs; required
+	Options inject.Options   // driver mounts and extra env
+	// Check is the optional PodResources cross-check; nil disables it.
+	Check        CrossChecker
+	CheckTimeout time.Duration    // default and cap: MaxCrossCheckTimeout
+	Metrics      *metrics.Metrics // default: a private metrics.New()
+	Ready        Readiness        // optional
+	Log          *slog.Logger     // default slog.Default()
+}
+
+// Plugin is the NRI plugin. It implements the stub's Configure,
+// Synchronize, CreateContainer and Shutdown handlers and nothing else.
+type Plugin struct {
+	key          *inject.Key
+	store        *inventory.Store
+	opts         inject.Options
+	check        CrossChecker
+	checkTimeout time.Duration
+	m            *metrics.Metrics
+	ready        Readiness
+	log          *slog.Logger
+	synced       atomic.Bool
+	syncs        atomic.Int64 // Synchronize calls, to tell a lost connection from a failed one
+}
+
+// New returns a Plugin from cfg.
+func New(cfg Config) (*Plugin, error) {
+	if cfg.Key == nil {
+		return nil, errors.New("nri plugin: no seal key")
+	}
+	if cfg.Store == nil {
+		return nil, errors.New("nri plugin: no inventory store")
+	}
+	p := &Plugin{key: cfg.Key, store: cfg.Store, opts: cfg.Options, check: cfg.Check,
+		checkTimeout: cfg.CheckTimeout, m: cfg.Metrics, ready: cfg.Ready, log: cfg.Log}
+	if p.checkTimeout <= 0 || p.checkTimeout > MaxCrossCheckTimeout {
+		p.checkTimeout = MaxCrossCheckTimeout
+	}
+	if p.m == nil {
+		p.m = metrics.New()
+	}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	return p, nil
+}
+
+// Metrics returns the collectors the plugin updates.
+func (p *Plugin) Metrics() *metrics.Metrics { return p.m }
+
+// Connected reports whether the runtime has synchronized the plugin on the
+// current connection.
+func (p *Plugin) Connected() bool { return p.synced.Load() }
+
+// setConnected records the connection state in readiness and metrics.
+func (p *Plugin) setConnected(c bool) {
+	if p.synced.Swap(c) == c {
+		return
+	}
+	if p.ready != nil {
+		p.ready.Set(c)
+	}
+	if c {
+		p.m.Connected.Set(1)
+		p.m.Reconnects.Inc()
+	} else {
+		p.m.Connected.Set(0)
+	}
+}
+
+// Configure is called by the runtime right after registration. The plugin
+// subscribes to every event it implements (CreateContainer).
+func (p *Plugin) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
+	p.log.Info("configured by container runtime", "runtime", runtime, "runtimeVersion", version)
+	return api.MustParseEventMask("CreateContainer"), nil
+}
+
+// Shutdown is called when the runtime shuts down cleanly.
+func (p *Plugin) Shutdown(context.Context) {
+	p.log.Info("container runtime shutting down")
+	p.setConnected(false)
+}
+
+// Refusal is the error CreateContainer returns when it refuses a container:
+// the runtime fails the creation and shows the message to the user.
+type Refusal struct {
+	Reason string // a metrics.Reason* value
+	Err    error
+}
+
+func (r *Refusal) Error() string { return "lpu-nri refused the container: " + r.Err.Error() }
+
+// Unwrap returns the cause.
+func (r *Refusal) Unwrap() error { return r.Err }
+
+func refuse(reason string, format string, args ...any) *Refusal {
+	return &Refusal{Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+// CreateContainer verifies the container's allocation and returns the
+// adjustment that injects its LPUs, or a Refusal.
+func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	start := time.Now()
+	adj, ids, err := p.Decide(ctx, pod, ctr)
+	p.m.CreateDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		var r *Refusal
+		reason := metrics.ReasonBadValue
+		if errors.As(err, &r) {
+			reason = r.Reason
+		}
+		p.m.Refusals.WithLabelValues(reason).Inc()
+		p.log.Warn("refused container", "namespace", pod.GetNamespace(), "pod", pod.GetName(),
+			"container", ctr.GetName(), "reason", reason, "err", err)
+		return nil, nil, err
+	}
+	if len(ids) > 0 {
+		p.m.Injections.Inc()
+		p.log.Info("injected LPUs", "namespace", pod.GetNamespace(), "pod", pod.GetName(),
+			"container", ctr.GetName(), "ids", ids)
+	}
+	return adj, nil, nil
+}
+
+// Decide applies the trust rules (DESIGN.md §5) in order and returns the
+// adjustment with the verified IDs (ring order), no IDs for a container
+// without an allocation, or a *Refusal. Apart from the optional cross-check
+// it does no I/O.
+//
+//  1. A reserved key in the pod annotations refuses the container: runtimes
+//     copy pod annotations into containers, so a pod could claim LPUs.
+//  2. The allocation is read from the container annotations only and its
+//     seal verified; no allocation gives LPU_VISIBLE_DEVICES=none.
+//  3. Every ID must be in the current inventory and healthy; nodes, majors
+//     and minors come from discovery.
+//  4. Optionally the kubelet's PodResources must report the same IDs.
+func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []string, error) {
+	if key, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {
+		return nil, nil, refuse(metrics.ReasonPodAnnotation,
+			"pod annotation %q is reserved for the LPU device plugin; a pod cannot claim LPUs through annotations (runtimes copy pod annotations into containers): remove it from the pod", key)
+	}
+	ids, err := p.key.Open(ctr.GetAnnotations())
+	switch {
+	case errors.Is(err, inject.ErrNoAllocation):
+		return inject.Unallocated().Adjustment(), nil, nil
+	case errors.Is(err, inject.ErrBadSeal):
+		return nil, nil, refuse(metrics.ReasonBadSeal, "allocation annotation not sealed by this node's device plugin: %w", err)
+	case err != nil:
+		return nil, nil, refuse(metrics.ReasonBadValue, "allocation annotation invalid: %w", err)
+	}
+	snap := p.store.Load()
+	if !snap.Ready() {
+		return nil, nil, refuse(metrics.ReasonNoInventory, "no LPU inventory yet (%v); cannot verify %s", snap.Err, inject.EncodeIDs(ids))
+	}
+	devs := make([]device.Device, len(ids))
+	for i, id := range ids {
+		d, ok := snap.Device(id)
+		if !ok {
+			p.store.Kick() // the inventory may be behind the device plugin's
+			return nil, nil, refuse(metrics.ReasonUnknownDevice, "allocated device %q is not on this node (known: %d LPUs)", id, len(snap.Inventory.Devices))
+		}
+		if !d.Health.Healthy {
+			return nil, nil, refuse(metrics.ReasonUnhealthyDevice, "allocated device %s is unhealthy: %s", id, d.Health.Reason)
+		}
+		devs[i] = *d
+	}
+	if p.check != nil {
+		cctx, cancel := context.WithTimeout(ctx, p.checkTimeout)
+		err := p.check.Check(cctx, pod.GetNamespace(), pod.GetName(), ctr.GetName(), ids)
+		cancel()
+		if err != nil {
+			return nil, nil, refuse(metrics.ReasonPodResources, "kubelet pod resources check: %w", err)
+		}
+	}
+	return inject.ForDevices(devs, snap.DriverVersion(), p.opts).Adjustment(), ids, nil
+}
+
+// Synchronize audits the containers the runtime already runs: any container
+// holding LPU device nodes without a valid allocation for them is logged and
+// counted in lpu_nri_unallocated_holders. It then marks the plugin ready.
+func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+	n := p.Audit(pods, ctrs)
+	p.m.Unallocated.Set(float64(n))
+	p.log.Info("synchronized with container runtime", "pods", len(pods), "containers", len(ctrs), "unallocatedHolders", n)
+	p.syncs.Add(1)
+	p.setConnected(true)
+	return nil, nil
+}
+
+// Audit returns how many running containers hold LPU device nodes that no
+// valid allocation of theirs covers, logging each at warn.
+func (p *Plugin) Audit(pods []*api.PodSandbox, ctrs []*api.Container) int {
+	snap := p.store.Load()
+	byID := make(map[string]*api.PodSandbox, len(pods))
+	for _, pod := range pods {
+		byID[pod.GetId()] = pod
+	}
+	holders := 0
+	for _, c := range ctrs {
+		if c.GetState() == api.ContainerState_CONTAINER_STOPPED {
+			continue
+		}
+		var held []string
+		for _, d := range c.GetLinux().GetDevices() {
+			if snap.IsLPUNode(d.GetPath(), d.GetType(), d.GetMajor()) {
+				held = append(held, d.GetPath())
+			}
+		}
+		if len(held) == 0 {
+			continue
+		}
+		pod := byID[c.GetPodSandboxId()]
+		why := p.coverage(pod, c, held)
+		if why == "" {
+			continue
+		}
+		holders++
+		p.log.Warn("container holds LPU device nodes without a valid allocation",
+			"namespace", pod.GetNamespace(), "pod", pod.GetName(), "container", c.GetName(),
+			"containerID", c.GetId(), "devices", held, "why", why)
+	}
+	return holders
+}
+
+// coverage returns "" when the container's sealed allocation covers every
+// held node, else why not.
+func (p *Plugin) coverage(pod *api.PodSandbox, c *api.Container, held []string) string {
+	if key, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {
+		return fmt.Sprintf("pod annotation %q", key)
+	}
+	ids, err := p.key.Open(c.GetAnnotations())
+	if err != nil {
+		return err.Error()
+	}
+	snap := p.store.Load()
+	allowed := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		allowed[device.DevDir+"/"+id] = true
+		if d, ok := snap.Device(id); ok {
+			allowed[d.Path] = true
+		}
+	}
+	for _, h := range held {
+		if !allowed[h] {
+			return fmt.Sprintf("%s is not in its allocation %s", h, inject.EncodeIDs(ids))
+		}
+	}
+	return ""
+}

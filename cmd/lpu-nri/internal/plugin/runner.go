@@ -1,0 +1,161 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	nrilog "github.com/containerd/nri/pkg/log"
+	"github.com/containerd/nri/pkg/stub"
+)
+
+// Default reconnect backoff bounds.
+const (
+	DefaultMinBackoff = 100 * time.Millisecond
+	DefaultMaxBackoff = 5 * time.Second
+)
+
+// Runner keeps a Plugin registered with the runtime's NRI socket: a fresh
+// stub per connection, reconnecting with bounded exponential backoff when
+// the runtime goes away or is not there yet. It never gives up.
+type Runner struct {
+	Plugin *Plugin
+	Name   string // plugin name, "lpu"
+	Index  string // two digits, "10"
+	Socket string // the runtime's NRI socket
+
+	MinBackoff time.Duration // default DefaultMinBackoff
+	MaxBackoff time.Duration // default DefaultMaxBackoff
+	Log        *slog.Logger  // default slog.Default()
+}
+
+// Validate checks the name, index and socket.
+func (r *Runner) Validate() error {
+	if r.Plugin == nil {
+		return errors.New("nri runner: no plugin")
+	}
+	if err := api.CheckPluginName(r.Name); err != nil {
+		return fmt.Errorf("nri plugin name: %w", err)
+	}
+	if err := api.CheckPluginIndex(r.Index); err != nil {
+		return fmt.Errorf("nri plugin index: %w", err)
+	}
+	if r.Socket == "" {
+		return errors.New("nri socket: empty path")
+	}
+	return nil
+}
+
+// Run connects and reconnects until ctx is done; it returns nil then, or an
+// error only for an invalid configuration.
+func (r *Runner) Run(ctx context.Context) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	log := r.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	minB, maxB := r.MinBackoff, r.MaxBackoff
+	if minB <= 0 {
+		minB = DefaultMinBackoff
+	}
+	if maxB < minB {
+		maxB = max(DefaultMaxBackoff, minB)
+	}
+	backoff := minB
+	lastErr := ""
+	for {
+		connected, err := r.once(ctx, log)
+		r.Plugin.setConnected(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if connected {
+			log.Warn("lost connection to container runtime, reconnecting", "socket", r.Socket, "err", err)
+			backoff, lastErr = minB, ""
+		} else if msg := errString(err); msg != lastErr {
+			// Log on change only: the loop retries every few seconds.
+			log.Warn("cannot connect to container runtime NRI socket, retrying", "socket", r.Socket, "err", err)
+			lastErr = msg
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxB)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "closed"
+	}
+	return err.Error()
+}
+
+// once runs one stub until its connection ends. connected says whether the
+// runtime synchronized the plugin on it.
+func (r *Runner) once(ctx context.Context, log *slog.Logger) (connected bool, err error) {
+	syncsBefore := r.Plugin.syncs.Load()
+	closed := make(chan struct{})
+	var closeOnce sync.Once
+	s, err := stub.New(r.Plugin,
+		stub.WithPluginName(r.Name),
+		stub.WithPluginIdx(r.Index),
+		stub.WithSocketPath(r.Socket),
+		stub.WithLogger(Logger(log)),
+		stub.WithOnClose(func() {
+			r.Plugin.setConnected(false)
+			closeOnce.Do(func() { close(closed) })
+		}),
+	)
+	if err != nil {
+		return false, fmt.Errorf("create nri stub: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	select {
+	case err = <-done:
+	case <-closed:
+		select {
+		case err = <-done:
+		case <-time.After(2 * time.Second):
+			err = errors.New("nri connection closed")
+		}
+	case <-ctx.Done():
+		select {
+		case err = <-done:
+		case <-time.After(2 * time.Second):
+			// Start can wait for a Configure that never comes; give up on
+			// it, the process is exiting.
+		}
+	}
+	return r.Plugin.syncs.Load() != syncsBefore, err
+}
+
+// Logger adapts slog to NRI's logger. NRI's info messages are chatty
+// (every registration step), so they go to debug.
+func Logger(l *slog.Logger) nrilog.Logger { return nriLogger{l} }
+
+type nriLogger struct{ l *slog.Logger }
+
+func (n nriLogger) Debugf(ctx context.Context, f string, a ...any) {
+	n.l.DebugContext(ctx, fmt.Sprintf(f, a...), "component", "nri")
+}
+func (n nriLogger) Infof(ctx context.Context, f string, a ...any) {
+	n.l.DebugContext(ctx, fmt.Sprintf(f, a...), "component", "nri")
+}
+func (n nriLogger) Warnf(ctx context.Context, f string, a ...any) {
+	n.l.WarnContext(ctx, fmt.Sprintf(f, a...), "component", "nri")
+}
+func (n nriLogger) Errorf(ctx context.Context, f string, a ...any) {
+	n.l.ErrorContext(ctx, fmt.Sprintf(f, a...), "component", "nri")
+}
