@@ -16,6 +16,12 @@
 //
 // A container without a valid allocation gets Unallocated(): no nodes and
 // LPU_VISIBLE_DEVICES=none, which overrides whatever the image sets.
+// ExistingMounts drops configured mounts whose host path is missing, since
+// a bind mount of a missing source fails the container.
+//
+// In CDI mode (Spec, WriteSpec, CDIDeviceNames) no CDI device sets
+// LPU_VISIBLE_DEVICES: CDI replaces same-key env per device, so the device
+// plugin returns it for the whole set as a plain env (VisibleDevices).
 //
 // # The annotation contract
 //
