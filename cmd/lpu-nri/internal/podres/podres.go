@@ -1,0 +1,143 @@
+// Package podres cross-checks an allocation against the kubelet's
+// PodResources API: the device IDs kubelet assigned to a container for the
+// LPU resource must equal the IDs in its sealed annotation. It asks Get for
+// the one pod and falls back to List when the kubelet does not implement Get
+// (the KubeletPodResourcesGet feature gate is off).
+//
+//	c := podres.New("/var/lib/kubelet/pod-resources/kubelet.sock", "hyperaccel.ai/lpu")
+//	defer c.Close()
+//	err := c.Check(ctx, "team", "trainer-0", "main", []string{"lpu2", "lpu3"})
+package podres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+)
+
+// ErrMismatch is returned (wrapped) when the kubelet reports other devices
+// than the annotation.
+var ErrMismatch = errors.New("kubelet pod resources disagree with the allocation annotation")
+
+// Checker asks the kubelet's PodResources socket. Safe for concurrent use;
+// the connection is made lazily and reused.
+type Checker struct {
+	socket   string
+	resource string
+
+	mu     sync.Mutex
+	conn   *grpc.ClientConn
+	client podresv1.PodResourcesListerClient
+	noGet  atomic.Bool // Get answered Unimplemented: use List from now on
+}
+
+// New returns a checker for the resource name (hyperaccel.ai/lpu) over the
+// kubelet's pod-resources socket.
+func New(socket, resource string) *Checker {
+	return &Checker{socket: socket, resource: resource}
+}
+
+func (c *Checker) lister() (podresv1.PodResourcesListerClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.client != nil {
+		return c.client, nil
+	}
+	conn, err := grpc.NewClient("passthrough:///"+c.socket,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", c.socket)
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("pod resources client %s: %w", c.socket, err)
+	}
+	c.conn, c.client = conn, podresv1.NewPodResourcesListerClient(conn)
+	return c.client, nil
+}
+
+// Close closes the connection.
+func (c *Checker) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == nil {
+		return nil
+	}
+	err := c.conn.Close()
+	c.conn, c.client = nil, nil
+	return err
+}
+
+// Check returns nil when the kubelet reports exactly ids (in any order) for
+// the resource in the named container; an error wrapping ErrMismatch when it
+// reports others (or none); another error when it cannot answer.
+func (c *Checker) Check(ctx context.Context, namespace, pod, container string, ids []string) error {
+	got, err := c.Devices(ctx, namespace, pod, container)
+	if err != nil {
+		return err
+	}
+	want := slices.Sorted(slices.Values(ids))
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("%w: kubelet assigned %s %v to %s/%s/%s, annotation says %v",
+			ErrMismatch, c.resource, got, namespace, pod, container, want)
+	}
+	return nil
+}
+
+// Devices returns the sorted device IDs of the resource the kubelet assigned
+// to the container.
+func (c *Checker) Devices(ctx context.Context, namespace, pod, container string) ([]string, error) {
+	cl, err := c.lister()
+	if err != nil {
+		return nil, err
+	}
+	if !c.noGet.Load() {
+		rsp, err := cl.Get(ctx, &podresv1.GetPodResourcesRequest{PodName: pod, PodNamespace: namespace})
+		switch status.Code(err) {
+		case codes.OK:
+			return c.pick([]*podresv1.PodResources{rsp.GetPodResources()}, namespace, pod, container)
+		case codes.Unimplemented:
+			c.noGet.Store(true)
+		default:
+			return nil, fmt.Errorf("pod resources Get %s/%s via %s: %w", namespace, pod, c.socket, err)
+		}
+	}
+	rsp, err := cl.List(ctx, &podresv1.ListPodResourcesRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("pod resources List via %s: %w", c.socket, err)
+	}
+	return c.pick(rsp.GetPodResources(), namespace, pod, container)
+}
+
+func (c *Checker) pick(pods []*podresv1.PodResources, namespace, pod, container string) ([]string, error) {
+	for _, p := range pods {
+		if p.GetName() != pod || p.GetNamespace() != namespace {
+			continue
+		}
+		for _, ct := range p.GetContainers() {
+			if ct.GetName() != container {
+				continue
+			}
+			var ids []string
+			for _, d := range ct.GetDevices() {
+				if d.GetResourceName() == c.resource {
+					ids = append(ids, d.GetDeviceIds()...)
+				}
+			}
+			slices.Sort(ids)
+			return ids, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: kubelet knows no container %s/%s/%s", ErrMismatch, namespace, pod, container)
+}
