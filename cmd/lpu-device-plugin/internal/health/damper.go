@@ -52,14 +52,5 @@ func (d *damper) observe(id string, raw device.Health) (reported device.Health, 
 	return s.reported, true
 }
 
-// reported returns the health currently reported for id.
-func (d *damper) reported(id string) (device.Health, bool) {
-	s, ok := d.state[id]
-	if !ok {
-		return device.Health{}, false
-	}
-	return s.reported, true
-}
-
 // forget drops a device that is gone.
 func (d *damper) forget(id string) { delete(d.state, id) }

@@ -735,3 +735,28 @@ func BenchmarkAllocate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHandlers measures the plugin's own work per call, without gRPC
+// and the socket, to separate it from the round trip above.
+func BenchmarkHandlers(b *testing.B) {
+	n := start(b, setup{rows: twoRings()})
+	pref := &pluginapi.PreferredAllocationRequest{ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
+		AvailableDeviceIDs: []string{"lpu0", "lpu1", "lpu3", "lpu4", "lpu5", "lpu6", "lpu9", "lpu10", "lpu11", "lpu12", "lpu13"},
+		AllocationSize:     4,
+	}}}
+	alloc := &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{
+		DevicesIds: []string{"lpu5", "lpu3", "lpu4", "lpu6"},
+	}}}
+	b.Run("preferred", func(b *testing.B) {
+		for b.Loop() {
+			n.plugin.preferred(pref)
+		}
+	})
+	b.Run("allocate-nri", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := n.plugin.allocate(alloc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
