@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +184,31 @@ func readJSON(t *testing.T, path string, v any) {
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// TestImageLabelsAgree: the Dockerfile and build-oci.sh put the same OCI
+// label keys on the image, so the two builds cannot drift apart.
+func TestImageLabelsAgree(t *testing.T) {
+	re := regexp.MustCompile(`org\.opencontainers\.image\.[a-z]+=`)
+	keys := func(file string) []string {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Comments may mention labels; only code lines count.
+		var code strings.Builder
+		for _, line := range strings.Split(string(b), "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+				code.WriteString(line + "\n")
+			}
+		}
+		found := re.FindAllString(code.String(), -1)
+		slices.Sort(found)
+		return slices.Compact(found)
+	}
+	docker, script := keys("container/Dockerfile"), keys("container/build-oci.sh")
+	if len(docker) < 6 || !slices.Equal(docker, script) {
+		t.Errorf("OCI labels differ:\n Dockerfile   %v\n build-oci.sh %v", docker, script)
 	}
 }
