@@ -43,6 +43,7 @@ type Config struct {
 	NRI          NRI        `json:"nri"`
 	CDI          CDI        `json:"cdi"`
 	Metrics      Metrics    `json:"metrics"`
+	Tracing      Tracing    `json:"tracing"`
 	Log          Log        `json:"log"`
 }
 
@@ -102,6 +103,14 @@ type CDI struct {
 // Metrics configures the Prometheus endpoint.
 type Metrics struct {
 	Address string `json:"address"` // host:port; empty disables
+}
+
+// Tracing configures OpenTelemetry traces (an Allocate span in the device
+// plugin, a CreateContainer span in lpu-nri linked to it). Off by default.
+// Export failures never affect allocation or injection.
+type Tracing struct {
+	Endpoint string `json:"endpoint"` // OTLP gRPC collector, host:port (no scheme); empty disables
+	Insecure bool   `json:"insecure"` // plaintext gRPC instead of TLS; default false (TLS)
 }
 
 // Log configures logging. Invalid values fall back to defaults with a warning.

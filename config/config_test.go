@@ -69,6 +69,8 @@ func TestDefaultValues(t *testing.T) {
 		"nri.pluginName":      {c.NRI.PluginName, "lpu"},
 		"cdi.specDir":         {c.CDI.SpecDir, "/var/run/cdi"},
 		"metrics.address":     {c.Metrics.Address, ""},
+		"tracing.endpoint":    {c.Tracing.Endpoint, ""},
+		"tracing.insecure":    {c.Tracing.Insecure, false},
 		"log.level":           {c.Log.Level, "info"},
 		"log.format":          {c.Log.Format, "json"},
 	}
@@ -95,6 +97,7 @@ topology:
   rings: [[lpu0, lpu1], [lpu2, lpu3]]
 health: {resyncInterval: 1m30s}
 metrics: {address: ":9400"}
+tracing: {endpoint: "otel-collector.observability:4317", insecure: true}
 `))
 	if err != nil {
 		t.Fatalf("Load: %v", err)
@@ -114,6 +117,9 @@ metrics: {address: ":9400"}
 	}
 	if got.Injection.Env["LPU_LOG"] != "debug" || got.Metrics.Address != ":9400" {
 		t.Errorf("env/metrics = %v %q", got.Injection.Env, got.Metrics.Address)
+	}
+	if got.Tracing != (Tracing{Endpoint: "otel-collector.observability:4317", Insecure: true}) {
+		t.Errorf("tracing = %+v", got.Tracing)
 	}
 }
 
@@ -181,6 +187,14 @@ func TestLoadErrors(t *testing.T) {
 		"table relative":      {"version: v1\ntopology: {networkTable: links.txt}\n", []string{`topology.networkTable: "links.txt" must be an absolute path`}},
 		"metrics address":     {"version: v1\nmetrics: {address: \"9400\"}\n", []string{`metrics.address: "9400" must be host:port`}},
 		"metrics port":        {"version: v1\nmetrics: {address: \":99999\"}\n", []string{`metrics.address: ":99999" port "99999"`}},
+		"tracing no port":     {"version: v1\ntracing: {endpoint: collector}\n", []string{`tracing.endpoint: "collector" must be host:port`}},
+		"tracing scheme":      {"version: v1\ntracing: {endpoint: \"http://collector:4317\"}\n", []string{`tracing.endpoint: "http://collector:4317" must be host:port without a scheme`}},
+		"tracing no host":     {"version: v1\ntracing: {endpoint: \":4317\"}\n", []string{`tracing.endpoint: ":4317" host "" must be a host name or IP address`}},
+		"tracing port zero":   {"version: v1\ntracing: {endpoint: \"collector:0\"}\n", []string{`tracing.endpoint: "collector:0" port "0" is not a number 1-65535`}},
+		"tracing port name":   {"version: v1\ntracing: {endpoint: \"collector:otlp\"}\n", []string{`port "otlp"`}},
+		"tracing path":        {"version: v1\ntracing: {endpoint: \"a/b:4317\"}\n", []string{`tracing.endpoint: "a/b:4317" host "a/b"`}},
+		"tracing insecure":    {"version: v1\ntracing: {insecure: \"yes\"}\n", []string{"tracing.insecure: want true or false"}},
+		"tracing unknown":     {"version: v1\ntracing: {serviceName: x}\n", []string{"tracing.serviceName: unknown field (allowed: endpoint, insecure)"}},
 		"many errors at once": {"version: v1\nallocation: {policy: x}\ninjection: {mode: yes-please}\nroot: z\n", []string{`allocation.policy: "x"`, `injection.mode: "yes-please"`, `root: "z"`}},
 		"many unknown fields": {"version: v1\nfoo: 1\nbar: {baz: 2}\n", []string{"foo: unknown field", "bar: unknown field"}},
 	}
@@ -267,6 +281,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 	c.Topology.Rings = [][]string{{"lpu0", "lpu1"}}
 	c.Injection.Env = map[string]string{"A": "b"}
 	c.Metrics.Address = "127.0.0.1:9400"
+	c.Tracing = Tracing{Endpoint: "[::1]:4317", Insecure: true}
 	out, err := Marshal(c)
 	if err != nil {
 		t.Fatal(err)
@@ -465,4 +480,18 @@ func FuzzLoad(f *testing.F) {
 			t.Fatalf("round trip differs:\n%+v\n%+v", back, c)
 		}
 	})
+}
+
+// TestTracingEndpointAccepted: the endpoint forms the OTLP gRPC exporter
+// dials are accepted.
+func TestTracingEndpointAccepted(t *testing.T) {
+	for _, e := range []string{"otel-collector:4317", "10.0.0.1:4317", "[::1]:4317", "localhost:65535", "collector.observability.svc.cluster.local:4317"} {
+		t.Run(e, func(t *testing.T) {
+			c := Default()
+			c.Tracing.Endpoint = e
+			if err := c.Validate(); err != nil {
+				t.Errorf("Validate: %v", err)
+			}
+		})
+	}
 }

@@ -111,6 +111,9 @@ func (c *Config) Validate() error {
 			v.add("metrics.address", a, "port %q is not a number 0-65535", port)
 		}
 	}
+	if e := c.Tracing.Endpoint; e != "" {
+		v.dialAddress("tracing.endpoint", e)
+	}
 	return joinErrors(v.errs)
 }
 
@@ -146,6 +149,27 @@ func (v *validator) mountPath(path, value string) {
 	}
 	if slices.Contains(strings.Split(value, "/"), "..") {
 		v.add(path, value, "must not contain a \"..\" element")
+	}
+}
+
+// dialAddress checks an address to connect to: host:port with a non-empty
+// host and a port 1-65535, no scheme or path (the OTLP gRPC exporter takes
+// a bare endpoint).
+func (v *validator) dialAddress(path, value string) {
+	if strings.Contains(value, "://") {
+		v.add(path, value, "must be host:port without a scheme, e.g. \"otel-collector:4317\"")
+		return
+	}
+	host, port, err := net.SplitHostPort(value)
+	switch {
+	case err != nil:
+		v.add(path, value, "must be host:port, e.g. \"otel-collector:4317\" (or empty to disable): %v", err)
+	case host == "" || strings.ContainsAny(host, "/ \t\n\x00"):
+		v.add(path, value, "host %q must be a host name or IP address", host)
+	default:
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+			v.add(path, value, "port %q is not a number 1-65535", port)
+		}
 	}
 }
 
