@@ -1,0 +1,442 @@
+// Package doctor checks a node for what lpu-nri and the device plugin need
+// and reports each check in plain words, one line each, OK or FAIL.
+//
+//	results := doctor.Run(ctx, doctor.Params{Root: "/", StateDir: "/var/lib/lpu", ...})
+//	if doctor.Print(os.Stdout, results) { os.Exit(1) }
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+	"golang.org/x/sys/unix"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+	specs "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/pkg/ready"
+)
+
+// DefaultPluginDir is where runtimes look for pre-installed NRI plugins.
+const DefaultPluginDir = "/opt/nri/plugins"
+
+// MaxPodmanCDIVersion is the newest cdiVersion podman 4.3 accepts.
+const MaxPodmanCDIVersion = "0.5.0"
+
+// Params say where to look.
+type Params struct {
+	Root         string // discovery root ("/")
+	StateDir     string // seal key and readiness socket
+	Mode         string // "nri" or "cdi"
+	NRISocket    string
+	PluginName   string        // ours, "lpu"
+	PluginIndex  string        // ours, "10"
+	PluginDir    string        // pre-installed NRI plugins; default DefaultPluginDir
+	CDIDir       string        // CDI spec dir
+	KubeletDir   string        // device plugin dir holding kubelet.sock and ours
+	ResourceName string        // hyperaccel.ai/lpu
+	Timeout      time.Duration // per network check; default 3s
+}
+
+// Result is one check's verdict.
+type Result struct {
+	Check  string
+	OK     bool
+	Detail string
+}
+
+// Run performs every check.
+func Run(ctx context.Context, p Params) []Result {
+	if p.PluginDir == "" {
+		p.PluginDir = DefaultPluginDir
+	}
+	if p.Timeout <= 0 {
+		p.Timeout = 3 * time.Second
+	}
+	return []Result{
+		checkNRI(ctx, p),
+		checkIndex(p),
+		checkReadiness(ctx, p),
+		checkCDI(ctx, p),
+		checkNodes(p),
+		checkKey(p),
+		checkDevicePlugin(p),
+	}
+}
+
+// Print writes one line per result and reports whether any failed.
+func Print(w io.Writer, results []Result) (failed bool) {
+	for _, r := range results {
+		verdict := "OK  "
+		if !r.OK {
+			verdict, failed = "FAIL", true
+		}
+		fmt.Fprintf(w, "%s %s: %s\n", verdict, r.Check, r.Detail)
+	}
+	return failed
+}
+
+func ok(check, format string, a ...any) Result {
+	return Result{Check: check, OK: true, Detail: fmt.Sprintf(format, a...)}
+}
+
+func fail(check, format string, a ...any) Result {
+	return Result{Check: check, Detail: fmt.Sprintf(format, a...)}
+}
+
+// probe is a throwaway NRI plugin: it registers, waits for Synchronize and
+// leaves. It subscribes to RemovePodSandbox only, which changes nothing.
+type probe struct{ synced chan struct{} }
+
+func (p *probe) Configure(context.Context, string, string, string) (api.EventMask, error) {
+	return api.MustParseEventMask("RemovePodSandbox"), nil
+}
+
+func (p *probe) Synchronize(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error) {
+	select {
+	case <-p.synced:
+	default:
+		close(p.synced)
+	}
+	return nil, nil
+}
+
+func (p *probe) RemovePodSandbox(context.Context, *api.PodSandbox) error { return nil }
+
+func checkNRI(ctx context.Context, p Params) Result {
+	const name = "NRI socket"
+	if p.Mode == "cdi" {
+		return ok(name, "skipped: CDI mode does not use NRI")
+	}
+	fi, err := os.Stat(p.NRISocket)
+	if err != nil {
+		return fail(name, "%s: %v (is NRI enabled in the runtime config? containerd 1.7 needs [plugins.\"io.containerd.nri.v1.nri\"] disable = false)", p.NRISocket, err)
+	}
+	if fi.Mode()&fs.ModeSocket == 0 {
+		return fail(name, "%s is not a socket (%s)", p.NRISocket, fi.Mode())
+	}
+	pr := &probe{synced: make(chan struct{})}
+	probeName := p.PluginName + "-doctor"
+	s, err := stub.New(pr, stub.WithPluginName(probeName), stub.WithPluginIdx("99"),
+		stub.WithSocketPath(p.NRISocket), stub.WithLogger(quiet{}))
+	if err != nil {
+		return fail(name, "create probe plugin: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	started := make(chan error, 1)
+	go func() { started <- s.Start(ctx) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			return fail(name, "%s accepts connections but registration of probe plugin 99-%s failed: %v", p.NRISocket, probeName, err)
+		}
+	case <-ctx.Done():
+		return fail(name, "%s: no answer to plugin registration within %v", p.NRISocket, p.Timeout)
+	}
+	defer s.Stop()
+	select {
+	case <-pr.synced:
+		return ok(name, "%s accepted and synchronized probe plugin 99-%s (runtime NRI %s)", p.NRISocket, probeName, s.RuntimeNRIVersion())
+	case <-ctx.Done():
+		return fail(name, "%s registered probe plugin 99-%s but never synchronized it within %v", p.NRISocket, probeName, p.Timeout)
+	}
+}
+
+func checkIndex(p Params) Result {
+	const name = "NRI plugin index"
+	if err := api.CheckPluginIndex(p.PluginIndex); err != nil {
+		return fail(name, "%v", err)
+	}
+	entries, err := os.ReadDir(p.PluginDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return ok(name, "ours is %s-%s; no pre-installed plugins (%s absent)", p.PluginIndex, p.PluginName, p.PluginDir)
+	}
+	if err != nil {
+		return fail(name, "read %s: %v", p.PluginDir, err)
+	}
+	var before, after, problems []string
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || e.IsDir() || info.Mode()&0o111 == 0 {
+			continue // the runtime ignores these too
+		}
+		idx, base, err := api.ParsePluginName(e.Name())
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v (the runtime refuses to start all plugins)", e.Name(), err))
+			continue
+		}
+		switch {
+		case base == p.PluginName:
+			problems = append(problems, fmt.Sprintf("pre-installed %s has our name: LPUs would be injected by two instances", e.Name()))
+		case idx == p.PluginIndex:
+			problems = append(problems, fmt.Sprintf("pre-installed %s shares our index %s: their order is undefined", e.Name(), idx))
+		case idx < p.PluginIndex:
+			before = append(before, e.Name())
+		default:
+			after = append(after, e.Name())
+		}
+	}
+	if len(problems) > 0 {
+		return fail(name, "ours is %s-%s; %s", p.PluginIndex, p.PluginName, strings.Join(problems, "; "))
+	}
+	return ok(name, "ours is %s-%s; pre-installed in %s: before us %v, after us %v", p.PluginIndex, p.PluginName, p.PluginDir, before, after)
+}
+
+func checkReadiness(ctx context.Context, p Params) Result {
+	const name = "lpu-nri readiness"
+	if p.Mode == "cdi" {
+		return ok(name, "skipped: CDI mode (the device plugin does not wait for lpu-nri)")
+	}
+	path := ready.Path(p.StateDir)
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	if err := ready.Check(ctx, path); err != nil {
+		return fail(name, "%v: the device plugin refuses to start LPU containers until lpu-nri runs and is connected", err)
+	}
+	return ok(name, "%s says lpu-nri is connected to the runtime", path)
+}
+
+func checkCDI(ctx context.Context, p Params) Result {
+	const name = "CDI spec"
+	fi, err := os.Stat(p.CDIDir)
+	if err != nil || !fi.IsDir() {
+		if p.Mode == "cdi" {
+			return fail(name, "spec dir %s: %v", p.CDIDir, errOr(err, "not a directory"))
+		}
+		return ok(name, "spec dir %s absent; not needed in NRI mode", p.CDIDir)
+	}
+	file := filepath.Join(p.CDIDir, inject.SpecFileName)
+	if _, err := os.Stat(file); err != nil {
+		if p.Mode == "cdi" {
+			return fail(name, "%s: %v (run lpu-nri --mode cdi or lpu-nri cdi generate)", file, err)
+		}
+		return ok(name, "no %s; not needed in NRI mode", file)
+	}
+	cache, err := cdi.NewCache(cdi.WithSpecDirs(p.CDIDir), cdi.WithAutoRefresh(false))
+	if err != nil {
+		return fail(name, "load %s: %v", p.CDIDir, err)
+	}
+	for path, errs := range cache.GetErrors() {
+		if path == file || strings.HasPrefix(path, file) {
+			return fail(name, "%s is invalid: %v", file, errors.Join(errs...))
+		}
+	}
+	var ours *specs.Spec
+	for _, s := range cache.GetVendorSpecs(strings.Split(inject.CDIKind, "/")[0]) {
+		if s.GetPath() == file {
+			ours = s.Spec
+		}
+	}
+	if ours == nil {
+		return fail(name, "%s did not load as a spec of kind %s (shadowed by another spec of our kind?)", file, inject.CDIKind)
+	}
+	minV, err := specs.MinimumRequiredVersion(ours)
+	if err != nil {
+		return fail(name, "%s: %v", file, err)
+	}
+	if ours.Version != minV {
+		return fail(name, "%s has cdiVersion %s, but needs only %s: older runtimes (podman 4.3 reads <= %s) may reject it", file, ours.Version, minV, MaxPodmanCDIVersion)
+	}
+	want, err := discoverIDs(ctx, p.Root)
+	if err != nil {
+		return fail(name, "%s cdiVersion %s, but cannot compare with the node: %v", file, ours.Version, err)
+	}
+	var have []string
+	for _, d := range ours.Devices {
+		if d.Name != inject.CDIAllDevice {
+			have = append(have, d.Name)
+		}
+	}
+	slices.Sort(have)
+	if !slices.Equal(have, want) {
+		return fail(name, "%s lists %v but the node has %v: stale (lpu-nri --mode cdi rewrites it)", file, have, want)
+	}
+	return ok(name, "%s valid, cdiVersion %s (minimum needed), %d devices + all", file, ours.Version, len(have))
+}
+
+func discoverIDs(ctx context.Context, root string) ([]string, error) {
+	inv, err := device.NewSysfs(root).Discover(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(inv.Devices))
+	for _, d := range inv.Devices {
+		ids = append(ids, d.ID)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+func errOr(err error, s string) string {
+	if err != nil {
+		return err.Error()
+	}
+	return s
+}
+
+// checkNodes compares /dev/lpuN with /sys/class/lpu/lpuN under the root.
+func checkNodes(p Params) Result {
+	const name = "device nodes"
+	class := filepath.Join(p.Root, device.ClassDir)
+	entries, err := os.ReadDir(class)
+	if err != nil {
+		return fail(name, "%s: %v (LPU driver not loaded?)", device.ClassDir, err)
+	}
+	sys := map[string]bool{}
+	for _, e := range entries {
+		if _, err := device.ParseID(e.Name()); err == nil {
+			sys[e.Name()] = true
+		}
+	}
+	devs, err := os.ReadDir(filepath.Join(p.Root, device.DevDir))
+	if err != nil {
+		return fail(name, "%s: %v", device.DevDir, err)
+	}
+	nodes := map[string]fs.DirEntry{}
+	for _, e := range devs {
+		if _, err := device.ParseID(e.Name()); err == nil {
+			nodes[e.Name()] = e
+		}
+	}
+	var problems []string
+	simulated := 0
+	for _, id := range sortedKeys(sys) {
+		e, ok := nodes[id]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s in sysfs has no %s/%s", id, device.DevDir, id))
+			continue
+		}
+		if e.Type()&fs.ModeCharDevice == 0 {
+			simulated++
+			continue
+		}
+		want, err := os.ReadFile(filepath.Join(class, id, "dev"))
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: read dev: %v", id, err))
+			continue
+		}
+		ma, mi, err := device.ParseDev(strings.TrimSpace(string(want)))
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", id, err))
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(p.Root, device.DevDir, id), &st); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", id, err))
+			continue
+		}
+		if gotMa, gotMi := int64(unix.Major(st.Rdev)), int64(unix.Minor(st.Rdev)); gotMa != ma || gotMi != mi {
+			problems = append(problems, fmt.Sprintf("%s/%s is %d:%d but sysfs says %d:%d", device.DevDir, id, gotMa, gotMi, ma, mi))
+		}
+	}
+	for _, id := range sortedKeys(nodes) {
+		if !sys[id] {
+			problems = append(problems, fmt.Sprintf("%s/%s has no sysfs entry %s/%s", device.DevDir, id, device.ClassDir, id))
+		}
+	}
+	if len(problems) > 0 {
+		return fail(name, "%s", strings.Join(problems, "; "))
+	}
+	if len(sys) == 0 {
+		return fail(name, "no LPUs in %s", device.ClassDir)
+	}
+	detail := fmt.Sprintf("%d LPUs, every sysfs entry has its node and the other way round", len(sys))
+	if simulated > 0 {
+		detail += fmt.Sprintf(" (%d nodes are plain files: simulated node)", simulated)
+	}
+	return ok(name, "%s", detail)
+}
+
+func unixMajor(dev uint64) uint32 { return uint32((dev>>8)&0xfff) | uint32((dev>>32)&^0xfff) }
+func unixMinor(dev uint64) uint32 { return uint32(dev&0xff) | uint32((dev>>12)&^0xff) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, _ := device.ParseID(keys[i])
+		b, _ := device.ParseID(keys[j])
+		return a < b
+	})
+	return keys
+}
+
+func checkKey(p Params) Result {
+	const name = "seal key"
+	file := filepath.Join(p.StateDir, inject.KeyFileName)
+	fi, err := os.Lstat(file)
+	if err != nil {
+		return fail(name, "%s: %v (created by the first daemon that starts; is --state-dir the same for both?)", file, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fail(name, "%s is not a regular file (%s)", file, fi.Mode())
+	}
+	if perm := fi.Mode().Perm(); perm != 0o600 {
+		return fail(name, "%s has mode %04o, want 0600", file, perm)
+	}
+	if fi.Size() != inject.KeySize {
+		return fail(name, "%s is %d bytes, want %d", file, fi.Size(), inject.KeySize)
+	}
+	return ok(name, "%s present, mode 0600, %d bytes", file, fi.Size())
+}
+
+func checkDevicePlugin(p Params) Result {
+	const name = "device plugin socket"
+	file := filepath.Join(p.KubeletDir, socketName(p.ResourceName))
+	fi, err := os.Stat(file)
+	if err != nil {
+		return fail(name, "%s: %v (is lpu-device-plugin running with the same kubelet dir?)", file, err)
+	}
+	if fi.Mode()&fs.ModeSocket == 0 {
+		return fail(name, "%s is not a socket", file)
+	}
+	c, err := net.DialTimeout("unix", file, p.Timeout)
+	if err != nil {
+		return fail(name, "%s exists but nobody answers: %v (stale socket of a stopped lpu-device-plugin?)", file, err)
+	}
+	c.Close()
+	kubelet := filepath.Join(p.KubeletDir, "kubelet.sock")
+	if _, err := os.Stat(kubelet); err != nil {
+		return fail(name, "%s present, but the kubelet's %s is missing: %v", file, kubelet, err)
+	}
+	return ok(name, "%s present next to %s", file, kubelet)
+}
+
+// socketName mirrors lpu-device-plugin's socket name: the resource's last
+// path element plus ".sock", other characters than [A-Za-z0-9._-] as '-'.
+func socketName(resource string) string {
+	var b strings.Builder
+	for _, r := range path.Base(resource) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	return b.String() + ".sock"
+}
+
+type quiet struct{}
+
+func (quiet) Debugf(context.Context, string, ...any) {}
+func (quiet) Infof(context.Context, string, ...any)  {}
+func (quiet) Warnf(context.Context, string, ...any)  {}
+func (quiet) Errorf(context.Context, string, ...any) {}
