@@ -46,7 +46,7 @@ preflight() {
   if [ -S "$DP_DIR/kubelet.sock" ] && curl -s --max-time 1 -o /dev/null http://127.0.0.1:10248/healthz; then
     fatal "preflight" "a kubelet is running on this host"
   fi
-  mkdir -p "$BASE"/{bin,pids,images} "$LOGS" "$STATE" "$DRIVER_DIR"
+  mkdir -p "$BASE"/{bin,pids,images,nfd} "$LOGS" "$STATE" "$DRIVER_DIR"
   : >"$BASE/created"
   # cgroups we may create; only the ones that do not exist yet are ours to remove
   local c
@@ -437,7 +437,7 @@ start_lpu_dp() { # [INJECTION]
   [ -n "$DP_METRICS" ] || DP_METRICS=127.0.0.1:$(free_port)
   start_daemon lpu-device-plugin "$LOGS/lpu-device-plugin.log" "$BASE/bin/lpu-device-plugin" \
     --config "$CFG" --root "$ROOT" --kubelet-dir "$DP_DIR" --state-dir "$STATE" --injection "$inj" \
-    --metrics-addr "$DP_METRICS"
+    --metrics-addr "$DP_METRICS" --nfd-features-file "$BASE/nfd/lpu"
 }
 
 dp_registrations() { metric "http://$DP_METRICS/metrics" lpu_registrations_total; }

@@ -503,34 +503,29 @@ scenario_6_containerd() {
 # ---------------------------------------------------------------- image
 # The project's OCI image (deploy/container/build-oci.sh) holds both daemons.
 scenario_image() {
-  local script=$REPO/deploy/container/build-oci.sh out tar ref d
+  local script=$REPO/deploy/container/build-oci.sh out tar=$BASE/oci/lpu-node.tar ref=localhost/lpu-node:e2e d
   if [ ! -f "$script" ]; then
     echo "# skip image: $script not present yet"
     return
   fi
   log "image: build with deploy/container/build-oci.sh, import with ctr, run --version"
-  mkdir -p "$BASE/oci-out"
-  if ! out=$(cd "$REPO" && OUT="$BASE/oci-out" bash "$script" "$BASE/oci-out" 2>&1); then
+  mkdir -p "$BASE/oci"
+  if ! out=$(IMAGE=localhost/lpu-node bash "$script" "$tar" e2e 2>&1); then
     nok "image: deploy/container/build-oci.sh builds" "$(tail -5 <<<"$out")"
     return
   fi
   echo "$out" >"$LOGS/build-oci.log"
-  tar=$(find "$BASE/oci-out" -name '*.tar' | head -1)
-  [ -n "$tar" ] || tar=$(grep -o '/[^ ]*\.tar' <<<"$out" | tail -1)
-  if [ ! -f "$tar" ]; then
-    nok "image: build-oci.sh produced an OCI tar" "$(tail -3 <<<"$out")"
-    return
-  fi
-  ok "image: build-oci.sh produced $(basename "$tar") ($(du -h "$tar" | cut -f1))"
+  expect "image: build-oci.sh wrote an OCI archive ($(du -h "$tar" 2>/dev/null | cut -f1))" "$(tail -3 <<<"$out")" test -s "$tar"
+  [ -s "$tar" ] || return
   running "containerd-$CTD" || { nok "image: containerd running" "containerd $CTD is down"; return; }
-  out=$(ctrc -n lpu-e2e images import --base-name localhost/lpu-node "$tar" 2>&1) ||
-    { nok "image: ctr imports it" "$out"; return; }
-  ref=$(ctrc -n lpu-e2e images ls -q | head -1)
-  ok "image: ctr imports it as $ref"
+  out=$(ctrc -n lpu-e2e images import "$tar" 2>&1)
+  expect "image: ctr imports it as $ref" "$out; images: $(ctrc -n lpu-e2e images ls -q 2>&1 | tr '\n' ' ')" \
+    eval 'ctrc -n lpu-e2e images ls -q | grep -qx "$ref"'
   for d in lpu-device-plugin lpu-nri; do
     out=$(ctrc -n lpu-e2e run --rm --runc-binary /usr/sbin/runc --runc-root "$BASE/runc-ctr" \
-      --cgroup "/$CGNAME/img-$d" --net-host "$ref" "img-$d" "$d" --version 2>&1)
-    expect "image: $d --version runs in the image ($(head -1 <<<"$out" | cut -c1-60))" "$out" \
-      eval 'grep -qi "version\|v[0-9]\|[0-9]\.[0-9]" <<<"$out" && ! grep -qi "not found\|no such file\|exec format" <<<"$out"'
+      --cgroup "/$CGNAME/img-$d" --net-host "$ref" "img-$d" "/usr/bin/$d" --version 2>&1)
+    expect "image: /usr/bin/$d --version runs in it ($(head -1 <<<"$out" | cut -c1-60))" "$out" \
+      eval 'grep -q "^$d " <<<"$out"'
   done
+  ctrc -n lpu-e2e images rm "$ref" >/dev/null 2>&1 || true
 }
