@@ -121,19 +121,26 @@ func (k *Key) Annotations(ids []string) map[string]string {
 // "lpu.hyperaccel.ai/devices=" + value)). The key name in the MAC input
 // separates this use from any future sealed field.
 func (k *Key) Seal(value string) string {
-	sum := k.mac(value)
+	return encodeSeal(k.mac(value))
+}
+
+// encodeSeal renders a MAC as "v1:" + lower-case hex.
+func encodeSeal(sum []byte) string {
 	buf := make([]byte, len(sealVersion)+hex.EncodedLen(len(sum)))
 	copy(buf, sealVersion)
 	hex.Encode(buf[len(sealVersion):], sum)
 	return string(buf)
 }
 
+// newHash is the MAC's hash; every pooled state uses it.
+var newHash = sha256.New
+
 // mac returns the HMAC of a devices value. Keyed HMAC states are pooled:
 // setting one up costs more than hashing a short value.
 func (k *Key) mac(value string) []byte {
 	m, _ := k.macs.Get().(hash.Hash)
 	if m == nil {
-		m = hmac.New(sha256.New, k.secret[:])
+		m = hmac.New(newHash, k.secret[:])
 	}
 	m.Reset()
 	io.WriteString(m, AnnotationDevices)
@@ -149,7 +156,9 @@ func (k *Key) mac(value string) []byte {
 // wrapping ErrBadSeal when the seal is missing, malformed or wrong; and a
 // ParseIDs error when a correctly sealed value is still malformed. The
 // returned IDs are in ring order; the caller must still check that they
-// exist in its own inventory.
+// exist in its own inventory. Open ignores the allocation ID keys
+// (AnnotationAllocation, AnnotationAllocationSeal); OpenAllocation reads
+// and verifies them too.
 func (k *Key) Open(annotations map[string]string) ([]string, error) {
 	value, hasDevices := annotations[AnnotationDevices]
 	seal, hasSeal := annotations[AnnotationSeal]

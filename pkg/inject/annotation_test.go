@@ -3,6 +3,7 @@ package inject
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"regexp"
 	"strings"
 	"sync"
@@ -277,19 +278,35 @@ func FuzzParseIDs(f *testing.F) {
 
 // FuzzOpen: Open accepts a value only with the right seal, and then only a
 // value ParseIDs accepts; a value sealed with the key always opens to
-// exactly its IDs.
+// exactly its IDs. Open ignores the allocation ID keys. OpenAllocation
+// accepts exactly what Open accepts when no allocation key is present (ID
+// ""), and otherwise only a well-formed ID whose seal matches the ID and the
+// devices value; a properly sealed ID always opens to itself.
 func FuzzOpen(f *testing.F) {
 	k := testKey(f, 7)
-	f.Add("lpu7,lpu0,lpu1", k.Seal("lpu7,lpu0,lpu1"), true)
-	f.Add("lpu1,lpu1", k.Seal("lpu1,lpu1"), true)
-	f.Add("lpu0", "v1:00", false)
-	f.Add("", "", false)
-	f.Fuzz(func(t *testing.T, value, seal string, hasSeal bool) {
+	const id = "00112233445566778899aabbccddeeff"
+	f.Add("lpu7,lpu0,lpu1", k.Seal("lpu7,lpu0,lpu1"), true, id, k.SealAllocation("lpu7,lpu0,lpu1", id), uint8(3))
+	f.Add("lpu7,lpu0,lpu1", k.Seal("lpu7,lpu0,lpu1"), true, id, k.SealAllocation("lpu7,lpu0", id), uint8(3))
+	f.Add("lpu1,lpu1", k.Seal("lpu1,lpu1"), true, "", "", uint8(0))
+	f.Add("lpu0", "v1:00", false, "zz", "v1:00", uint8(1))
+	f.Add("", "", false, "", "", uint8(2))
+	f.Fuzz(func(t *testing.T, value, seal string, hasSeal bool, allocID, allocSeal string, allocKeys uint8) {
 		ann := map[string]string{AnnotationDevices: value}
 		if hasSeal {
 			ann[AnnotationSeal] = seal
 		}
+		bare := maps.Clone(ann)
+		if allocKeys&1 != 0 {
+			ann[AnnotationAllocation] = allocID
+		}
+		if allocKeys&2 != 0 {
+			ann[AnnotationAllocationSeal] = allocSeal
+		}
 		ids, err := k.Open(ann)
+		bareIDs, bareErr := k.Open(bare)
+		if EncodeIDs(ids) != EncodeIDs(bareIDs) || (err == nil) != (bareErr == nil) || (err != nil && err.Error() != bareErr.Error()) {
+			t.Fatalf("Open depends on allocation keys: %q, %v vs %q, %v", ids, err, bareIDs, bareErr)
+		}
 		if err == nil {
 			if !hasSeal || seal != k.Seal(value) {
 				t.Fatalf("Open accepted %q with seal %q (want %q)", value, seal, k.Seal(value))
@@ -300,6 +317,27 @@ func FuzzOpen(f *testing.F) {
 		} else if errors.Is(err, ErrNoAllocation) {
 			t.Fatalf("ErrNoAllocation with a devices key: %v", err)
 		}
+
+		alloc, aerr := k.OpenAllocation(ann)
+		switch {
+		case aerr == nil:
+			if err != nil || EncodeIDs(alloc.IDs) != EncodeIDs(ids) {
+				t.Fatalf("OpenAllocation = %+v but Open = %q, %v", alloc, ids, err)
+			}
+			if allocKeys&3 == 0 && alloc.ID != "" {
+				t.Fatalf("OpenAllocation invented ID %q", alloc.ID)
+			}
+			if allocKeys&3 != 0 {
+				if allocKeys&3 != 3 || alloc.ID != allocID || !allocIDRe.MatchString(allocID) || allocSeal != k.SealAllocation(value, allocID) {
+					t.Fatalf("OpenAllocation accepted ID %q seal %q (keys %d) for %q", allocID, allocSeal, allocKeys&3, value)
+				}
+			}
+		case err == nil && allocKeys&3 == 0:
+			t.Fatalf("OpenAllocation refused what Open accepts, without allocation keys: %v", aerr)
+		case err == nil && !errors.Is(aerr, ErrBadSeal):
+			t.Fatalf("OpenAllocation refused an ID without ErrBadSeal: %v", aerr)
+		}
+
 		// The right seal always opens a parseable value.
 		ann[AnnotationSeal] = k.Seal(value)
 		ids, err = k.Open(ann)
@@ -308,6 +346,14 @@ func FuzzOpen(f *testing.F) {
 		}
 		if err == nil && EncodeIDs(ids) != value {
 			t.Fatalf("sealed %q opened to %q", value, ids)
+		}
+		// A well-formed ID sealed with the key always opens to itself.
+		if err == nil && CheckAllocationID(allocID) == nil {
+			ann[AnnotationAllocation], ann[AnnotationAllocationSeal] = allocID, k.SealAllocation(value, allocID)
+			alloc, aerr = k.OpenAllocation(ann)
+			if aerr != nil || alloc.ID != allocID || EncodeIDs(alloc.IDs) != value {
+				t.Fatalf("sealed ID %q for %q: OpenAllocation = %+v, %v", allocID, value, alloc, aerr)
+			}
 		}
 	})
 }

@@ -57,3 +57,32 @@ func BenchmarkAnnotations(b *testing.B) {
 		_ = k.Annotations(ids)
 	}
 }
+
+// BenchmarkOpenAllocation: verifying and parsing an 8-LPU allocation with
+// its allocation ID (lpu-nri with tracing).
+func BenchmarkOpenAllocation(b *testing.B) {
+	k := testKey(b, 3)
+	ann, err := k.AnnotationsWithID([]string{"lpu4", "lpu5", "lpu6", "lpu7", "lpu0", "lpu1", "lpu2", "lpu3"}, NewAllocationID())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if a, err := k.OpenAllocation(ann); err != nil || a.ID == "" {
+			b.Fatal(a, err)
+		}
+	}
+}
+
+// BenchmarkAnnotationsWithID: sealing an 8-LPU allocation and a fresh
+// allocation ID (the device plugin's Allocate with tracing).
+func BenchmarkAnnotationsWithID(b *testing.B) {
+	k := testKey(b, 3)
+	ids := []string{"lpu4", "lpu5", "lpu6", "lpu7", "lpu0", "lpu1", "lpu2", "lpu3"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := k.AnnotationsWithID(ids, NewAllocationID()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -33,14 +33,34 @@
 // The seal is HMAC-SHA256 over "lpu.hyperaccel.ai/devices=" + value with a
 // 32-byte node-local key (LoadOrCreateKey: <stateDir>/seal.key, mode 0600,
 // created once, shared by both daemons). Open verifies the seal in constant
-// time before parsing the value strictly (ParseIDs). Anything added to the
-// contract later (an allocation ID for tracing, say) must be covered by the
-// seal too, or lpu-nri must not trust it.
+// time before parsing the value strictly (ParseIDs).
 //
 //	key, err := inject.LoadOrCreateKey("/var/lib/lpu")
 //	ann := key.Annotations([]string{"lpu7", "lpu0", "lpu1"}) // device plugin
 //	ids, err := key.Open(containerAnnotations)             // lpu-nri
 //	if errors.Is(err, inject.ErrNoAllocation) { /* Unallocated() */ }
+//
+// # Allocation IDs
+//
+// For tracing, AnnotationsWithID adds two more keys: a random allocation ID
+// (NewAllocationID, 32 lower-case hex digits) and a seal binding that ID to
+// the devices value:
+//
+//	lpu.hyperaccel.ai/allocation:      5f0e8a1c2b3d4e5f60718293a4b5c6d7
+//	lpu.hyperaccel.ai/allocation-seal: v1:<HMAC of "lpu.hyperaccel.ai/allocation=" + ID + "\n" + "lpu.hyperaccel.ai/devices=" + value>
+//
+// OpenAllocation verifies both seals and returns the IDs and the allocation
+// ID. A forged ID, or an ID and seal copied from another container's
+// allocation, is refused with ErrBadSeal like a forged devices value.
+// Annotations written before allocation IDs existed (kubelet replays its
+// checkpoint after an upgrade) carry neither key and open with ID "".
+// The devices value and its seal are unchanged, so an lpu-nri without
+// allocation IDs (a rollback) still opens new annotations; Open ignores the
+// allocation keys.
+//
+//	allocID := inject.NewAllocationID()
+//	ann, err := key.AnnotationsWithID(ids, allocID)  // device plugin
+//	alloc, err := key.OpenAllocation(annotations)    // lpu-nri: alloc.IDs, alloc.ID
 //
 // Trust decisions about pod annotations belong to lpu-nri; HasReservedKey
 // finds a contract key where none may be.
