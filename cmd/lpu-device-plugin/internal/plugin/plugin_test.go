@@ -760,3 +760,65 @@ func BenchmarkHandlers(b *testing.B) {
 		}
 	})
 }
+
+// FuzzRequests feeds arbitrary kubelet requests (device ID lists, sizes)
+// to Allocate and GetPreferredAllocation. Invariants: preferred never
+// fails and answers nothing or exactly size distinct healthy available
+// IDs; Allocate succeeds only for known, healthy, distinct IDs, and then
+// seals exactly those IDs.
+func FuzzRequests(f *testing.F) {
+	n := start(f, setup{rows: twoRings(), policy: PolicyBestEffort})
+	devicetest.SetStatus(f, n.root, "lpu5", "ECC_ERROR")
+	eventually(f, 2*time.Second, "lpu5 unhealthy", func() bool {
+		snap, _ := n.plugin.src.Snapshot()
+		d, _ := snap.Inventory.Device("lpu5")
+		return !d.Health.Healthy
+	})
+	for _, seed := range []struct {
+		ids  string
+		size int
+	}{{"lpu0,lpu1", 2}, {"lpu7,lpu8", 1}, {"lpu5", 1}, {"lpu1,lpu1", 2}, {"", 0}, {"lpu99,gpu0", 3}, {"lpu0,lpu2,lpu4,lpu6", 3}} {
+		f.Add(seed.ids, seed.size)
+	}
+	f.Fuzz(func(t *testing.T, list string, size int) {
+		ids := strings.Split(list, ",")
+		if list == "" {
+			ids = nil
+		}
+		size = size % 20
+		resp := n.plugin.preferred(&pluginapi.PreferredAllocationRequest{ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
+			AvailableDeviceIDs: ids, AllocationSize: int32(size),
+		}}})
+		got := resp.ContainerResponses[0].DeviceIDs
+		if len(got) != 0 && len(got) != size {
+			t.Fatalf("preferred(%q, %d) = %v: wrong size", ids, size, got)
+		}
+		seen := map[string]bool{}
+		for _, id := range got {
+			if seen[id] || !slices.Contains(ids, id) || id == "lpu5" {
+				t.Fatalf("preferred(%q, %d) = %v: %s duplicate, unavailable or unhealthy", ids, size, got, id)
+			}
+			seen[id] = true
+		}
+
+		aresp, err := n.plugin.allocate(&pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}})
+		if err != nil {
+			return
+		}
+		sealed, err := n.key.Open(aresp.ContainerResponses[0].Annotations)
+		if err != nil {
+			t.Fatalf("allocate(%q): unsealed answer: %v", ids, err)
+		}
+		if len(sealed) != len(ids) {
+			t.Fatalf("allocate(%q) sealed %v", ids, sealed)
+		}
+		for _, id := range ids {
+			if !slices.Contains(sealed, id) {
+				t.Fatalf("allocate(%q) sealed %v without %s", ids, sealed, id)
+			}
+			if id == "lpu5" {
+				t.Fatalf("allocate(%q) accepted the unhealthy lpu5", ids)
+			}
+		}
+	})
+}
