@@ -1,0 +1,331 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/pkg/device"
+)
+
+// Commands.
+const (
+	CmdDaemon      = ""             // lpu-nri [flags]
+	CmdCDIGenerate = "cdi generate" // write the spec once
+	CmdCDIList     = "cdi list"     // print the device names
+	CmdDoctor      = "doctor"       // check the node
+)
+
+// DefaultNRIPluginDir is where runtimes keep pre-installed NRI plugins.
+const DefaultNRIPluginDir = "/opt/nri/plugins"
+
+// Options is the command line after flags and their environment twins.
+type Options struct {
+	Command     string
+	ConfigFile  string
+	Root        string
+	StateDir    string
+	NRISocket   string
+	PluginIdx   string
+	Mode        string
+	MetricsAddr string
+	Simulate    int
+	Output      string // cdi generate
+	PluginDir   string // doctor
+	KubeletDir  string // doctor
+	Version     bool
+
+	given map[string]bool
+}
+
+type flagSpec struct {
+	name, env, usage string
+	cmds             []string // commands accepting it; nil: all
+}
+
+var specs = []flagSpec{
+	{"config", "LPU_CONFIG", "config `FILE` (YAML, version: v1); empty: built-in defaults", nil},
+	{"root", "LPU_ROOT", "host root `DIR` to discover devices under (/sys, /dev); overrides config root (default /)", nil},
+	{"state-dir", "LPU_STATE_DIR", "`DIR` with the seal key and the readiness socket; overrides config stateDir (default " + config.DefaultStateDir + ")", nil},
+	{"nri-socket", "LPU_NRI_SOCKET", "the runtime's NRI socket `PATH`; overrides config nri.socket (default " + config.DefaultNRISocket + ")", nil},
+	{"plugin-idx", "LPU_PLUGIN_IDX", "two-digit NRI plugin index `NN` (lower runs earlier); overrides config nri.pluginIndex (default " + config.DefaultPluginIndex + ")", nil},
+	{"mode", "LPU_MODE", "`MODE` nri|cdi; overrides config injection.mode (default auto: nri when the NRI socket exists at start, else cdi, as lpu-device-plugin decides)", nil},
+	{"metrics-addr", "LPU_METRICS_ADDR", "`HOST:PORT` serving /metrics, /healthz, /readyz; empty disables; overrides config metrics.address", []string{CmdDaemon}},
+	{"simulate", "LPU_SIMULATE", "use `N` simulated LPUs (rings of 8) written under <state-dir>/simulated-node, the same node as lpu-device-plugin --simulate N; 0 uses real hardware", nil},
+	{"output", "LPU_CDI_OUTPUT", "CDI spec `DIR` to write to; overrides config cdi.specDir (default " + config.DefaultCDISpecDir + ")", []string{CmdCDIGenerate}},
+	{"nri-plugin-dir", "LPU_NRI_PLUGIN_DIR", "the runtime's pre-installed NRI plugin `DIR` (default " + DefaultNRIPluginDir + ")", []string{CmdDoctor}},
+	{"kubelet-dir", "LPU_KUBELET_DIR", "kubelet device plugin `DIR`; overrides config kubelet.devicePluginDir (default " + config.DefaultDevicePluginDir + ")", []string{CmdDoctor}},
+}
+
+const intro = `lpu-nri injects the LPUs a container was allocated by lpu-device-plugin,
+as an NRI plugin inside containerd / CRI-O (default), or keeps a CDI spec
+current for runtimes without NRI (--mode cdi).
+
+Usage:
+  lpu-nri [--config FILE] [--root DIR] [--state-dir DIR] [--nri-socket PATH]
+          [--plugin-idx NN] [--mode nri|cdi] [--metrics-addr HOST:PORT] [--simulate N]
+  lpu-nri cdi generate [--root DIR] [--output DIR] [common flags]
+  lpu-nri cdi list [--root DIR] [common flags]
+  lpu-nri doctor [--nri-plugin-dir DIR] [--kubelet-dir DIR] [common flags]
+  lpu-nri --help | --version
+
+Every flag has an environment twin (in brackets). Precedence:
+flag > environment > config file > built-in default.
+
+Flags:
+`
+
+const outro = `
+Commands:
+  cdi generate  discover the node and write <output>/hyperaccel.ai-lpu.json once
+  cdi list      print the CDI device names a runtime resolves (hyperaccel.ai/lpu=lpu0 ... =all)
+  doctor        check the node (NRI socket and registration, plugin index, readiness,
+                CDI spec, /dev vs sysfs, seal key, device plugin socket); exit 1 on any FAIL
+
+Other environment:
+  LPU_LOG_LEVEL   error|warn|info|debug (over the config's log.level; invalid values fall back with a warning)
+  LPU_LOG_FORMAT  json|text (over the config's log.format)
+
+Endpoints (--metrics-addr):
+  /metrics  Prometheus metrics (lpu_nri_*)
+  /healthz  200 while the process runs
+  /readyz   NRI mode: 200 while registered with and synchronized by the runtime;
+            CDI mode: 200 while the spec on disk is current
+`
+
+// Usage writes the help text.
+func Usage(w io.Writer) {
+	fmt.Fprint(w, intro)
+	fs := newFlagSet(&Options{})
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		s := specOf(f.Name)
+		fmt.Fprintf(w, "  --%s %s\n    \t%s", f.Name, name, usage)
+		if s.env != "" {
+			fmt.Fprintf(w, " [%s]", s.env)
+		}
+		if len(s.cmds) > 0 {
+			fmt.Fprintf(w, " (only: %s)", strings.Join(cmdNames(s.cmds), ", "))
+		}
+		fmt.Fprintln(w)
+	})
+	fmt.Fprint(w, outro)
+}
+
+func cmdNames(cmds []string) []string {
+	out := make([]string, len(cmds))
+	for i, c := range cmds {
+		if c == CmdDaemon {
+			c = "daemon"
+		}
+		out[i] = c
+	}
+	return out
+}
+
+func specOf(name string) flagSpec {
+	for _, s := range specs {
+		if s.name == name {
+			return s
+		}
+	}
+	return flagSpec{}
+}
+
+func newFlagSet(o *Options) *flag.FlagSet {
+	fs := flag.NewFlagSet("lpu-nri", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	u := func(n string) string { return specOf(n).usage }
+	fs.StringVar(&o.ConfigFile, "config", "", u("config"))
+	fs.StringVar(&o.Root, "root", "", u("root"))
+	fs.StringVar(&o.StateDir, "state-dir", "", u("state-dir"))
+	fs.StringVar(&o.NRISocket, "nri-socket", "", u("nri-socket"))
+	fs.StringVar(&o.PluginIdx, "plugin-idx", "", u("plugin-idx"))
+	fs.StringVar(&o.Mode, "mode", "", u("mode"))
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", u("metrics-addr"))
+	fs.IntVar(&o.Simulate, "simulate", 0, u("simulate"))
+	fs.StringVar(&o.Output, "output", "", u("output"))
+	fs.StringVar(&o.PluginDir, "nri-plugin-dir", DefaultNRIPluginDir, u("nri-plugin-dir"))
+	fs.StringVar(&o.KubeletDir, "kubelet-dir", "", u("kubelet-dir"))
+	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
+	return fs
+}
+
+// ErrHelp is returned by Parse for --help (or -h); print Usage, exit 0.
+var ErrHelp = flag.ErrHelp
+
+// Parse reads args (without the program name): global flags, an optional
+// command ("cdi generate", "cdi list", "doctor") and its flags, then the
+// environment twins of flags not given, through lookupEnv (os.LookupEnv). An
+// env var set to "" counts as given (LPU_METRICS_ADDR= disables metrics).
+func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, error) {
+	o := &Options{given: map[string]bool{}}
+	fs := newFlagSet(o)
+	if err := fs.Parse(args); err != nil {
+		return nil, wrapFlagErr(err)
+	}
+	fs.Visit(func(f *flag.Flag) { o.given[f.Name] = true })
+	rest := fs.Args()
+	if len(rest) > 0 {
+		switch {
+		case rest[0] == "doctor":
+			o.Command, rest = CmdDoctor, rest[1:]
+		case rest[0] == "cdi" && len(rest) > 1 && (rest[1] == "generate" || rest[1] == "list"):
+			o.Command, rest = "cdi "+rest[1], rest[2:]
+		case rest[0] == "cdi":
+			return nil, errors.New(`cdi: want "cdi generate" or "cdi list"`)
+		default:
+			return nil, fmt.Errorf("unknown command %q (see --help)", rest[0])
+		}
+		// Flags after the command parse into a scratch copy and are then
+		// set on fs, so flags given before the command keep their values.
+		fs2 := newFlagSet(&Options{})
+		if err := fs2.Parse(rest); err != nil {
+			return nil, wrapFlagErr(err)
+		}
+		if fs2.NArg() > 0 {
+			return nil, fmt.Errorf("unexpected argument %q after %s", fs2.Arg(0), o.Command)
+		}
+		var setErr error
+		fs2.Visit(func(f *flag.Flag) {
+			if err := fs.Set(f.Name, f.Value.String()); err != nil && setErr == nil {
+				setErr = err
+			}
+			o.given[f.Name] = true
+		})
+		if setErr != nil {
+			return nil, setErr
+		}
+	}
+	if lookupEnv != nil {
+		for _, s := range specs {
+			if o.given[s.name] || !accepts(s, o.Command) {
+				continue
+			}
+			v, ok := lookupEnv(s.env)
+			if !ok {
+				continue
+			}
+			if err := fs.Set(s.name, v); err != nil {
+				return nil, fmt.Errorf("environment %s=%q: %v", s.env, v, err)
+			}
+			o.given[s.name] = true
+		}
+	}
+	for _, s := range specs {
+		if o.given[s.name] && !accepts(s, o.Command) {
+			return nil, fmt.Errorf("--%s is only for %s", s.name, strings.Join(cmdNames(s.cmds), ", "))
+		}
+	}
+	if o.given["mode"] && o.Mode != config.InjectionNRI && o.Mode != config.InjectionCDI {
+		return nil, fmt.Errorf("mode %q: want %s or %s", o.Mode, config.InjectionNRI, config.InjectionCDI)
+	}
+	if o.given["plugin-idx"] {
+		if err := api.CheckPluginIndex(o.PluginIdx); err != nil {
+			return nil, fmt.Errorf("plugin-idx: %w", err)
+		}
+	}
+	if o.Simulate < 0 || o.Simulate > device.MaxSimDevices {
+		return nil, fmt.Errorf("simulate %d: want 0 to %d", o.Simulate, device.MaxSimDevices)
+	}
+	for _, name := range []string{"root", "state-dir", "nri-socket", "output", "nri-plugin-dir", "kubelet-dir"} {
+		if v := o.value(name); o.given[name] && !strings.HasPrefix(v, "/") {
+			return nil, fmt.Errorf("%s %q: want an absolute path", name, v)
+		}
+	}
+	return o, nil
+}
+
+func wrapFlagErr(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return ErrHelp
+	}
+	return err
+}
+
+func accepts(s flagSpec, cmd string) bool {
+	if s.cmds == nil {
+		return true
+	}
+	for _, c := range s.cmds {
+		if c == cmd {
+			return true
+		}
+	}
+	return false
+}
+
+func (o *Options) value(name string) string {
+	switch name {
+	case "root":
+		return o.Root
+	case "state-dir":
+		return o.StateDir
+	case "nri-socket":
+		return o.NRISocket
+	case "output":
+		return o.Output
+	case "nri-plugin-dir":
+		return o.PluginDir
+	case "kubelet-dir":
+		return o.KubeletDir
+	}
+	return ""
+}
+
+// Given reports whether a flag (by name) or its environment twin was given.
+func (o *Options) Given(name string) bool { return o.given[name] }
+
+// Apply overrides the config fields whose flag or env twin was given, then
+// validates the result.
+func (o *Options) Apply(c *config.Config) error {
+	if o.given["root"] {
+		c.Root = o.Root
+	}
+	if o.given["state-dir"] {
+		c.StateDir = o.StateDir
+	}
+	if o.given["nri-socket"] {
+		c.NRI.Socket = o.NRISocket
+	}
+	if o.given["plugin-idx"] {
+		c.NRI.PluginIndex = o.PluginIdx
+	}
+	if o.given["mode"] {
+		c.Injection.Mode = o.Mode
+	}
+	if o.given["metrics-addr"] {
+		c.Metrics.Address = o.MetricsAddr
+	}
+	if o.given["output"] {
+		c.CDI.SpecDir = o.Output
+	}
+	if o.given["kubelet-dir"] {
+		c.Kubelet.DevicePluginDir = o.KubeletDir
+	}
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("config after flags: %w", err)
+	}
+	return nil
+}
+
+// ResolveMode turns the configured injection mode into nri or cdi, and says
+// why: auto is nri when the NRI socket exists, else cdi — the rule
+// lpu-device-plugin applies, so both daemons agree.
+func ResolveMode(c *config.Config) (mode, reason string) {
+	switch c.Injection.Mode {
+	case config.InjectionNRI, config.InjectionCDI:
+		return c.Injection.Mode, c.Injection.Mode + " (configured)"
+	}
+	if _, err := os.Stat(c.NRI.Socket); err == nil {
+		return config.InjectionNRI, fmt.Sprintf("nri (auto: NRI socket %s exists)", c.NRI.Socket)
+	}
+	return config.InjectionCDI, fmt.Sprintf("cdi (auto: no NRI socket at %s)", c.NRI.Socket)
+}

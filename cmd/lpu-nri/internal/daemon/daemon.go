@@ -1,0 +1,248 @@
+// Package daemon wires lpu-nri's parts from the config and runs them: the
+// NRI plugin with its reconnect loop, inventory refresh, readiness socket
+// and metrics endpoint (NRI mode), or the CDI spec syncer (CDI mode); and
+// the one-shot commands cdi generate, cdi list and doctor.
+//
+//	err := daemon.Run(ctx, daemon.Params{Config: cfg, Mode: "nri", Logger: log})
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	nrilog "github.com/containerd/nri/pkg/log"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/cdimode"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/doctor"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/plugin"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/podres"
+	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/pkg/ready"
+)
+
+// Params are what Run needs besides the context.
+type Params struct {
+	Config *config.Config
+	Mode   string // config.InjectionNRI or config.InjectionCDI (resolved)
+	// ModeReason says how Mode was chosen (doctor prints it).
+	ModeReason string
+	Simulate   int // > 0: simulated node of this many LPUs
+	Logger     *slog.Logger
+	Version    string
+	// Metrics, when set, is used instead of a fresh metrics.New() (tests).
+	Metrics *metrics.Metrics
+	// MinBackoff and MaxBackoff bound the NRI reconnect backoff; zero:
+	// plugin defaults (100ms, 5s).
+	MinBackoff, MaxBackoff time.Duration
+}
+
+func (p Params) log() *slog.Logger {
+	if p.Logger == nil {
+		return slog.Default()
+	}
+	return p.Logger
+}
+
+// DiscoveryRoot prepares the simulated node when asked and returns the root
+// to discover under.
+func DiscoveryRoot(cfg *config.Config, simulate int) (string, error) {
+	if simulate <= 0 {
+		return cfg.Root, nil
+	}
+	root := device.SimulatedRoot(cfg.StateDir)
+	spec := device.SimSpec{Devices: simulate, Rings: SimRings(simulate)}
+	if err := device.Simulate(root, spec); err != nil {
+		return "", fmt.Errorf("simulate %d LPUs: %w", simulate, err)
+	}
+	return root, nil
+}
+
+// SimRings is the number of rings --simulate N uses: one ring per 8 LPUs
+// (at least one), lowered until it divides N — lpu-device-plugin's rule, so
+// both daemons simulate the same node.
+func SimRings(n int) int {
+	r := max(n/8, 1)
+	for n%r != 0 {
+		r--
+	}
+	return r
+}
+
+// Discoverer returns the sysfs discoverer for cfg under root.
+func Discoverer(cfg *config.Config, root string, log *slog.Logger) *device.Sysfs {
+	opts := []device.Option{device.WithTopologySource(cfg.Topology.Source), device.WithLogger(log)}
+	if len(cfg.Topology.Rings) > 0 {
+		opts = append(opts, device.WithRings(cfg.Topology.Rings))
+	}
+	if cfg.Topology.NetworkTable != "" {
+		opts = append(opts, device.WithNetworkTable(cfg.Topology.NetworkTable))
+	}
+	return device.NewSysfs(root, opts...)
+}
+
+// InjectOptions returns the mounts and env for LPU containers. Mounts whose
+// host path does not exist (under cfg.Root, where this process sees the
+// host) are dropped with a warning: the runtime would fail every LPU
+// container on them. With a simulated node (simRoot != "") a mount whose
+// host path exists inside the simulated tree is taken from there, so the
+// simulated driver library and tool reach the container.
+func InjectOptions(cfg *config.Config, simRoot string, log *slog.Logger) inject.Options {
+	ms := make([]inject.Mount, 0, len(cfg.Injection.Mounts))
+	for _, m := range cfg.Injection.Mounts {
+		im := inject.Mount{HostPath: m.HostPath, ContainerPath: m.ContainerPath}
+		if im.ContainerPath == "" {
+			im.ContainerPath = im.HostPath
+		}
+		if simRoot != "" {
+			if _, err := os.Stat(filepath.Join(simRoot, m.HostPath)); err == nil {
+				im.HostPath = filepath.Join(simRoot, m.HostPath)
+			}
+		}
+		ms = append(ms, im)
+	}
+	kept, missing := inject.ExistingMounts(cfg.Root, ms)
+	if len(missing) > 0 {
+		log.Warn("driver mounts missing on the host; not injecting them", "paths", missing, "root", cfg.Root)
+	}
+	return inject.Options{Mounts: kept, Env: cfg.Injection.Env}
+}
+
+// simRoot returns the simulated tree's root, or "" without --simulate.
+func simRoot(cfg *config.Config, simulate int) string {
+	if simulate <= 0 {
+		return ""
+	}
+	return device.SimulatedRoot(cfg.StateDir)
+}
+
+// Run runs the daemon in p.Mode until ctx is done.
+func Run(ctx context.Context, p Params) error {
+	log := p.log()
+	nrilog.Set(plugin.Logger(log))
+	cfg := p.Config
+	root, err := DiscoveryRoot(cfg, p.Simulate)
+	if err != nil {
+		return err
+	}
+	m := p.Metrics
+	if m == nil {
+		m = metrics.New()
+	}
+	disc := Discoverer(cfg, root, log)
+	opts := InjectOptions(cfg, simRoot(cfg, p.Simulate), log)
+	log.Info("starting lpu-nri", "version", p.Version, "mode", p.Mode, "root", root,
+		"stateDir", cfg.StateDir, "simulate", p.Simulate)
+
+	g, ctx := errgroup.WithContext(ctx)
+	switch p.Mode {
+	case config.InjectionCDI:
+		s := &cdimode.Syncer{Discoverer: disc, Dir: cfg.CDI.SpecDir, Options: opts,
+			Interval: cfg.Health.ResyncInterval.Duration, Metrics: m, Log: log}
+		g.Go(func() error { return s.Run(ctx) })
+		g.Go(func() error { return m.Serve(ctx, cfg.Metrics.Address, s.Synced, log) })
+	case config.InjectionNRI:
+		key, err := inject.LoadOrCreateKey(cfg.StateDir)
+		if err != nil {
+			return err
+		}
+		store := inventory.New(disc, inventory.WithInterval(cfg.Health.ResyncInterval.Duration), inventory.WithLogger(log))
+		if _, err := store.Refresh(ctx); err != nil {
+			log.Warn("initial device discovery failed; retrying in the background", "err", err)
+		}
+		rs, err := ready.Listen(ready.Path(cfg.StateDir))
+		if err != nil {
+			return fmt.Errorf("readiness socket: %w", err)
+		}
+		defer rs.Close()
+		pc := plugin.Config{Key: key, Store: store, Options: opts, Metrics: m, Ready: rs, Log: log,
+			CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration}
+		if cfg.Kubelet.PodResourcesCheck {
+			c := podres.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
+			defer c.Close()
+			pc.Check = c
+		}
+		pl, err := plugin.New(pc)
+		if err != nil {
+			return err
+		}
+		r := &plugin.Runner{Plugin: pl, Name: cfg.NRI.PluginName, Index: cfg.NRI.PluginIndex,
+			Socket: cfg.NRI.Socket, Log: log, MinBackoff: p.MinBackoff, MaxBackoff: p.MaxBackoff}
+		if err := r.Validate(); err != nil {
+			return err
+		}
+		g.Go(func() error { return store.Run(ctx) })
+		g.Go(func() error { return r.Run(ctx) })
+		g.Go(func() error { return m.Serve(ctx, cfg.Metrics.Address, pl.Connected, log) })
+	default:
+		return fmt.Errorf("mode %q: want %s or %s", p.Mode, config.InjectionNRI, config.InjectionCDI)
+	}
+	err = g.Wait()
+	log.Info("lpu-nri stopped")
+	return err
+}
+
+// CDIGenerate writes the spec once into cfg.CDI.SpecDir and prints what it
+// did to w.
+func CDIGenerate(ctx context.Context, p Params, w io.Writer) error {
+	root, err := DiscoveryRoot(p.Config, p.Simulate)
+	if err != nil {
+		return err
+	}
+	s := &cdimode.Syncer{Discoverer: Discoverer(p.Config, root, p.log()), Dir: p.Config.CDI.SpecDir,
+		Options: InjectOptions(p.Config, simRoot(p.Config, p.Simulate), p.log()), Log: p.log()}
+	changed, err := s.Sync(ctx)
+	if err != nil {
+		return err
+	}
+	verb := "unchanged"
+	if changed {
+		verb = "wrote"
+	}
+	_, err = fmt.Fprintf(w, "%s %s/%s\n", verb, p.Config.CDI.SpecDir, inject.SpecFileName)
+	return err
+}
+
+// CDIList prints the fully qualified CDI device names of the node, one a
+// line.
+func CDIList(ctx context.Context, p Params, w io.Writer) error {
+	root, err := DiscoveryRoot(p.Config, p.Simulate)
+	if err != nil {
+		return err
+	}
+	spec, err := cdimode.Render(ctx, Discoverer(p.Config, root, p.log()), InjectOptions(p.Config, simRoot(p.Config, p.Simulate), p.log()))
+	if err != nil {
+		return err
+	}
+	for _, n := range cdimode.Names(spec) {
+		if _, err := fmt.Fprintln(w, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Doctor runs the checks, prints them to w and reports whether any failed.
+func Doctor(ctx context.Context, p Params, pluginDir string, w io.Writer) (failed bool, err error) {
+	root, err := DiscoveryRoot(p.Config, p.Simulate)
+	if err != nil {
+		return true, err
+	}
+	cfg := p.Config
+	results := doctor.Run(ctx, doctor.Params{
+		Root: root, StateDir: cfg.StateDir, Mode: p.Mode, NRISocket: cfg.NRI.Socket,
+		PluginName: cfg.NRI.PluginName, PluginIndex: cfg.NRI.PluginIndex, PluginDir: pluginDir,
+		CDIDir: cfg.CDI.SpecDir, KubeletDir: cfg.Kubelet.DevicePluginDir, ResourceName: cfg.ResourceName,
+	})
+	results = append([]doctor.Result{{Check: "mode", OK: true, Detail: p.ModeReason}}, results...)
+	return doctor.Print(w, results), nil
+}

@@ -1,0 +1,78 @@
+// Command lpu-nri injects the LPUs lpu-device-plugin allocated into
+// containers, as an NRI plugin (default), or keeps a CDI spec current for
+// runtimes without NRI. See --help.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/cli"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/daemon"
+	"github.com/hyperaccel/lpu-node/config"
+)
+
+// version is set at build time: -ldflags "-X main.version=$(git describe)".
+var version = "dev"
+
+// errChecksFailed makes doctor exit non-zero after printing its report.
+var errChecksFailed = errors.New("doctor: some checks failed")
+
+func main() {
+	if err := run(); err != nil {
+		if !errors.Is(err, errChecksFailed) {
+			slog.Error("exiting", "err", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	opts, err := cli.Parse(os.Args[1:], os.LookupEnv)
+	if errors.Is(err, cli.ErrHelp) {
+		cli.Usage(os.Stdout)
+		return nil
+	}
+	if err != nil {
+		cli.Usage(os.Stderr)
+		return err
+	}
+	if opts.Version {
+		fmt.Println("lpu-nri", version)
+		return nil
+	}
+	cfg, err := config.Load(opts.ConfigFile)
+	if err != nil {
+		return err
+	}
+	if err := opts.Apply(cfg); err != nil {
+		return err
+	}
+	log, warnings := config.NewLogger(cfg.Log, os.Stderr, os.Getenv)
+	slog.SetDefault(log)
+	for _, w := range warnings {
+		log.Warn(w)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	mode, why := cli.ResolveMode(cfg)
+	p := daemon.Params{Config: cfg, Mode: mode, ModeReason: why, Simulate: opts.Simulate, Logger: log, Version: version}
+	switch opts.Command {
+	case cli.CmdCDIGenerate:
+		return daemon.CDIGenerate(ctx, p, os.Stdout)
+	case cli.CmdCDIList:
+		return daemon.CDIList(ctx, p, os.Stdout)
+	case cli.CmdDoctor:
+		failed, err := daemon.Doctor(ctx, p, opts.PluginDir, os.Stdout)
+		if err == nil && failed {
+			err = errChecksFailed
+		}
+		return err
+	}
+	return daemon.Run(ctx, p)
+}
