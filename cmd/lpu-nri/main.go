@@ -12,8 +12,11 @@ import (
 	"os/signal"
 	"syscall"
 
+	nrilog "github.com/containerd/nri/pkg/log"
+
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/cli"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/daemon"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/plugin"
 	"github.com/hyperaccel/lpu-node/config"
 )
 
@@ -55,6 +58,7 @@ func run() error {
 	}
 	log, warnings := config.NewLogger(cfg.Log, os.Stderr, os.Getenv)
 	slog.SetDefault(log)
+	nrilog.Set(plugin.Logger(log)) // NRI's own messages through slog, info demoted to debug
 	for _, w := range warnings {
 		log.Warn(w)
 	}

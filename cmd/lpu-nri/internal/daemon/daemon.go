@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"time"
 
-	nrilog "github.com/containerd/nri/pkg/log"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/cdimode"
@@ -128,7 +127,6 @@ func simRoot(cfg *config.Config, simulate int) string {
 // Run runs the daemon in p.Mode until ctx is done.
 func Run(ctx context.Context, p Params) error {
 	log := p.log()
-	nrilog.Set(plugin.Logger(log))
 	cfg := p.Config
 	root, err := DiscoveryRoot(cfg, p.Simulate)
 	if err != nil {

@@ -1,0 +1,262 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nritest"
+	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/pkg/ready"
+)
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// scrape returns the value of one sample line ("name{labels}") or -1.
+func scrape(t *testing.T, addr, sample string) float64 {
+	t.Helper()
+	rsp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer rsp.Body.Close()
+	body, _ := io.ReadAll(rsp.Body)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` (\S+)$`).FindSubmatch(body)
+	if m == nil {
+		t.Fatalf("no sample %s in /metrics:\n%s", sample, body)
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func status(addr, path string) int {
+	rsp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return 0
+	}
+	rsp.Body.Close()
+	return rsp.StatusCode
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRunNRIModeSimulated(t *testing.T) {
+	rt := nritest.New(t)
+	cfg := config.Default()
+	cfg.StateDir = filepath.Join(rt.Dir, "state")
+	cfg.NRI.Socket = rt.Socket
+	cfg.Metrics.Address = freeAddr(t)
+	cfg.Health.ResyncInterval = config.Duration{Duration: 100 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Params{Config: cfg, Mode: config.InjectionNRI, Simulate: 8, Logger: discard,
+			MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	}()
+	addr := cfg.Metrics.Address
+
+	// No runtime yet: metrics served, not ready, still retrying.
+	eventually(t, "metrics endpoint", func() bool { return status(addr, "/healthz") == http.StatusOK })
+	if got := status(addr, "/readyz"); got != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz without runtime = %d, want 503", got)
+	}
+	if got := scrape(t, addr, "lpu_nri_connected"); got != 0 {
+		t.Fatalf("lpu_nri_connected = %v without runtime", got)
+	}
+
+	rt.Start(t)
+	rt.WaitPlugins(t, 1)
+	eventually(t, "/readyz 200", func() bool { return status(addr, "/readyz") == http.StatusOK })
+	if err := ready.Check(context.Background(), ready.Path(cfg.StateDir)); err != nil {
+		t.Fatalf("readiness socket: %v", err)
+	}
+	if got := scrape(t, addr, "lpu_nri_connected"); got != 1 {
+		t.Fatalf("lpu_nri_connected = %v", got)
+	}
+
+	// The device plugin seals with the same key file.
+	key, err := inject.LoadOrCreateKey(cfg.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &api.PodSandbox{Id: "p1", Name: "trainer", Namespace: "team"}
+	rsp, err := rt.CreateContainer(ctx, pod, &api.Container{Id: "c1", PodSandboxId: "p1", Name: "main",
+		Annotations: key.Annotations([]string{"lpu6", "lpu7"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adj := rsp.GetAdjust()
+	var devs []string
+	for _, d := range adj.GetLinux().GetDevices() {
+		devs = append(devs, fmt.Sprintf("%s %d:%d", d.Path, d.Major, d.Minor))
+	}
+	if want := fmt.Sprintf("[/dev/lpu6 %d:6 /dev/lpu7 %d:7]", device.DefaultMajor, device.DefaultMajor); fmt.Sprint(devs) != want {
+		t.Fatalf("devices %v, want %s", devs, want)
+	}
+	simLib := filepath.Join(device.SimulatedRoot(cfg.StateDir), device.SimLibDir)
+	if ms := adj.GetMounts(); len(ms) != 1 || ms[0].Source != simLib || ms[0].Destination != device.SimLibDir {
+		t.Fatalf("mounts %v, want the simulated %s at %s", ms, simLib, device.SimLibDir)
+	}
+	if _, err := rt.CreateContainer(ctx, pod, &api.Container{Id: "c2", PodSandboxId: "p1", Name: "forged",
+		Annotations: map[string]string{inject.AnnotationDevices: "lpu0"}}); err == nil {
+		t.Fatal("forged annotation accepted")
+	}
+	for sample, want := range map[string]float64{
+		"lpu_nri_injections_total":                        1,
+		`lpu_nri_refusals_total{reason="bad-seal"}`:       1,
+		`lpu_nri_refusals_total{reason="pod-annotation"}`: 0,
+		"lpu_nri_create_container_duration_seconds_count": 2,
+		"lpu_nri_connections_total":                       1,
+	} {
+		if got := scrape(t, addr, sample); got != want {
+			t.Errorf("%s = %v, want %v", sample, got, want)
+		}
+	}
+
+	// Runtime restart: not ready, then ready again.
+	rt.Stop()
+	eventually(t, "/readyz 503 after runtime stop", func() bool { return status(addr, "/readyz") == http.StatusServiceUnavailable })
+	rt.Start(t)
+	rt.WaitPlugins(t, 1)
+	eventually(t, "/readyz 200 after restart", func() bool { return status(addr, "/readyz") == http.StatusOK })
+	if got := scrape(t, addr, "lpu_nri_connections_total"); got != 2 {
+		t.Fatalf("lpu_nri_connections_total = %v after restart, want 2", got)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	if err := ready.Check(context.Background(), ready.Path(cfg.StateDir)); !errors.Is(err, ready.ErrNotConnected) {
+		t.Fatalf("readiness after exit = %v", err)
+	}
+}
+
+func TestRunCDIModeSimulated(t *testing.T) {
+	dir, err := os.MkdirTemp("/tmp", "lpucdi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	cfg := config.Default()
+	cfg.StateDir = filepath.Join(dir, "state")
+	cfg.CDI.SpecDir = filepath.Join(dir, "cdi")
+	cfg.Metrics.Address = freeAddr(t)
+	cfg.Health.ResyncInterval = config.Duration{Duration: 50 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Params{Config: cfg, Mode: config.InjectionCDI, Simulate: 16, Logger: discard})
+	}()
+	addr := cfg.Metrics.Address
+	spec := filepath.Join(cfg.CDI.SpecDir, inject.SpecFileName)
+	eventually(t, "spec written and ready", func() bool {
+		_, err := os.Stat(spec)
+		return err == nil && status(addr, "/readyz") == http.StatusOK
+	})
+	time.Sleep(300 * time.Millisecond) // several rescans of an unchanged node
+	if got := scrape(t, addr, "lpu_nri_cdi_spec_writes_total"); got != 1 {
+		t.Fatalf("spec writes = %v after rescans of an unchanged node, want 1", got)
+	}
+	// The driver is upgraded: the spec follows.
+	root := device.SimulatedRoot(cfg.StateDir)
+	if err := os.WriteFile(filepath.Join(root, device.ModuleVersion), []byte("3.0.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "spec rewritten with the new driver version", func() bool {
+		b, _ := os.ReadFile(spec)
+		return bytes.Contains(b, []byte("3.0.0"))
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(spec); err != nil {
+		t.Fatalf("spec removed on exit: %v (it should stay)", err)
+	}
+}
+
+func TestCommands(t *testing.T) {
+	dir, err := os.MkdirTemp("/tmp", "lpucmd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	cfg := config.Default()
+	cfg.StateDir = filepath.Join(dir, "state")
+	cfg.CDI.SpecDir = filepath.Join(dir, "cdi")
+	cfg.NRI.Socket = filepath.Join(dir, "none.sock")
+	p := Params{Config: cfg, Mode: config.InjectionCDI, ModeReason: "cdi (test)", Simulate: 16, Logger: discard}
+	ctx := context.Background()
+
+	var out bytes.Buffer
+	if err := CDIList(ctx, p, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 17 || lines[0] != "hyperaccel.ai/lpu=lpu0" || lines[16] != "hyperaccel.ai/lpu=all" {
+		t.Fatalf("cdi list:\n%s", out.String())
+	}
+	for i, want := range []string{"wrote", "unchanged"} {
+		out.Reset()
+		if err := CDIGenerate(ctx, p, &out); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(out.String(), want+" ") {
+			t.Fatalf("generate #%d: %q, want %s", i, out.String(), want)
+		}
+	}
+	out.Reset()
+	failed, err := Doctor(ctx, p, filepath.Join(dir, "plugins"), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No seal key and no device plugin: doctor must fail, naming both.
+	if !failed || !strings.Contains(out.String(), "FAIL seal key") || !strings.Contains(out.String(), "FAIL device plugin socket") ||
+		!strings.Contains(out.String(), "OK   mode: cdi (test)") || !strings.Contains(out.String(), "OK   CDI spec") {
+		t.Fatalf("doctor (failed=%v):\n%s", failed, out.String())
+	}
+}
