@@ -140,6 +140,16 @@ func (k *Kubelet) Restart(t testing.TB) {
 	}
 }
 
+// Recreate stops serving and creates kubelet.sock again without touching
+// the plugins' sockets: a new kubelet.sock is the only sign of the change.
+func (k *Kubelet) Recreate(t testing.TB) {
+	t.Helper()
+	k.Stop()
+	if err := k.listen(); err != nil {
+		t.Fatalf("recreate kubelet.sock: %v", err)
+	}
+}
+
 // Registrations returns every request recorded so far, oldest first.
 func (k *Kubelet) Registrations() []*pluginapi.RegisterRequest {
 	k.mu.Lock()

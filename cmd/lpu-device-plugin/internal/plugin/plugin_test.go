@@ -252,10 +252,7 @@ func TestReregistration(t *testing.T) {
 			}
 		},
 		"kubelet restarted": func(t *testing.T, n *node) { n.kubelet.Restart(t) },
-		"kubelet.sock recreated": func(t *testing.T, n *node) {
-			n.kubelet.Stop()
-			n.kubelet.Restart(t)
-		},
+		"kubelet.sock recreated": func(t *testing.T, n *node) { n.kubelet.Recreate(t) },
 		"stream closed by kubelet": func(t *testing.T, n *node) {
 			s := n.client.Watch(t)
 			s.Next(t, time.Second)

@@ -31,8 +31,8 @@ type generation struct {
 	srv      *grpc.Server
 	served   chan struct{}
 	socket   string
-	ino      uint64
-	kubelet  uint64 // inode of the kubelet.sock registered with
+	id       fileID
+	kubelet  fileID // the kubelet.sock registered with
 	triggers chan string
 }
 
@@ -47,8 +47,8 @@ func (g *generation) trigger(reason string) {
 // intact reports whether the socket file is still the one this generation
 // created.
 func (g *generation) intact() bool {
-	ino, err := inode(g.socket)
-	return err == nil && ino == g.ino
+	id, err := identify(g.socket)
+	return err == nil && id == g.id
 }
 
 // stop ends the generation's streams and server and removes its socket file
@@ -62,16 +62,24 @@ func (g *generation) stop() {
 	}
 }
 
-func inode(path string) (uint64, error) {
+// fileID tells a file from one created later at the same path: inode
+// numbers alone are reused at once by some filesystems, so the change time
+// is part of it.
+type fileID struct {
+	ino   uint64
+	ctime int64 // nanoseconds
+}
+
+func identify(path string) (fileID, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
-		return 0, err
+		return fileID{}, err
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return 0, fmt.Errorf("stat %s: no inode", path)
+		return fileID{}, fmt.Errorf("stat %s: no inode", path)
 	}
-	return st.Ino, nil
+	return fileID{ino: st.Ino, ctime: st.Ctim.Nano()}, nil
 }
 
 // Run serves the plugin socket and keeps the plugin registered with the
@@ -144,15 +152,28 @@ func (p *Plugin) Run(ctx context.Context) error {
 	}
 }
 
+// checkInterval spaces the fallback checks of both sockets, for when file
+// events are lost or unavailable (inotify limits).
+const checkInterval = time.Second
+
 // waitTrigger blocks until the registration must be renewed and says why;
 // "" means ctx ended.
 func (p *Plugin) waitTrigger(ctx context.Context, gen *generation, events <-chan fsnotify.Event, errs <-chan error, watching *bool) string {
+	check := time.NewTicker(checkInterval)
+	defer check.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ""
 		case r := <-gen.triggers:
 			return r
+		case <-check.C:
+			if !gen.intact() {
+				return "plugin socket removed (periodic check)"
+			}
+			if id, err := identify(filepath.Join(p.opts.KubeletDir, kubeletSocket)); err == nil && id != gen.kubelet {
+				return "kubelet.sock replaced (periodic check)"
+			}
 		case err, ok := <-errs:
 			if ok {
 				p.log.Debug("kubelet directory watch error", "err", err)
@@ -182,7 +203,7 @@ func (p *Plugin) classify(ev fsnotify.Event, gen *generation, watching *bool) st
 		if gen == nil {
 			return "kubelet.sock created (kubelet restarted)"
 		}
-		if ino, err := inode(ev.Name); err == nil && ino != gen.kubelet {
+		if id, err := identify(ev.Name); err == nil && id != gen.kubelet {
 			return "kubelet.sock created (kubelet restarted)"
 		}
 	case gen != nil && filepath.Base(ev.Name) == p.socket && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)):
@@ -226,7 +247,7 @@ func (p *Plugin) startGeneration(ctx context.Context) (*generation, error) {
 		return nil, fmt.Errorf("listen on %s: %w", socket, err)
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false) // stop removes it only while it is ours
-	ino, err := inode(socket)
+	id, err := identify(socket)
 	if err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("stat %s: %w", socket, err)
@@ -234,33 +255,33 @@ func (p *Plugin) startGeneration(ctx context.Context) (*generation, error) {
 	gctx, cancel := context.WithCancel(ctx)
 	g := &generation{
 		ctx: gctx, cancel: cancel, srv: grpc.NewServer(), served: make(chan struct{}),
-		socket: socket, ino: ino, triggers: make(chan string, 1),
+		socket: socket, id: id, triggers: make(chan string, 1),
 	}
 	pluginapi.RegisterDevicePluginServer(g.srv, &service{p: p, gen: g})
 	go func() {
 		defer close(g.served)
 		_ = g.srv.Serve(ln)
 	}()
-	kino, err := p.register(ctx)
+	kid, err := p.register(ctx)
 	if err != nil {
 		g.stop()
 		return nil, err
 	}
-	g.kubelet = kino
+	g.kubelet = kid
 	return g, nil
 }
 
-// register calls the kubelet's Registration service and returns the inode
-// of the kubelet.sock it reached.
-func (p *Plugin) register(ctx context.Context) (uint64, error) {
+// register calls the kubelet's Registration service and returns the
+// identity of the kubelet.sock it reached.
+func (p *Plugin) register(ctx context.Context) (fileID, error) {
 	sock := filepath.Join(p.opts.KubeletDir, kubeletSocket)
-	ino, err := inode(sock)
+	id, err := identify(sock)
 	if err != nil {
-		return 0, fmt.Errorf("kubelet registration socket: %w", err)
+		return fileID{}, fmt.Errorf("kubelet registration socket: %w", err)
 	}
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return 0, fmt.Errorf("dial kubelet %s: %w", sock, err)
+		return fileID{}, fmt.Errorf("dial kubelet %s: %w", sock, err)
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, p.opts.RegisterTimeout)
@@ -272,7 +293,7 @@ func (p *Plugin) register(ctx context.Context) (uint64, error) {
 		Options:      options(),
 	})
 	if err != nil {
-		return 0, fmt.Errorf("register %s with kubelet %s: %w", p.opts.ResourceName, sock, err)
+		return fileID{}, fmt.Errorf("register %s with kubelet %s: %w", p.opts.ResourceName, sock, err)
 	}
-	return ino, nil
+	return id, nil
 }
