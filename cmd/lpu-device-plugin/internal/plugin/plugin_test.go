@@ -251,7 +251,7 @@ func TestReregistration(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
-		"kubelet restarted": func(t *testing.T, n *node) { n.kubelet.Restart(t) },
+		"kubelet restarted":      func(t *testing.T, n *node) { n.kubelet.Restart(t) },
 		"kubelet.sock recreated": func(t *testing.T, n *node) { n.kubelet.Recreate(t) },
 		"stream closed by kubelet": func(t *testing.T, n *node) {
 			s := n.client.Watch(t)
