@@ -177,6 +177,15 @@ func TestPreferred(t *testing.T) {
 			rings: holes8, available: holes8Avail, mustInclude: ids(3), size: 3, want: ids(3, 4, 6),
 		},
 
+		// Power-of-two shapes first: 4+2 left beats 5+1 left, though 5 is
+		// the longer arc (the simulator measured this order).
+		"ring16 keeps power-of-two shapes": {
+			rings: [][]string{span(0, 16)}, available: ids(1, 2, 3, 4, 5, 7, 8), size: 1, want: ids(1),
+		},
+		"ring16 size 2 keeps the 4": {
+			rings: [][]string{span(0, 16)}, available: ids(1, 2, 3, 4, 5, 7, 8), size: 2, want: ids(7, 8),
+		},
+
 		// Two rings of 8.
 		"two rings prefer the busier ring": {
 			rings: twoRings8, available: append(span(2, 8), span(8, 16)...), size: 2, want: ids(2, 3),

@@ -11,9 +11,12 @@
 //
 // Candidates are arcs of size consecutive positions on one ring, wrap-around
 // arcs included, whose devices are all available and which cover the
-// must-include devices. Every candidate is scored, and the winner keeps the
-// longest free arc on the node, then the fewest free segments, then a
-// power-of-two aligned start, then the lowest position. When no arc fits,
+// must-include devices. Every candidate is scored by what it leaves on the
+// node, and the winner leaves the most power-of-two arcs (free space in the
+// shapes 1, 2, 4, 8 … requests take), then the longest free arc, then the
+// fewest free segments, then has a power-of-two aligned start, then the
+// lowest position. The fragmentation simulator (test/sim) chose this order;
+// docs/benchmarks/sim.md has the numbers. When no arc fits,
 // Preferred still answers, with the available set that forms the fewest
 // segments (staying on one ring when possible); it returns nil only when the
 // request cannot be met at all.

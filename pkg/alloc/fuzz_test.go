@@ -70,7 +70,7 @@ func bruteBest(rings [][]string, free map[string]bool, must []string, size int) 
 					left[id] = true
 				}
 			}
-			largest, segs := 0, 0
+			capacity, largest, segs := 0, 0, 0
 			for _, rg := range rings {
 				mask := make([]bool, len(rg))
 				for i, id := range rg {
@@ -79,10 +79,13 @@ func bruteBest(rings [][]string, free map[string]bool, must []string, size int) 
 				forEachSegment(mask, func(_, length int) {
 					segs++
 					largest = max(largest, length)
+					for k := 1; k <= length; k *= 2 {
+						capacity += length / k
+					}
 				})
 			}
 			align := 1 << bits.Len(uint(size-1))
-			c := score{largest: largest, segs: segs, aligned: start%align == 0, ring: r, start: start}
+			c := score{capacity: capacity, largest: largest, segs: segs, aligned: start%align == 0, ring: r, start: start}
 			if bestIDs == nil || c.better(best) {
 				best, bestIDs = c, arc
 			}

@@ -16,6 +16,19 @@ type ringStats struct {
 	segs              []segment
 	largest, largestI int // longest segment and its index in segs (-1 when none)
 	second            int // longest segment other than segs[largestI]
+	capacity          int // sum of pow2Capacity over segs
+}
+
+// pow2Capacity is how many arcs of each power-of-two size a free segment of
+// the given length holds, summed over the sizes: 8 → 8+4+2+1 = 15,
+// 7 → 7+3+1 = 11, 4+3 → 7+4 = 11, 2+2+2+1 → 3+3+3+1 = 10. It rewards free
+// space left in power-of-two shapes, the way a buddy allocator keeps it.
+func pow2Capacity(length int) int {
+	c := 0
+	for k := 1; k <= length; k <<= 1 {
+		c += length / k
+	}
+	return c
 }
 
 func (l *Layout) stats(free []bool) []ringStats {
@@ -26,6 +39,7 @@ func (l *Layout) stats(free []bool) []ringStats {
 		n := len(ring)
 		forEachSegment(free[l.offset[r]:l.offset[r]+n], func(start, length int) {
 			s.segs = append(s.segs, segment{ring: r, start: start, length: length, full: length == n})
+			s.capacity += pow2Capacity(length)
 			switch {
 			case length > s.largest:
 				s.second = s.largest
@@ -38,17 +52,23 @@ func (l *Layout) stats(free []bool) []ringStats {
 	return st
 }
 
-// score ranks a candidate arc by what it leaves behind. Higher is better in
-// this order: the longest free arc left on the node, then fewer free
-// segments left on the node, then a start aligned to the power of two that
-// holds the request, then the lowest ring, then the lowest position.
+// score ranks a candidate arc by what it leaves behind on the node. Better
+// is, in this order: more power-of-two arcs left (pow2Capacity summed over
+// the node), then the longest free arc left, then fewer free segments, then
+// a start aligned to the smallest power of two that holds the request, then
+// the lowest ring, then the lowest position. The simulator (test/sim,
+// docs/benchmarks/sim.md) measured this order against the alternatives.
 type score struct {
+	capacity      int
 	largest, segs int
 	aligned       bool
 	ring, start   int
 }
 
 func (a score) better(b score) bool {
+	if a.capacity != b.capacity {
+		return a.capacity > b.capacity
+	}
 	if a.largest != b.largest {
 		return a.largest > b.largest
 	}
@@ -70,7 +90,9 @@ func (a score) better(b score) bool {
 // It considers every arc of size consecutive ring positions on one ring
 // (wrap-around arcs count; an arc may be a whole ring) whose devices are all
 // available and which covers mustInclude, and returns the one that leaves
-// the node best able to serve later requests (see score). The IDs come in
+// the node best able to serve later requests: most power-of-two arcs left,
+// then longest free arc, then fewest free segments, then power-of-two
+// alignment, then lowest ring and position (see score). The IDs come in
 // ring order starting at the arc's first position: lpu7, lpu0, lpu1 for the
 // wrap-around arc 7-0-1.
 //
@@ -131,10 +153,11 @@ func (l *Layout) Preferred(available, mustInclude []string, size int) []string {
 // and start. Removing an arc only changes its own segment, so each candidate
 // is scored in constant time from the per-ring summaries.
 func (l *Layout) bestArc(st []ringStats, must []loc, mustRing, size int) (int, int, bool) {
-	totalSegs := 0
+	totalSegs, totalCap := 0, 0
 	top1, top1Ring, top2 := 0, -1, 0 // longest segment over rings, its ring, longest on any other ring
 	for r := range st {
 		totalSegs += len(st[r].segs)
+		totalCap += st[r].capacity
 		switch v := st[r].largest; {
 		case v > top1:
 			top2 = top1
@@ -184,6 +207,7 @@ func (l *Layout) bestArc(st []ringStats, must []loc, mustRing, size int) (int, i
 				if rest == 0 {
 					restSegs = 0
 				}
+				capacity := totalCap - pow2Capacity(n) + pow2Capacity(rest)
 				starts := n
 				if size == n {
 					starts = 1 // every start gives the same set; position 0 wins
@@ -193,15 +217,17 @@ func (l *Layout) bestArc(st []ringStats, must []loc, mustRing, size int) (int, i
 						continue
 					}
 					consider(score{
-						largest: max(otherRings, rest),
-						segs:    totalSegs - 1 + restSegs,
-						aligned: start%align == 0,
-						ring:    r,
-						start:   start,
+						capacity: capacity,
+						largest:  max(otherRings, rest),
+						segs:     totalSegs - 1 + restSegs,
+						aligned:  start%align == 0,
+						ring:     r,
+						start:    start,
 					})
 				}
 				continue
 			}
+			segCap := totalCap - pow2Capacity(sg.length)
 			for off := 0; off+size <= sg.length; off++ {
 				start := (sg.start + off) % n
 				if !covers(n, start) {
@@ -216,11 +242,12 @@ func (l *Layout) bestArc(st []ringStats, must []loc, mustRing, size int) (int, i
 					segs++
 				}
 				consider(score{
-					largest: max(otherRings, ringRest, left, right),
-					segs:    segs,
-					aligned: start%align == 0,
-					ring:    r,
-					start:   start,
+					capacity: segCap + pow2Capacity(left) + pow2Capacity(right),
+					largest:  max(otherRings, ringRest, left, right),
+					segs:     segs,
+					aligned:  start%align == 0,
+					ring:     r,
+					start:    start,
 				})
 			}
 		}
