@@ -47,7 +47,7 @@ type Config struct {
 	Mixes    []Mix
 	Nodes    []Node
 	Strict   bool
-	Ablation bool
+	Ablation string // "", "all", or comma-separated variant names such as LSAP,CLSAP
 	OutDir   string
 }
 
@@ -59,7 +59,7 @@ func parseFlags(args []string) (Config, error) {
 	mixes := fs.String("mix", "default all-small all-large", "space-separated size mixes: default (1:40,2:30,4:20,8:10), all-small (1:50,2:50), all-large (4:50,8:50), or size:weight,…")
 	nodes := fs.String("node", "1x8 2x8 1x16", "space-separated node shapes RINGSxLPUS")
 	strict := fs.Bool("strict", false, "refuse non-contiguous picks (the strict policy) instead of admitting them (best-effort)")
-	ablation := fs.Bool("ablation", false, "also run variants of the pkg/alloc scoring (slower)")
+	ablation := fs.String("ablation", "", `also run scoring variants by brute force (slow): "all", or names such as LSAP,CLSAP (L largest arc, S segments, A alignment, P position, C power-of-two capacity, V segment vector, B best fit)`)
 	out := fs.String("out", filepath.Join("test", "sim", "out"), "output directory for results.csv, sizes.csv and rates.png")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -154,14 +154,19 @@ func (c Case) Bound() Result { return c.Results[0] }
 
 // Policies returns the policies to compare on node, in report order;
 // seed drives kubelet's arbitrary choice.
-func Policies(node Node, seed uint64, ablation bool) ([]Policy, error) {
+func Policies(node Node, seed uint64, ablation string) ([]Policy, error) {
 	l, err := alloc.NewLayout(node.Rings)
 	if err != nil {
 		return nil, err
 	}
 	ps := []Policy{newKubeletDefault(seed), firstFit{node: node}, ours{l: l}}
-	if ablation {
-		ps = append(ps, Variants(node, l)...)
+	if ablation != "" {
+		want := strings.Split(ablation, ",")
+		for _, v := range Variants(node, l) {
+			if ablation == "all" || slices.Contains(want, strings.TrimPrefix(v.Name(), "v:")) {
+				ps = append(ps, v)
+			}
+		}
 	}
 	return ps, nil
 }

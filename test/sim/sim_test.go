@@ -209,3 +209,35 @@ func TestSizeLargerThanNode(t *testing.T) {
 		t.Fatalf("err = %v, want size 16 exceeds", err)
 	}
 }
+
+// The ablation's brute-force CLSAP scores like pkg/alloc, so the ablation
+// table compares like with like.
+func TestAblationMatchesPkgAlloc(t *testing.T) {
+	for _, shape := range []string{"1x8", "2x8"} {
+		node, err := ParseNode(shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, err := Policies(node, 1, "CLSAP")
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs := Generate(5, MixDefault, 3000, 0.9, node.Capacity())
+		var got []Result
+		for _, p := range ps[2:] { // pkg/alloc, v:CLSAP
+			r, err := Simulate(node, MixDefault, jobs, p, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, r)
+		}
+		if len(got) != 2 || got[1].Policy != "v:CLSAP" {
+			t.Fatalf("%s: policies %v, want pkg/alloc and v:CLSAP", shape, ps)
+		}
+		a, b := got[0], got[1]
+		if a.Contiguous != b.Contiguous || a.NonContiguous != b.NonContiguous || a.SumLargestArc != b.SumLargestArc {
+			t.Errorf("%s: pkg/alloc %d/%d/%.0f, brute-force CLSAP %d/%d/%.0f (contiguous/non-contiguous/arc sum)",
+				shape, a.Contiguous, a.NonContiguous, a.SumLargestArc, b.Contiguous, b.NonContiguous, b.SumLargestArc)
+		}
+	}
+}

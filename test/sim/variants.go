@@ -8,9 +8,9 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 )
 
-// The ablation: other orders of scoring criteria, scored by brute force
-// over every candidate arc (small nodes only). These are how the pkg/alloc
-// order was chosen; they are not product code.
+// The ablation: orders of scoring criteria, each scored by brute force over
+// every candidate arc. They are how the pkg/alloc order (CLSAP) was chosen
+// from the starting order (LSAP); they are not product code.
 
 // arcState is a node after a candidate arc was taken.
 type arcState struct {
@@ -91,17 +91,30 @@ var (
 	}}
 )
 
+// critArea is the free area each power-of-two size could still use:
+// Σ over sizes k of k × (arcs of k that fit).
+var critArea = criterion{"W", func(s arcState) []int {
+	c := 0
+	for _, l := range s.segments() {
+		for k := 1; k <= l; k *= 2 {
+			c += k * (l / k)
+		}
+	}
+	return []int{-c}
+}}
+
 // variant is pkg/alloc's candidate set with another scoring order.
 type variant struct {
 	node  Node
 	l     *alloc.Layout // fallback when no arc fits
 	crits []criterion
+	fb    []criterion // non-nil: brute-force fallback over every set, ordered by pieces then these (nodes ≤ 12 LPUs)
 }
 
 // Variants returns the ablation policies.
 func Variants(node Node, l *alloc.Layout) []Policy {
 	orders := [][]criterion{
-		{critLargest, critSegs, critAlign, critPos}, // pkg/alloc, by brute force
+		{critLargest, critSegs, critAlign, critPos}, // the starting order
 		{critLargest, critSegs, critPos},
 		{critLargest, critAlign, critPos},
 		{critSegs, critLargest, critAlign, critPos},
@@ -109,13 +122,23 @@ func Variants(node Node, l *alloc.Layout) []Policy {
 		{critVector, critAlign, critPos},
 		{critBestFit, critLargest, critSegs, critAlign, critPos},
 		{critLargest, critSegs, critBestFit, critAlign, critPos},
-		{critCapacity, critLargest, critSegs, critAlign, critPos},
+		{critCapacity, critLargest, critSegs, critAlign, critPos}, // pkg/alloc today, by brute force
 		{critLargest, critCapacity, critSegs, critAlign, critPos},
 		{critLargest, critSegs, critCapacity, critAlign, critPos},
+		{critArea, critLargest, critSegs, critAlign, critPos},
+		{critCapacity, critLargest, critSegs, critPos},
 	}
 	var out []Policy
 	for _, o := range orders {
 		out = append(out, variant{node: node, l: l, crits: o})
+	}
+	if node.Capacity() <= 12 {
+		base := []criterion{critLargest, critSegs, critAlign, critPos}
+		out = append(out,
+			variant{node: node, l: l, crits: base, fb: []criterion{critLargest, critSegs}},
+			variant{node: node, l: l, crits: base, fb: []criterion{critCapacity, critLargest, critSegs}},
+			variant{node: node, l: l, crits: []criterion{critCapacity, critLargest, critSegs, critAlign, critPos}, fb: []criterion{critCapacity, critLargest, critSegs}},
+		)
 	}
 	return out
 }
@@ -125,7 +148,14 @@ func (v variant) Name() string {
 	for i, c := range v.crits {
 		names[i] = c.name
 	}
-	return "v:" + strings.Join(names, "")
+	name := "v:" + strings.Join(names, "")
+	if v.fb != nil {
+		name += "+F"
+		for _, c := range v.fb {
+			name += c.name
+		}
+	}
+	return name
 }
 
 func (v variant) Pick(available []string, size int) []string {
@@ -192,5 +222,52 @@ func (v variant) Pick(available []string, size int) []string {
 	if bestIDs != nil {
 		return bestIDs
 	}
+	if v.fb != nil {
+		return v.bruteFallback(free, size)
+	}
 	return v.l.Preferred(available, nil, size)
+}
+
+// bruteFallback tries every set of size free devices: fewest pieces first,
+// then v.fb on what is left.
+func (v variant) bruteFallback(free [][]bool, size int) []string {
+	type slot struct{ r, i int }
+	var slots []slot
+	for r, ring := range free {
+		for i, f := range ring {
+			if f {
+				slots = append(slots, slot{r, i})
+			}
+		}
+	}
+	var best []int
+	var bestIDs []string
+	for sub := uint32(0); sub < 1<<len(slots); sub++ {
+		if bits.OnesCount32(sub) != size {
+			continue
+		}
+		st := arcState{free: make([][]bool, len(free)), size: size}
+		taken := make([][]bool, len(free))
+		for r := range free {
+			st.free[r] = slices.Clone(free[r])
+			taken[r] = make([]bool, len(free[r]))
+		}
+		var ids []string
+		for k, sl := range slots {
+			if sub&(1<<k) != 0 {
+				st.free[sl.r][sl.i] = false
+				taken[sl.r][sl.i] = true
+				ids = append(ids, v.node.Rings[sl.r][sl.i])
+			}
+		}
+		pieces := len(arcState{free: taken}.segments())
+		key := []int{pieces}
+		for _, c := range v.fb {
+			key = append(key, c.key(st)...)
+		}
+		if bestIDs == nil || slices.Compare(key, best) < 0 {
+			best, bestIDs = key, ids
+		}
+	}
+	return bestIDs
 }
