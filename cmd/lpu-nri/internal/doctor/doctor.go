@@ -1,8 +1,3 @@
-// Package doctor checks a node for what lpu-nri and the device plugin need
-// and reports each check in plain words, one line each, OK or FAIL.
-//
-//	results := doctor.Run(ctx, doctor.Params{Root: "/", StateDir: "/var/lib/lpu", ...})
-//	if doctor.Print(os.Stdout, results) { os.Exit(1) }
 package doctor
 
 import (
@@ -362,8 +357,6 @@ func checkNodes(p Params) Result {
 	return ok(name, "%s", detail)
 }
 
-func unixMajor(dev uint64) uint32 { return uint32((dev>>8)&0xfff) | uint32((dev>>32)&^0xfff) }
-func unixMinor(dev uint64) uint32 { return uint32(dev&0xff) | uint32((dev>>12)&^0xff) }
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

@@ -1,0 +1,91 @@
+package plugin
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nritest"
+)
+
+// The handler benchmarks run the CreateContainer handler in-process
+// (no socket I/O): trust rules, inventory lookup, rendering, metrics and a
+// JSON log record into io.Discard.
+
+func benchFixture(b *testing.B) *fixture {
+	f := newFixture(b, 8, false, func(c *Config) {
+		c.Log = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	})
+	return f
+}
+
+func benchCreate(b *testing.B, f *fixture, p *api.PodSandbox, c *api.Container, wantErr bool) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		_, _, err := f.p.CreateContainer(ctx, p, c)
+		if (err != nil) != wantErr {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkCreateContainerValid4(b *testing.B) {
+	f := benchFixture(b)
+	benchCreate(b, f, pod("b", map[string]string{"app": "x"}),
+		ctr("b", f.key.Annotations([]string{"lpu6", "lpu7", "lpu0", "lpu1"}), "PATH=/bin"), false)
+}
+
+func BenchmarkCreateContainerValid8(b *testing.B) {
+	f := benchFixture(b)
+	ids := []string{"lpu0", "lpu1", "lpu2", "lpu3", "lpu4", "lpu5", "lpu6", "lpu7"}
+	benchCreate(b, f, pod("b", nil), ctr("b", f.key.Annotations(ids)), false)
+}
+
+func BenchmarkCreateContainerUnallocated(b *testing.B) {
+	f := benchFixture(b)
+	benchCreate(b, f, pod("b", nil), ctr("b", map[string]string{"io.kubernetes.cri.container-type": "container"}, "LPU_VISIBLE_DEVICES=0"), false)
+}
+
+func BenchmarkCreateContainerForged(b *testing.B) {
+	f := benchFixture(b)
+	benchCreate(b, f, pod("b", nil), ctr("b", testKey(b, 1).Annotations([]string{"lpu0"})), true)
+}
+
+// BenchmarkRoundTrip is the full path a runtime pays: the adaptation's
+// CreateContainer over the real unix socket to the plugin and back.
+func BenchmarkRoundTrip(b *testing.B) {
+	f := benchFixture(b)
+	rt := nritest.New(b)
+	rt.Start(b)
+	f.connect(b, rt)
+	rt.WaitPlugins(b, 1)
+	p := pod("b", nil)
+	ann := f.key.Annotations([]string{"lpu6", "lpu7", "lpu0", "lpu1"})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		rsp, err := rt.CreateContainer(ctx, p, ctr("b", ann))
+		if err != nil || len(rsp.GetAdjust().GetLinux().GetDevices()) != 4 {
+			b.Fatal(rsp, err)
+		}
+	}
+}
+
+// BenchmarkDecideValid4 is the decision alone: no metrics, no log record.
+func BenchmarkDecideValid4(b *testing.B) {
+	f := benchFixture(b)
+	p, c := pod("b", nil), ctr("b", f.key.Annotations([]string{"lpu6", "lpu7", "lpu0", "lpu1"}))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := f.p.Decide(ctx, p, c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

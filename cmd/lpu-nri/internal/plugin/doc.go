@@ -1,0 +1,28 @@
+// Package plugin is lpu-nri's NRI plugin: it verifies the allocation the
+// device plugin sealed into a container's annotations and turns it into a
+// container adjustment (device nodes, read-only driver mounts,
+// LPU_VISIBLE_DEVICES in ring order), or refuses the container with an
+// error saying why. Runner keeps it connected to the runtime, reconnecting
+// with bounded backoff, and drives the readiness signal.
+//
+// # Trust rules (DESIGN.md §5), in order
+//
+//  1. Any lpu.hyperaccel.ai/ key in the pod annotations refuses the
+//     container (runtimes copy pod annotations into containers).
+//  2. The allocation is read from the container annotations only; its seal
+//     must verify with the node key. No allocation: no devices and
+//     LPU_VISIBLE_DEVICES=none, overriding the image (NRI v0.12 drops env
+//     removals).
+//  3. Each ID must be in the current inventory and healthy. An unhealthy
+//     device refuses the container: the workload would fail obscurely on
+//     it, while a refusal shows the reason in the pod's events and clears
+//     once the device recovers (kubelet retries creation).
+//  4. Optionally kubelet's PodResources must report the same IDs.
+//
+// Apart from the optional cross-check the decision does no I/O: the
+// inventory is an atomic snapshot refreshed in the background.
+//
+//	p, _ := plugin.New(plugin.Config{Key: key, Store: store, Ready: readySrv})
+//	r := &plugin.Runner{Plugin: p, Name: "lpu", Index: "10", Socket: "/var/run/nri/nri.sock"}
+//	err := r.Run(ctx) // returns when ctx is done
+package plugin
