@@ -357,7 +357,6 @@ func checkNodes(p Params) Result {
 	return ok(name, "%s", detail)
 }
 
-
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
