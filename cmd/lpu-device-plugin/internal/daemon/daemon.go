@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -20,7 +21,11 @@ import (
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/pkg/trace"
 )
+
+// tracingFlushTimeout bounds the final flush of spans at shutdown.
+const tracingFlushTimeout = time.Second
 
 // Params is everything Run needs.
 type Params struct {
@@ -34,7 +39,7 @@ type Params struct {
 
 // Run builds the daemon's parts from the config and runs them until ctx
 // ends: the health monitor, the device plugin with its registration loop,
-// the metrics endpoint and the NFD feature file. It returns nil on
+// the metrics endpoint, the NFD feature file and, when configured, traces. It returns nil on
 // cancellation and an error only when a part cannot start (an unusable
 // state directory in nri mode, a taken metrics address, an invalid
 // simulation).
@@ -81,6 +86,23 @@ func Run(ctx context.Context, p Params) error {
 		"root", root, "kubeletDir", cfg.Kubelet.DevicePluginDir, "stateDir", cfg.StateDir,
 		"injection", mode, "injectionReason", why, "policy", cfg.Allocation.Policy)
 
+	// Tracing fails open: a bad endpoint or exporter is logged, never fatal.
+	tp, shutdownTracing, err := trace.Setup(ctx, trace.Config{
+		Endpoint: cfg.Tracing.Endpoint, Insecure: cfg.Tracing.Insecure,
+		ServiceName: "lpu-device-plugin", ServiceVersion: p.Version,
+	}, log)
+	if err != nil {
+		log.Warn("tracing disabled", "err", err)
+	}
+	defer func() {
+		// Short: a collector that is gone must not hold up a SIGTERM.
+		sctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			log.Warn("flushing traces", "err", err)
+		}
+	}()
+
 	mon := health.New(sysfs, health.Options{
 		ResyncInterval:    cfg.Health.ResyncInterval.Duration,
 		ProbeInterval:     cfg.Health.ProbeInterval.Duration,
@@ -102,6 +124,7 @@ func Run(ctx context.Context, p Params) error {
 		Policy:       cfg.Allocation.Policy,
 		Key:          key,
 		Recorder:     m,
+		Tracer:       tp.Tracer(trace.ScopeName),
 		Logger:       log,
 	})
 	if err != nil {

@@ -84,6 +84,12 @@ type daemon struct {
 // CLI args given, against a test kubelet.
 func startDaemon(t *testing.T, n int, args ...string) *daemon {
 	t.Helper()
+	return startDaemonWith(t, n, nil, args...)
+}
+
+// startDaemonWith is startDaemon with a config file edit.
+func startDaemonWith(t *testing.T, n int, edit func(*config.Config), args ...string) *daemon {
+	t.Helper()
 	d := &daemon{state: kubelettest.ShortDir(t), kdir: kubelettest.ShortDir(t), metrics: freeAddr(t)}
 	d.nfdFile = filepath.Join(t.TempDir(), "features.d", "lpu")
 	d.kubelet = kubelettest.Start(t, d.kdir)
@@ -102,6 +108,9 @@ func startDaemon(t *testing.T, n int, args ...string) *daemon {
 	cfg.NRI.Socket = filepath.Join(d.state, "no-nri.sock")
 	cfg.Kubelet.PodResourcesSocket = filepath.Join(d.kdir, "pod-resources.sock")
 	cfg.Health.ProbeInterval = config.Duration{Duration: 20 * time.Millisecond}
+	if edit != nil {
+		edit(cfg)
+	}
 	if err := opts.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -280,5 +289,28 @@ func TestResolveInjection(t *testing.T) {
 				t.Fatalf("ResolveInjection = %q (%s), want %q", got, why, tc.want)
 			}
 		})
+	}
+}
+
+// TestDaemonTracingFailsOpen: a collector that is not there never slows or
+// fails allocation.
+func TestDaemonTracingFailsOpen(t *testing.T) {
+	dead := freeAddr(t) // nothing listens here
+	d := startDaemonWith(t, 8, func(c *config.Config) {
+		c.Tracing = config.Tracing{Endpoint: dead, Insecure: true}
+	}, "--injection", "nri")
+	c := d.kubelet.Dial(t, d.kubelet.WaitRegistration(t, 5*time.Second))
+	for i := range 20 {
+		began := time.Now()
+		resp, err := c.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"lpu2", "lpu3"}}}})
+		if err != nil {
+			t.Fatalf("allocate %d with a dead collector: %v", i, err)
+		}
+		if took := time.Since(began); took > time.Second {
+			t.Fatalf("allocate %d took %v with a dead collector", i, took)
+		}
+		if resp.ContainerResponses[0].Annotations[inject.AnnotationAllocation] == "" {
+			t.Fatal("no allocation ID for tracing")
+		}
 	}
 }

@@ -13,15 +13,19 @@ import (
 	"sync/atomic"
 	"time"
 
+	oteltrace "go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/health"
+	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
+	"github.com/hyperaccel/lpu-node/pkg/trace"
 )
 
 // Injection modes the plugin runs in (after "auto" was resolved).
@@ -100,6 +104,9 @@ type Options struct {
 	Key *inject.Key
 	// Recorder receives metrics; nil records nothing.
 	Recorder Recorder
+	// Tracer starts one Allocate span per container allocation (pkg/trace);
+	// nil traces nothing.
+	Tracer oteltrace.Tracer
 	// Logger receives state changes; nil discards.
 	Logger *slog.Logger
 	// PreStartTimeout bounds the readiness check in PreStartContainer.
@@ -178,6 +185,9 @@ func New(src Source, opts Options) (*Plugin, error) {
 	}
 	if p.rec == nil {
 		p.rec = nopRecorder{}
+	}
+	if p.opts.Tracer == nil {
+		p.opts.Tracer = noop.NewTracerProvider().Tracer(trace.ScopeName)
 	}
 	return p, nil
 }
@@ -338,18 +348,18 @@ func (p *Plugin) preferredOne(snap health.Snapshot, creq *pluginapi.ContainerPre
 // chosen against our preference, and answers according to the injection
 // mode. Any refused container fails the whole call, naming the devices and
 // why.
-func (s *service) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
-	return s.p.allocate(req)
+func (s *service) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	return s.p.allocate(ctx, req)
 }
 
-func (p *Plugin) allocate(req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+func (p *Plugin) allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	start := time.Now()
 	defer func() { p.rec.AllocateDuration(time.Since(start)) }()
 	snap, _ := p.src.Snapshot()
 	resp := &pluginapi.AllocateResponse{ContainerResponses: make([]*pluginapi.ContainerAllocateResponse, 0, len(req.GetContainerRequests()))}
 	results := make([]string, 0, len(req.GetContainerRequests()))
 	for i, creq := range req.GetContainerRequests() {
-		cresp, result, err := p.allocateOne(snap, creq.GetDevicesIds())
+		cresp, result, err := p.allocateOne(ctx, snap, creq.GetDevicesIds())
 		if err != nil {
 			p.rec.Allocation(ResultRefused)
 			p.log.Warn("allocation refused", "ids", creq.GetDevicesIds(), "container", i, "err", err)
@@ -365,10 +375,31 @@ func (p *Plugin) allocate(req *pluginapi.AllocateRequest) (*pluginapi.AllocateRe
 	return resp, nil
 }
 
-// allocateOne checks one container's device IDs and builds its response.
-func (p *Plugin) allocateOne(snap health.Snapshot, ids []string) (*pluginapi.ContainerAllocateResponse, string, error) {
+// allocateOne checks one container's device IDs and builds its response,
+// inside one Allocate span.
+func (p *Plugin) allocateOne(ctx context.Context, snap health.Snapshot, ids []string) (*pluginapi.ContainerAllocateResponse, string, error) {
+	pl, err := p.check(snap, ids)
+	if err != nil {
+		_, span := trace.StartAllocate(ctx, p.opts.Tracer, p.opts.ResourceName, ids, -1, false, "")
+		trace.End(span, err)
+		return nil, "", err
+	}
+	// A fresh ID per container allocation ties lpu-nri's CreateContainer
+	// span to this one; kubelet checkpoints the answer, so a replay after
+	// a restart carries the same ID.
+	allocID := inject.NewAllocationID()
+	_, span := trace.StartAllocate(ctx, p.opts.Tracer, p.opts.ResourceName, pl.IDs, pl.Ring, pl.Contiguous, allocID)
+	cresp, result, err := p.respond(snap, pl, allocID)
+	trace.End(span, err)
+	return cresp, result, err
+}
+
+// check validates one container's device IDs and orders them along the
+// ring: unknown, unhealthy or duplicate IDs are errors naming them, and so
+// is a set that is not one arc under policy strict.
+func (p *Plugin) check(snap health.Snapshot, ids []string) (alloc.Placement, error) {
 	if len(ids) == 0 {
-		return nil, "", errors.New("no device IDs")
+		return alloc.Placement{}, errors.New("no device IDs")
 	}
 	var unknown, unhealthy []string
 	for _, id := range ids {
@@ -388,28 +419,37 @@ func (p *Plugin) allocateOne(snap health.Snapshot, ids []string) (*pluginapi.Con
 		problems = append(problems, "unhealthy devices "+strings.Join(unhealthy, ", "))
 	}
 	if len(problems) > 0 {
-		return nil, "", fmt.Errorf("devices %s: %s", strings.Join(ids, ","), strings.Join(problems, "; "))
+		return alloc.Placement{}, fmt.Errorf("devices %s: %s", strings.Join(ids, ","), strings.Join(problems, "; "))
 	}
 	if snap.Layout == nil {
-		return nil, "", fmt.Errorf("devices %s: no valid ring layout on this node", strings.Join(ids, ","))
+		return alloc.Placement{}, fmt.Errorf("devices %s: no valid ring layout on this node", strings.Join(ids, ","))
 	}
 	pl, err := snap.Layout.Check(ids)
 	if err != nil {
-		return nil, "", fmt.Errorf("devices %s: %w", strings.Join(ids, ","), err)
+		return alloc.Placement{}, fmt.Errorf("devices %s: %w", strings.Join(ids, ","), err)
 	}
+	if !pl.Contiguous && p.opts.Policy == PolicyStrict {
+		return alloc.Placement{}, fmt.Errorf("devices %s are not one contiguous ring arc (%s); allocation policy strict refuses them",
+			strings.Join(pl.IDs, ","), pl.Reason)
+	}
+	return pl, nil
+}
+
+// respond builds the answer for a checked placement in the injection mode.
+func (p *Plugin) respond(snap health.Snapshot, pl alloc.Placement, allocID string) (*pluginapi.ContainerAllocateResponse, string, error) {
 	result := ResultContiguous
 	if !pl.Contiguous {
-		if p.opts.Policy == PolicyStrict {
-			return nil, "", fmt.Errorf("devices %s are not one contiguous ring arc (%s); allocation policy strict refuses them",
-				strings.Join(pl.IDs, ","), pl.Reason)
-		}
 		result = ResultNonContiguous
 		p.log.Info("accepting non-contiguous allocation (policy best-effort)", "ids", pl.IDs, "reason", pl.Reason)
 	}
 	if p.opts.Injection == InjectionNRI {
-		// Only the sealed annotation: lpu-nri injects nodes, mounts and
+		// Only the sealed annotations: lpu-nri injects nodes, mounts and
 		// env at CreateContainer, from its own discovery.
-		return &pluginapi.ContainerAllocateResponse{Annotations: p.opts.Key.Annotations(pl.IDs)}, result, nil
+		ann, err := p.opts.Key.AnnotationsWithID(pl.IDs, allocID)
+		if err != nil {
+			return nil, "", fmt.Errorf("devices %s: %w", strings.Join(pl.IDs, ","), err)
+		}
+		return &pluginapi.ContainerAllocateResponse{Annotations: ann}, result, nil
 	}
 	cresp, err := cdiResponse(snap.Inventory, pl.IDs)
 	if err != nil {

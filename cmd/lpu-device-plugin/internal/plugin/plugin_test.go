@@ -550,15 +550,15 @@ func TestAllocate(t *testing.T) {
 			if len(c.Devices) != 0 || len(c.Mounts) != 0 || len(c.Envs) != 0 || len(c.CdiDevices) != 0 {
 				t.Fatalf("nri mode must return only annotations, got %v", c)
 			}
-			if len(c.Annotations) != 2 {
-				t.Fatalf("annotations %v, want devices and seal", c.Annotations)
+			if len(c.Annotations) != 4 {
+				t.Fatalf("annotations %v, want devices, seal, allocation ID and its seal", c.Annotations)
 			}
-			got, err := n.key.Open(c.Annotations)
+			got, err := n.key.OpenAllocation(c.Annotations)
 			if err != nil {
 				t.Fatalf("seal does not verify: %v", err)
 			}
-			if !slices.Equal(got, tc.wantIDs) {
-				t.Fatalf("sealed IDs %v, want %v (ring order)", got, tc.wantIDs)
+			if !slices.Equal(got.IDs, tc.wantIDs) || got.ID == "" {
+				t.Fatalf("sealed %+v, want IDs %v (ring order) and an allocation ID", got, tc.wantIDs)
 			}
 		})
 	}
@@ -604,16 +604,28 @@ func TestAllocateStateless(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !mapsEqual(a.ContainerResponses[0].Annotations, b.ContainerResponses[0].Annotations) {
-		t.Fatalf("answers differ: %v vs %v", a, b)
+	// Only the allocation ID (fresh per call, for tracing) differs.
+	contract := func(m map[string]string) map[string]string {
+		return map[string]string{inject.AnnotationDevices: m[inject.AnnotationDevices], inject.AnnotationSeal: m[inject.AnnotationSeal]}
 	}
-	// A restarted plugin (new process, same state dir) gives the same seal.
+	ca, cb := contract(a.ContainerResponses[0].Annotations), contract(b.ContainerResponses[0].Annotations)
+	if !mapsEqual(ca, cb) {
+		t.Fatalf("answers differ: %v vs %v", ca, cb)
+	}
+	if a.ContainerResponses[0].Annotations[inject.AnnotationAllocation] == b.ContainerResponses[0].Annotations[inject.AnnotationAllocation] {
+		t.Fatal("two allocations share an allocation ID")
+	}
+	// A restarted plugin (new process, same state dir) gives the same seal,
+	// and what kubelet replays from its checkpoint still opens.
 	key, err := inject.LoadOrCreateKey(n.state)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := key.Annotations([]string{"lpu2", "lpu3"}); !mapsEqual(got, a.ContainerResponses[0].Annotations) {
+	if got := key.Annotations([]string{"lpu2", "lpu3"}); !mapsEqual(got, ca) {
 		t.Fatalf("restarted key seals differently: %v", got)
+	}
+	if _, err := key.OpenAllocation(a.ContainerResponses[0].Annotations); err != nil {
+		t.Fatalf("replayed annotations do not open after a restart: %v", err)
 	}
 }
 
@@ -751,7 +763,7 @@ func BenchmarkHandlers(b *testing.B) {
 	})
 	b.Run("allocate-nri", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := n.plugin.allocate(alloc); err != nil {
+			if _, err := n.plugin.allocate(context.Background(), alloc); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -798,7 +810,7 @@ func FuzzRequests(f *testing.F) {
 			seen[id] = true
 		}
 
-		aresp, err := n.plugin.allocate(&pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}})
+		aresp, err := n.plugin.allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}})
 		if err != nil {
 			return
 		}
