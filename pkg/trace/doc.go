@@ -46,6 +46,12 @@
 // until an export succeeds again (one info record). An unreachable or TLS
 // mismatched collector therefore costs one log line.
 //
+// Endpoint, insecure and the export timeout come from config; the
+// exporter still reads the standard OTEL_EXPORTER_OTLP_* variables for
+// what config does not cover (CA and client certificates, headers such as
+// an auth token, compression), and OTEL_RESOURCE_ATTRIBUTES adds resource
+// attributes (k8s.node.name, say) next to service.name and host.name.
+//
 // # Example
 //
 //	tp, shutdown, err := trace.Setup(ctx, trace.Config{

@@ -27,8 +27,8 @@ type logRecorder struct {
 }
 
 func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler      { return l } // attrs not needed by the tests
-func (l *logRecorder) WithGroup(string) slog.Handler           { return l }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l } // attrs not needed by the tests
+func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
 func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -410,4 +410,3 @@ func newTestID(i int) string {
 	}
 	return string(b)
 }
-

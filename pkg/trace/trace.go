@@ -2,7 +2,6 @@ package trace
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -17,7 +16,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	oteltrace "go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-	"google.golang.org/grpc/credentials"
 )
 
 // Defaults of Config.
@@ -43,7 +41,8 @@ type Config struct {
 	// Endpoint is the OTLP gRPC collector, host:port. Empty disables
 	// tracing: Setup returns a no-op provider.
 	Endpoint string
-	// Insecure selects plaintext gRPC instead of TLS (system roots).
+	// Insecure selects plaintext gRPC instead of TLS. TLS uses the system
+	// roots unless OTEL_EXPORTER_OTLP_CERTIFICATE names a CA file.
 	Insecure bool
 	// ServiceName and ServiceVersion become the resource's service.name
 	// and service.version, e.g. "lpu-device-plugin", "v0.3.1".
@@ -92,9 +91,10 @@ func Setup(ctx context.Context, cfg Config, logger *slog.Logger) (oteltrace.Trac
 	}
 	if cfg.Insecure {
 		opts = append(opts, otlptracegrpc.WithInsecure())
-	} else {
-		opts = append(opts, otlptracegrpc.WithTLSCredentials(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})))
 	}
+	// Otherwise TLS: system roots, or the CA and client certificate named
+	// by OTEL_EXPORTER_OTLP_CERTIFICATE / _CLIENT_CERTIFICATE / _CLIENT_KEY,
+	// which the exporter reads itself (as it does _HEADERS).
 	exp, err := otlptracegrpc.New(ctx, opts...)
 	if err != nil {
 		return noop.NewTracerProvider(), noopShutdown, fmt.Errorf("tracing endpoint %s: create otlp exporter: %w", cfg.Endpoint, err)
