@@ -43,7 +43,8 @@ func FuzzDecide(f *testing.F) {
 		if hasSeal {
 			ann[inject.AnnotationSeal] = sealVal
 		}
-		adj, ids, err := fx.p.Decide(context.Background(), pod("f", map[string]string{podKey: podVal}), ctr("f", ann))
+		adj, alloc, err := fx.p.Decide(context.Background(), pod("f", map[string]string{podKey: podVal}), ctr("f", ann))
+		ids := alloc.IDs
 		reserved := strings.HasPrefix(podKey, inject.AnnotationPrefix)
 		if err != nil {
 			var r *Refusal

@@ -137,7 +137,7 @@ func refuse(reason string, format string, args ...any) *Refusal {
 // adjustment that injects its LPUs, or a Refusal.
 func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	start := time.Now()
-	adj, ids, err := p.Decide(ctx, pod, ctr)
+	adj, alloc, err := p.Decide(ctx, pod, ctr)
 	p.m.CreateDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		var r *Refusal
@@ -150,17 +150,18 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 			"container", ctr.GetName(), "reason", reason, "err", err)
 		return nil, nil, err
 	}
-	if len(ids) > 0 {
+	if len(alloc.IDs) > 0 {
 		p.m.Injections.Inc()
 		p.log.Info("injected LPUs", "namespace", pod.GetNamespace(), "pod", pod.GetName(),
-			"container", ctr.GetName(), "ids", ids)
+			"container", ctr.GetName(), "ids", alloc.IDs, "allocation", alloc.ID)
 	}
 	return adj, nil, nil
 }
 
 // Decide applies the trust rules (DESIGN.md §5) in order and returns the
-// adjustment with the verified IDs (ring order), no IDs for a container
-// without an allocation, or a *Refusal. Apart from the optional cross-check
+// adjustment with the verified allocation (IDs in ring order, and its
+// allocation ID when the device plugin wrote one), an empty allocation for
+// a container without one, or a *Refusal. Apart from the optional cross-check
 // it does no I/O.
 //
 //  1. A reserved key in the pod annotations refuses the container: runtimes
@@ -170,33 +171,35 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 //  3. Every ID must be in the current inventory and healthy; nodes, majors
 //     and minors come from discovery.
 //  4. Optionally the kubelet's PodResources must report the same IDs.
-func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []string, error) {
+func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, inject.Allocation, error) {
+	var none inject.Allocation
 	if key, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {
-		return nil, nil, refuse(metrics.ReasonPodAnnotation,
+		return nil, none, refuse(metrics.ReasonPodAnnotation,
 			"pod annotation %q is reserved for the LPU device plugin; a pod cannot claim LPUs through annotations (runtimes copy pod annotations into containers): remove it from the pod", key)
 	}
-	ids, err := p.key.Open(ctr.GetAnnotations())
+	alloc, err := p.key.OpenAllocation(ctr.GetAnnotations())
+	ids := alloc.IDs
 	switch {
 	case errors.Is(err, inject.ErrNoAllocation):
-		return inject.Unallocated().Adjustment(), nil, nil
+		return inject.Unallocated().Adjustment(), none, nil
 	case errors.Is(err, inject.ErrBadSeal):
-		return nil, nil, refuse(metrics.ReasonBadSeal, "allocation annotation not sealed by this node's device plugin: %w", err)
+		return nil, none, refuse(metrics.ReasonBadSeal, "allocation annotation not sealed by this node's device plugin: %w", err)
 	case err != nil:
-		return nil, nil, refuse(metrics.ReasonBadValue, "allocation annotation invalid: %w", err)
+		return nil, none, refuse(metrics.ReasonBadValue, "allocation annotation invalid: %w", err)
 	}
 	snap := p.store.Load()
 	if !snap.Ready() {
-		return nil, nil, refuse(metrics.ReasonNoInventory, "no LPU inventory yet (%v); cannot verify %s", snap.Err, inject.EncodeIDs(ids))
+		return nil, none, refuse(metrics.ReasonNoInventory, "no LPU inventory yet (%v); cannot verify %s", snap.Err, inject.EncodeIDs(ids))
 	}
 	devs := make([]device.Device, len(ids))
 	for i, id := range ids {
 		d, ok := snap.Device(id)
 		if !ok {
 			p.store.Kick() // the inventory may be behind the device plugin's
-			return nil, nil, refuse(metrics.ReasonUnknownDevice, "allocated device %q is not on this node (known: %d LPUs)", id, len(snap.Inventory.Devices))
+			return nil, none, refuse(metrics.ReasonUnknownDevice, "allocated device %q is not on this node (known: %d LPUs)", id, len(snap.Inventory.Devices))
 		}
 		if !d.Health.Healthy {
-			return nil, nil, refuse(metrics.ReasonUnhealthyDevice, "allocated device %s is unhealthy: %s", id, d.Health.Reason)
+			return nil, none, refuse(metrics.ReasonUnhealthyDevice, "allocated device %s is unhealthy: %s", id, d.Health.Reason)
 		}
 		devs[i] = *d
 	}
@@ -205,10 +208,10 @@ func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 		err := p.check.Check(cctx, pod.GetNamespace(), pod.GetName(), ctr.GetName(), ids)
 		cancel()
 		if err != nil {
-			return nil, nil, refuse(metrics.ReasonPodResources, "kubelet pod resources check: %w", err)
+			return nil, none, refuse(metrics.ReasonPodResources, "kubelet pod resources check: %w", err)
 		}
 	}
-	return inject.ForDevices(devs, snap.DriverVersion(), p.opts).Adjustment(), ids, nil
+	return inject.ForDevices(devs, snap.DriverVersion(), p.opts).Adjustment(), alloc, nil
 }
 
 // Synchronize audits the containers the runtime already runs: any container
@@ -264,10 +267,11 @@ func (p *Plugin) coverage(pod *api.PodSandbox, c *api.Container, held []string) 
 	if key, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {
 		return fmt.Sprintf("pod annotation %q", key)
 	}
-	ids, err := p.key.Open(c.GetAnnotations())
+	alloc, err := p.key.OpenAllocation(c.GetAnnotations())
 	if err != nil {
 		return err.Error()
 	}
+	ids := alloc.IDs
 	snap := p.store.Load()
 	allowed := make(map[string]bool, len(ids))
 	for _, id := range ids {

@@ -443,9 +443,9 @@ func TestConcurrentDecide(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			name := fmt.Sprintf("c%d", i)
-			adj, got, err := f.p.Decide(ctx, pod(name, nil), ctr(name, f.key.Annotations(ids)))
-			if err != nil || !slices.Equal(got, ids) || len(adj.GetLinux().GetDevices()) != len(ids) {
-				t.Errorf("%s: Decide(%v) = %v, %v", name, ids, got, err)
+			adj, alloc, err := f.p.Decide(ctx, pod(name, nil), ctr(name, f.key.Annotations(ids)))
+			if err != nil || !slices.Equal(alloc.IDs, ids) || len(adj.GetLinux().GetDevices()) != len(ids) {
+				t.Errorf("%s: Decide(%v) = %v, %v", name, ids, alloc.IDs, err)
 			}
 		}()
 	}
@@ -498,14 +498,14 @@ func TestPodResourcesCrossCheck(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, 8, false, func(c *Config) { c.Check = tc.check; c.CheckTimeout = 50 * time.Millisecond })
 			start := time.Now()
-			_, ids, err := f.p.Decide(context.Background(), pod("x", nil), ctr("x", f.key.Annotations([]string{"lpu1"})))
+			_, alloc, err := f.p.Decide(context.Background(), pod("x", nil), ctr("x", f.key.Annotations([]string{"lpu1"})))
 			if d := time.Since(start); d > time.Second {
 				t.Fatalf("Decide took %v, want the check bounded by its timeout", d)
 			}
 			var r *Refusal
 			switch {
-			case tc.reason == "" && (err != nil || !slices.Equal(ids, []string{"lpu1"})):
-				t.Fatalf("Decide = %v, %v; want lpu1", ids, err)
+			case tc.reason == "" && (err != nil || !slices.Equal(alloc.IDs, []string{"lpu1"})):
+				t.Fatalf("Decide = %v, %v; want lpu1", alloc.IDs, err)
 			case tc.reason != "" && (!errors.As(err, &r) || r.Reason != tc.reason):
 				t.Fatalf("Decide error = %v, want refusal %q", err, tc.reason)
 			}
@@ -537,8 +537,8 @@ func TestInventoryChangesAreSeen(t *testing.T) {
 	if _, err := f.store.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, ids, err := f.p.Decide(context.Background(), pod("x", nil), ctr("x", ann)); err != nil || !slices.Equal(ids, []string{"lpu4"}) {
-		t.Fatalf("after rescan: %v, %v", ids, err)
+	if _, alloc, err := f.p.Decide(context.Background(), pod("x", nil), ctr("x", ann)); err != nil || !slices.Equal(alloc.IDs, []string{"lpu4"}) {
+		t.Fatalf("after rescan: %v, %v", alloc.IDs, err)
 	}
 	devicetest.SetStatus(t, f.root, "lpu4", "FAILED")
 	if _, err := f.store.Refresh(context.Background()); err != nil {
