@@ -147,7 +147,9 @@ func Run(ctx context.Context, p Params) error {
 	if path := nfdPath(opts, root, log); path != "" {
 		g.Go(func() error { return writeFeatures(ctx, mon, path, cfg.ResourceName, log) })
 	}
-	return g.Wait()
+	err = g.Wait()
+	log.Info("lpu-device-plugin stopped", "err", err)
+	return err
 }
 
 func sysfsOptions(cfg *config.Config, log *slog.Logger) []device.Option {

@@ -12,10 +12,12 @@
 //   - Allocate re-checks what the kubelet chose: unknown, unhealthy or
 //     duplicate IDs are refused; a set that is not one arc on one ring is
 //     refused under policy strict and accepted (and counted) under
-//     best-effort. In nri mode the answer is only the sealed annotation
-//     (pkg/inject) in ring order; in cdi mode CDI device names, the
-//     cdi.k8s.io/ annotation for kubelets before 1.28, and the set-wide
-//     LPU_VISIBLE_DEVICES.
+//     best-effort. In nri mode the answer is only annotations: the IDs in
+//     ring order with their seal, and a fresh allocation ID sealed to them
+//     (pkg/inject) that names this call's Allocate span (pkg/trace), so
+//     lpu-nri's CreateContainer span can link to it. In cdi mode: CDI
+//     device names, the cdi.k8s.io/ annotation for kubelets before 1.28,
+//     and the set-wide LPU_VISIBLE_DEVICES.
 //   - PreStartContainer in nri mode refuses unless lpu-nri reports on its
 //     readiness socket (pkg/ready) that it is connected to the runtime.
 //
