@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -524,6 +525,40 @@ func (c checkFunc) Check(ctx context.Context, _, _, _ string, ids []string) erro
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+func TestAllocationID(t *testing.T) {
+	f := newFixture(t, 8, false)
+	id := inject.NewAllocationID()
+	withID, err := f.key.AnnotationsWithID([]string{"lpu2", "lpu3"}, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapped := maps.Clone(withID)
+	swapped[inject.AnnotationAllocation] = inject.NewAllocationID() // seal bound to the other ID
+	idOnly := map[string]string{inject.AnnotationAllocation: id, inject.AnnotationAllocationSeal: withID[inject.AnnotationAllocationSeal]}
+	tests := map[string]struct {
+		ann    map[string]string
+		wantID string
+		reason string
+	}{
+		"sealed with allocation ID":     {ann: withID, wantID: id},
+		"allocation ID swapped":         {ann: swapped, reason: metrics.ReasonBadSeal},
+		"allocation ID without devices": {ann: idOnly, reason: metrics.ReasonBadSeal},
+		"legacy annotations, no ID":     {ann: f.key.Annotations([]string{"lpu2"})},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, alloc, err := f.p.Decide(context.Background(), pod("a", nil), ctr("a", tc.ann))
+			var r *Refusal
+			switch {
+			case tc.reason != "" && (!errors.As(err, &r) || r.Reason != tc.reason):
+				t.Fatalf("Decide = %v, want refusal %q", err, tc.reason)
+			case tc.reason == "" && (err != nil || alloc.ID != tc.wantID || len(alloc.IDs) == 0):
+				t.Fatalf("Decide = %+v, %v; want allocation ID %q", alloc, err, tc.wantID)
+			}
+		})
 	}
 }
 
