@@ -152,6 +152,10 @@ make_node() {
     record node "/dev/lpu$i"
   done
   echo "fake LPU runtime library" >"$DRIVER_DIR/$DRIVER_MARKER"
+  # the daemons look at host paths under their discovery root (as a DaemonSet
+  # sees the host under /host): mirror the driver dir there
+  mkdir -p "$ROOT$(dirname "$DRIVER_DIR")"
+  ln -sfn "$DRIVER_DIR" "$ROOT$DRIVER_DIR"
   log "simulated node: 8 LPUs, major $LPU_MAJOR, ring0 = ${RING[*]}"
 }
 
@@ -458,6 +462,12 @@ node_up() {
   wait_for 20 kubelet_saw_registration ||
     fatal "lpu-device-plugin" "kubelet saw no registration for $RESOURCE: $(tail -5 "$LOGS/lpu-device-plugin.log")"
   ok "node up: containerd (NRI), kubelet, lpu-nri connected, lpu-device-plugin registered"
+  local out
+  out=$("$BASE/bin/lpu-nri" doctor --config "$CFG" --root "$ROOT" --state-dir "$STATE" \
+    --nri-socket "$(nri_sock a)" --nri-plugin-dir "$BASE/ctd-a/nri/plugins" --kubelet-dir "$DP_DIR" 2>&1) || true
+  echo "$out" >"$LOGS/doctor.log"
+  expect "lpu-nri doctor finds nothing wrong on the node" "$(grep -v '^OK' <<<"$out" | head -5)" \
+    eval '! grep -q "^FAIL" <<<"$out" && grep -q "^OK" <<<"$out"'
 }
 
 # ---------------------------------------------------------------- teardown
@@ -471,7 +481,7 @@ remove_cri_pods() {
 
 # our_shims: PIDs of shims started by our containerds (their arguments carry
 # our socket path).
-our_shims() { ps -eo pid=,args= | awk -v b="$BASE/ctd-" 'index($0, b) && /containerd-shim/ {print $1}'; }
+our_shims() { ps -eo pid=,args= | awk -v b="$BASE/ctd-" '$2 ~ /containerd-shim/ && index($0, b) {print $1}'; }
 
 teardown() {
   set +e

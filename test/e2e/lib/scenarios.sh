@@ -523,7 +523,7 @@ scenario_image() {
     eval 'ctrc -n lpu-e2e images ls -q | grep -qx "$ref"'
   for d in lpu-device-plugin lpu-nri; do
     out=$(ctrc -n lpu-e2e run --rm --runc-binary /usr/sbin/runc --runc-root "$BASE/runc-ctr" \
-      --cgroup "/$CGNAME/img-$d" --net-host "$ref" "img-$d" "/usr/bin/$d" --version 2>&1)
+      --cgroup "/$CGNAME/img-$d" --net-host "$ref" "img-$d" "/usr/bin/$d" --version 2>>"$LOGS/ctr-run.log")
     expect "image: /usr/bin/$d --version runs in it ($(head -1 <<<"$out" | cut -c1-60))" "$out" \
       eval 'grep -q "^$d " <<<"$out"'
   done
