@@ -52,7 +52,7 @@ now_ns() { date +%s%N; }
 start_daemon() {
   local name=$1 logf=$2
   shift 2
-  "$@" >>"$logf" 2>&1 </dev/null &
+  "$@" >>"$logf" 2>&1 </dev/null 9>&- &
   echo $! >"$BASE/pids/$name"
   log "started $name (pid $!): $*"
 }
