@@ -81,18 +81,22 @@ func (k *Key) SealAllocation(value, allocID string) string {
 	return encodeSeal(k.macAllocation(value, allocID))
 }
 
+// Constant parts of the allocation MAC input, as bytes once (io.WriteString
+// on a hash copies every string it is given).
+var (
+	allocMACPrefix  = []byte(AnnotationAllocation + "=")
+	allocMACDevices = []byte("\n" + AnnotationDevices + "=")
+)
+
 func (k *Key) macAllocation(value, allocID string) []byte {
 	m, _ := k.macs.Get().(hash.Hash)
 	if m == nil {
 		m = hmac.New(newHash, k.secret[:])
 	}
 	m.Reset()
-	io.WriteString(m, AnnotationAllocation)
-	io.WriteString(m, "=")
+	m.Write(allocMACPrefix)
 	io.WriteString(m, allocID)
-	io.WriteString(m, "\n")
-	io.WriteString(m, AnnotationDevices)
-	io.WriteString(m, "=")
+	m.Write(allocMACDevices)
 	io.WriteString(m, value)
 	sum := m.Sum(nil)
 	k.macs.Put(m)

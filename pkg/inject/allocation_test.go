@@ -222,3 +222,16 @@ func must(m map[string]string, err error) map[string]string {
 	}
 	return m
 }
+
+// TestSealAllocationVector pins the allocation seal's wire format (kubelet
+// replays annotations across upgrades, so it must never change silently).
+// The expected value was computed outside Go: Python's hmac over the
+// documented input.
+func TestSealAllocationVector(t *testing.T) {
+	k := testKey(t, 1)
+	got := k.SealAllocation("lpu7,lpu0,lpu1", "00112233445566778899aabbccddeeff")
+	const want = "v1:e4cc75f536ba51d930be5f7896fad54ed4251f97ff8628e41934d1224e3f43ec"
+	if got != want {
+		t.Errorf("SealAllocation = %s, want %s", got, want)
+	}
+}

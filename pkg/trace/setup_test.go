@@ -140,7 +140,7 @@ func startReceiver(t *testing.T, failFirst int) (*receiver, string) {
 }
 
 // closedPort returns a loopback address nothing listens on.
-func closedPort(t *testing.T) string {
+func closedPort(t testing.TB) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -294,7 +294,7 @@ func TestFailOpen(t *testing.T) {
 		endpoint func(t *testing.T) string
 		insecure bool
 	}{
-		"closed port": {endpoint: closedPort, insecure: true},
+		"closed port": {endpoint: func(t *testing.T) string { return closedPort(t) }, insecure: true},
 		"tls to plaintext collector": {endpoint: func(t *testing.T) string {
 			_, addr := startReceiver(t, 0)
 			return addr

@@ -76,26 +76,26 @@ func allocationIDs(allocID string) (oteltrace.TraceID, oteltrace.SpanID, bool) {
 // instead of the parent. The derivation needs a provider built by Setup or
 // NewProvider; with another provider the span gets random IDs.
 func StartAllocate(ctx context.Context, tracer oteltrace.Tracer, resource string, ids []string, ring int, contiguous bool, allocID string) (context.Context, oteltrace.Span) {
-	opts := []oteltrace.SpanStartOption{
-		oteltrace.WithNewRoot(),
-		oteltrace.WithSpanKind(oteltrace.SpanKindServer),
-		oteltrace.WithAttributes(
+	idCtx := ctx
+	if allocID != "" {
+		idCtx = context.WithValue(ctx, allocKey{}, allocID)
+	}
+	_, span := tracer.Start(idCtx, SpanAllocate, oteltrace.WithNewRoot(), oteltrace.WithSpanKind(oteltrace.SpanKindServer))
+	// Attributes and links only for a recording span: with tracing off
+	// (no-op provider) the span costs next to nothing.
+	if span.IsRecording() {
+		span.SetAttributes(
 			AttrResource.String(resource),
 			AttrDeviceIDs.StringSlice(ids),
 			AttrDeviceCount.Int(len(ids)),
 			AttrRing.Int(ring),
 			AttrContiguous.Bool(contiguous),
 			AttrAllocationID.String(allocID),
-		),
+		)
+		if parent := oteltrace.SpanContextFromContext(ctx); parent.IsValid() {
+			span.AddLink(oteltrace.Link{SpanContext: parent})
+		}
 	}
-	if parent := oteltrace.SpanContextFromContext(ctx); parent.IsValid() {
-		opts = append(opts, oteltrace.WithLinks(oteltrace.Link{SpanContext: parent}))
-	}
-	idCtx := ctx
-	if allocID != "" {
-		idCtx = context.WithValue(ctx, allocKey{}, allocID)
-	}
-	_, span := tracer.Start(idCtx, SpanAllocate, opts...)
 	// The returned context must not carry the allocation ID: another new
 	// root started from it would get the same IDs.
 	return oteltrace.ContextWithSpan(ctx, span), span
@@ -107,24 +107,25 @@ func StartAllocate(ctx context.Context, tracer oteltrace.Tracer, resource string
 // allocation IDs). A span already in ctx stays the parent. When the ID is
 // known only later, pass "" and call LinkAllocation.
 func StartCreateContainer(ctx context.Context, tracer oteltrace.Tracer, pod, namespace, container, allocID string) (context.Context, oteltrace.Span) {
-	opts := []oteltrace.SpanStartOption{
-		oteltrace.WithSpanKind(oteltrace.SpanKindServer),
-		oteltrace.WithAttributes(
+	ctx, span := tracer.Start(ctx, SpanCreateContainer, oteltrace.WithSpanKind(oteltrace.SpanKindServer))
+	if span.IsRecording() {
+		span.SetAttributes(
 			AttrPod.String(pod),
 			AttrNamespace.String(namespace),
 			AttrContainer.String(container),
-		),
+		)
+		LinkAllocation(span, allocID)
 	}
-	if link, ok := allocationLink(allocID); ok {
-		opts = append(opts, oteltrace.WithLinks(link), oteltrace.WithAttributes(AttrAllocationID.String(allocID)))
-	}
-	return tracer.Start(ctx, SpanCreateContainer, opts...)
+	return ctx, span
 }
 
 // LinkAllocation links span to the Allocate span of allocID and records the
 // ID, for a CreateContainer span started before the allocation was opened.
 // It does nothing for an empty ID.
 func LinkAllocation(span oteltrace.Span, allocID string) {
+	if !span.IsRecording() {
+		return
+	}
 	if link, ok := allocationLink(allocID); ok {
 		span.AddLink(link)
 		span.SetAttributes(AttrAllocationID.String(allocID))
@@ -142,6 +143,9 @@ func allocationLink(allocID string) (oteltrace.Link, bool) {
 // RecordDevices records the device IDs a container got (lpu-nri, after the
 // allocation was verified against its inventory).
 func RecordDevices(span oteltrace.Span, ids []string) {
+	if !span.IsRecording() {
+		return
+	}
 	span.SetAttributes(AttrDeviceIDs.StringSlice(ids), AttrDeviceCount.Int(len(ids)))
 }
 

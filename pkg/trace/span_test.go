@@ -258,3 +258,15 @@ func TestSpanVariants(t *testing.T) {
 		})
 	}
 }
+
+// TestAllocationSpanContextVector pins the derivation both daemons rely on
+// (computed outside Go: sha256sum of the ID's hex digits).
+func TestAllocationSpanContextVector(t *testing.T) {
+	sc := AllocationSpanContext(testAllocID)
+	if got, want := sc.TraceID().String(), "d9c888c36671c29ccff0e6d7fa3ed227"; got != want {
+		t.Errorf("trace ID %s, want %s", got, want)
+	}
+	if got, want := sc.SpanID().String(), "3d93bdb8c8e5f529"; got != want {
+		t.Errorf("span ID %s, want %s", got, want)
+	}
+}
