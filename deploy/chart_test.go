@@ -29,6 +29,7 @@ type chartCase struct {
 	networkTable   string
 	nriPodResource bool // lpu-nri mounts the pod-resources dir
 	noNFD          bool // nfd.enabled=false: no feature file, no mount
+	doctorMounts   bool // nri.doctor.hostMounts=true
 }
 
 const nfdDir = "/etc/kubernetes/node-feature-discovery/features.d"
@@ -49,6 +50,10 @@ func chartCases() map[string]chartCase {
 		"without node feature discovery": {
 			sets:  []string{"nfd.enabled=false"},
 			kinds: baseKinds, mode: config.InjectionNRI, noNFD: true,
+		},
+		"doctor host mounts": {
+			sets:  []string{"nri.doctor.hostMounts=true"},
+			kinds: baseKinds, mode: config.InjectionNRI, doctorMounts: true,
 		},
 		"service monitor": {
 			sets:  []string{"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prom"},
@@ -201,6 +206,10 @@ func checkDaemonSet(t *testing.T, objs objects, cfg *config.Config, tc chartCase
 		// The device plugin resolves auto by looking for the NRI socket.
 		nriDir := path.Dir(cfg.NRI.Socket)
 		want["lpu-device-plugin"][nriDir] = hostMount{nriDir, true, corev1.HostPathDirectoryOrCreate}
+	}
+	if tc.doctorMounts {
+		want["lpu-nri"][cfg.Kubelet.DevicePluginDir] = hostMount{cfg.Kubelet.DevicePluginDir, true, corev1.HostPathDirectoryOrCreate}
+		want["lpu-nri"]["/opt/nri/plugins"] = hostMount{"/opt/nri/plugins", true, corev1.HostPathDirectoryOrCreate}
 	}
 	if !tc.noNFD {
 		want["lpu-device-plugin"][nfdDir] = hostMount{nfdDir, false, corev1.HostPathDirectoryOrCreate}
@@ -452,6 +461,7 @@ func TestChartRejectsBadValues(t *testing.T) {
 		"duration":              {"config.health.resyncInterval=5", "resyncInterval"},
 		"pull policy":           {"image.pullPolicy=Sometimes", "pullPolicy"},
 		"metrics port":          {"nri.metricsPort=70000", "metricsPort"},
+		"tracing with a scheme": {"config.tracing.endpoint=http://otel:4317", "endpoint"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -35,6 +35,9 @@ func TestBuildOCI(t *testing.T) {
 		image   = "example.test/lpu-node"
 		epoch   = "1700000000"
 		created = "2023-11-14T22:13:20Z"
+		// Fixed, so a commit landing between the two builds cannot change
+		// the label (the shared tree keeps moving while tests run).
+		revision = "0123456789abcdef0123456789abcdef01234567"
 	)
 	dir := t.TempDir()
 	build := func(out string) string {
@@ -42,7 +45,7 @@ func TestBuildOCI(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "bash", "container/build-oci.sh", out, version)
-		cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+epoch, "IMAGE="+image)
+		cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+epoch, "IMAGE="+image, "REVISION="+revision)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Run(); err != nil {
@@ -103,6 +106,7 @@ func TestBuildOCI(t *testing.T) {
 		"title":      {imageConfig.Config.Labels["org.opencontainers.image.title"], "lpu-node"},
 		"created l.": {imageConfig.Config.Labels["org.opencontainers.image.created"], created},
 		"source":     {imageConfig.Config.Labels["org.opencontainers.image.source"], "https://github.com/hyperaccel/lpu-node"},
+		"revision":   {imageConfig.Config.Labels["org.opencontainers.image.revision"], revision},
 	}
 	for name, c := range checks {
 		if c.got != c.want {
@@ -141,6 +145,9 @@ func TestBuildOCI(t *testing.T) {
 		if want := name + " " + version; strings.TrimSpace(out) != want {
 			t.Errorf("%s --version = %q, want %q", name, strings.TrimSpace(out), want)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(rootfs, "etc", "ssl", "certs", "ca-certificates.crt")); err != nil {
+		t.Errorf("no CA bundle for TLS to an OTLP collector: %v", err)
 	}
 	passwd, err := os.ReadFile(filepath.Join(rootfs, "etc", "passwd"))
 	if err != nil || !strings.Contains(string(passwd), "nonroot:x:65532:65532:") || !strings.HasPrefix(string(passwd), "root:x:0:0:") {

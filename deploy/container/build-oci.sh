@@ -10,7 +10,11 @@
 #                    (default ghcr.io/hyperaccel/lpu-node); the tag is VERSION
 #   SOURCE_DATE_EPOCH  timestamp for every file, layer and config date
 #                    (default: the commit time of HEAD), for reproducibility
+#   REVISION         source revision label (default: git rev-parse HEAD)
 #   GOARCH           target architecture (default: the host's)
+#   CA_BUNDLE        PEM CA bundle copied to /etc/ssl/certs/ca-certificates.crt
+#                    for TLS to an OTLP collector (default: the build host's
+#                    Debian bundle; "none" leaves it out)
 #
 # Same source tree + same Go toolchain + same umoci + same SOURCE_DATE_EPOCH
 # gives byte-identical OUT.tar (the binaries are built with -trimpath and
@@ -42,7 +46,7 @@ image=${IMAGE:-ghcr.io/hyperaccel/lpu-node}
 epoch=${SOURCE_DATE_EPOCH:-$(git -C "$repo" log -1 --format=%ct 2>/dev/null || echo 0)}
 [[ $epoch =~ ^[0-9]+$ ]] || die "SOURCE_DATE_EPOCH must be seconds since 1970, got '$epoch'"
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
-revision=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
+revision=${REVISION:-$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)}
 goarch=${GOARCH:-$(go env GOARCH)}
 
 if ! command -v umoci >/dev/null; then
@@ -81,6 +85,11 @@ printf '%s\n' 'root:x:0:0:root:/root:/sbin/nologin' \
   'nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin' > "$rootfs/etc/passwd"
 printf '%s\n' 'root:x:0:' 'nonroot:x:65532:' > "$rootfs/etc/group"
 chmod 0644 "$rootfs/etc/passwd" "$rootfs/etc/group"
+ca=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
+if [ "$ca" != none ]; then
+  [ -f "$ca" ] || die "no CA bundle at $ca (install ca-certificates, set CA_BUNDLE, or CA_BUNDLE=none)"
+  install -D -m 0644 "$ca" "$rootfs/etc/ssl/certs/ca-certificates.crt"
+fi
 find "$rootfs" -exec touch -h -d "@$epoch" {} +
 
 umoci repack --image "$layout:$tag" \
