@@ -147,6 +147,14 @@ type Policy interface {
 	Pick(available []string, size int) []string
 }
 
+// oracle is a policy that is told the future: the new job's end time and
+// the end time of the job on every LPU (flat layout order). No real device
+// plugin knows this; the ablation uses it to bound what lifetime hints
+// could buy.
+type oracle interface {
+	See(jobEnd float64, endAt []float64)
+}
+
 // kubeletDefault is kubelet without a preferred allocation: an arbitrary
 // choice from the available set (kubelet walks a Go map; here a seeded
 // shuffle, so runs are reproducible).
@@ -295,7 +303,8 @@ func Simulate(node Node, mix Mix, jobs []Job, p Policy, strict bool) (Result, er
 		index[id] = i
 	}
 	busy := make([]bool, len(order))
-	held := make([][]int, len(jobs)) // flat indices each running job holds
+	endAt := make([]float64, len(order)) // end time of the job on each busy LPU (oracle policies only)
+	held := make([][]int, len(jobs))     // flat indices each running job holds
 	freeCount := capacity
 	run := &running{jobs: jobs}
 	available := make([]string, 0, capacity)
@@ -324,6 +333,9 @@ func Simulate(node Node, mix Mix, jobs []Job, p Policy, strict bool) (Result, er
 					if !busy[x] {
 						available = append(available, id)
 					}
+				}
+				if o, ok := p.(oracle); ok {
+					o.See(job.End, endAt)
 				}
 				ids := p.Pick(available, job.Size)
 				if len(ids) != job.Size {
@@ -355,6 +367,9 @@ func Simulate(node Node, mix Mix, jobs []Job, p Policy, strict bool) (Result, er
 					busy[x] = true
 				}
 				held[i] = pick
+				for _, x := range pick {
+					endAt[x] = job.End
+				}
 			}
 			heap.Push(run, int32(i))
 		}

@@ -103,12 +103,31 @@ var critArea = criterion{"W", func(s arcState) []int {
 	return []int{-c}
 }}
 
+// critTime is filled in per variant (it needs the oracle view); this is
+// its name holder.
+var critTime = criterion{name: "T"}
+
 // variant is pkg/alloc's candidate set with another scoring order.
 type variant struct {
 	node  Node
 	l     *alloc.Layout // fallback when no arc fits
 	crits []criterion
 	fb    []criterion // non-nil: brute-force fallback over every set, ordered by pieces then these (nodes ≤ 12 LPUs)
+	// timed variants are oracles: see the end times (critTime).
+	ends *oracleView
+}
+
+// oracleView is what an oracle variant was told before its pick.
+type oracleView struct {
+	jobEnd float64
+	endAt  []float64
+}
+
+// See implements oracle; it is a no-op for variants without critTime.
+func (v variant) See(jobEnd float64, endAt []float64) {
+	if v.ends != nil {
+		v.ends.jobEnd, v.ends.endAt = jobEnd, endAt
+	}
 }
 
 // Variants returns the ablation policies.
@@ -131,6 +150,14 @@ func Variants(node Node, l *alloc.Layout) []Policy {
 	var out []Policy
 	for _, o := range orders {
 		out = append(out, variant{node: node, l: l, crits: o})
+	}
+	// Oracles: T orders by how close the arc's busy neighbours end to the
+	// new job's end, so jobs that leave together sit together.
+	for _, o := range [][]criterion{
+		{critCapacity, critLargest, critSegs, critTime, critAlign, critPos},
+		{critTime, critCapacity, critLargest, critSegs, critAlign, critPos},
+	} {
+		out = append(out, variant{node: node, l: l, crits: o, ends: &oracleView{}})
 	}
 	if node.Capacity() <= 12 {
 		base := []criterion{critLargest, critSegs, critAlign, critPos}
@@ -208,6 +235,10 @@ func (v variant) Pick(available []string, size int) []string {
 			}
 			var key []int
 			for _, c := range v.crits {
+				if c.name == critTime.name {
+					key = append(key, v.timeKey(free, r, s, size))
+					continue
+				}
 				key = append(key, c.key(st)...)
 			}
 			if bestIDs == nil || slices.Compare(key, best) < 0 {
@@ -270,4 +301,32 @@ func (v variant) bruteFallback(free [][]bool, size int) []string {
 		}
 	}
 	return bestIDs
+}
+
+// timeKey sums, over the two LPUs just outside the arc, how far apart (in
+// milli-lifetimes) the job there ends from the new job; a free neighbour
+// counts as a full lifetime apart.
+func (v variant) timeKey(free [][]bool, r, start, size int) int {
+	ring := v.node.Rings[r]
+	n := len(ring)
+	off := 0
+	for _, rr := range v.node.Rings[:r] {
+		off += len(rr)
+	}
+	sum := 0.0
+	for _, nb := range []int{(start - 1 + n) % n, (start + size) % n} {
+		if size == n {
+			break
+		}
+		if free[r][nb] {
+			sum++
+			continue
+		}
+		d := v.ends.endAt[off+nb] - v.ends.jobEnd
+		if d < 0 {
+			d = -d
+		}
+		sum += min(d, 1)
+	}
+	return int(sum * 1000)
 }
