@@ -95,9 +95,9 @@ EOF
 # own CreateContainer log lines) latency per plugin, and their ratio.
 perf_report() {
   local pd=$1
-  # server side: "CreateContainer within sandbox .. for container &ContainerMetadata{Name:X,...}" -> ".. returns container id"
-  grep -E 'CreateContainer within sandbox.*Name:perf-' "$LOGS/containerd-a.log" |
-    sed -nE 's/^time="([^"]+)".*Name:(perf-[a-z]+-[0-9]+-[0-9]+),.*/\1 \2/p' |
+  # server side: 'CreateContainer within sandbox .. for container name:\"X\"' -> '.. for name:\"X\" returns container id'
+  grep -E 'CreateContainer within sandbox.*name:."perf-' "$LOGS/containerd-a.log" |
+    sed -nE 's/^time="([^"]+)".*name:\\"(perf-[a-z]+-[0-9]+-[0-9]+)\\".*/\1 \2/p' |
     while read -r t n; do echo "$(date -d "$t" +%s%N) $n"; done |
     awk '{ if ($2 in s) { printf "%s\t%s\t%d\n", substr($2, 6, index(substr($2, 6), "-") - 1), $2, ($1 - s[$2]) / 1000 } else s[$2] = $1 }' \
       >"$pd/server.tsv"
