@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +56,7 @@ type Plugin struct {
 	m            *metrics.Metrics
 	ready        Readiness
 	log          *slog.Logger
+	connMu       sync.Mutex
 	synced       atomic.Bool
 	syncs        atomic.Int64 // Synchronize calls, to tell a lost connection from a failed one
 }
@@ -88,8 +90,12 @@ func (p *Plugin) Metrics() *metrics.Metrics { return p.m }
 // current connection.
 func (p *Plugin) Connected() bool { return p.synced.Load() }
 
-// setConnected records the connection state in readiness and metrics.
+// setConnected records the connection state in readiness and metrics. The
+// mutex keeps the readiness socket and the gauge in the order of the state
+// changes when a close and a Synchronize race.
 func (p *Plugin) setConnected(c bool) {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
 	if p.synced.Swap(c) == c {
 		return
 	}
