@@ -1,0 +1,68 @@
+package plugin
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nritest"
+)
+
+func TestRunnerValidate(t *testing.T) {
+	f := newFixture(t, 1, false)
+	tests := map[string]struct {
+		r    Runner
+		says string
+	}{
+		"one-digit index": {Runner{Plugin: f.p, Name: "lpu", Index: "1", Socket: "/x"}, "index"},
+		"letters index":   {Runner{Plugin: f.p, Name: "lpu", Index: "ab", Socket: "/x"}, "index"},
+		"empty name":      {Runner{Plugin: f.p, Name: "", Index: "10", Socket: "/x"}, "name"},
+		"slash in name":   {Runner{Plugin: f.p, Name: "lpu/x", Index: "10", Socket: "/x"}, "name"},
+		"no socket":       {Runner{Plugin: f.p, Name: "lpu", Index: "10"}, "socket"},
+		"no plugin":       {Runner{Name: "lpu", Index: "10", Socket: "/x"}, "plugin"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := tc.r.Run(context.Background()) // returns at once on invalid input
+			if err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("Run = %v, want an error about %s", err, tc.says)
+			}
+		})
+	}
+}
+
+// TestRunnerWaitsForRuntime: the socket appears late; the runner keeps
+// retrying with bounded backoff and connects soon after.
+func TestRunnerWaitsForRuntime(t *testing.T) {
+	f := newFixture(t, 2, false)
+	rt := nritest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &Runner{Plugin: f.p, Name: "lpu", Index: "10", Socket: rt.Socket, Log: discard,
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	time.Sleep(400 * time.Millisecond) // several failed attempts, backoff at its cap
+	if f.p.Connected() {
+		t.Fatal("connected without a runtime")
+	}
+	start := time.Now()
+	rt.Start(t)
+	rt.WaitPlugins(t, 1)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("connected %v after the runtime appeared, want within the backoff cap", d)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	if f.p.Connected() {
+		t.Fatal("still connected after Run returned")
+	}
+}
