@@ -59,7 +59,7 @@ func parseFlags(args []string) (Config, error) {
 	mixes := fs.String("mix", "default all-small all-large", "space-separated size mixes: default (1:40,2:30,4:20,8:10), all-small (1:50,2:50), all-large (4:50,8:50), or size:weight,…")
 	nodes := fs.String("node", "1x8 2x8 1x16", "space-separated node shapes RINGSxLPUS")
 	strict := fs.Bool("strict", false, "refuse non-contiguous picks (the strict policy) instead of admitting them (best-effort)")
-	ablation := fs.String("ablation", "", `also run scoring variants by brute force (slow): "all", or names such as LSAP,CLSAP (L largest arc, S segments, A alignment, P position, C power-of-two capacity, V segment vector, B best fit)`)
+	ablation := fs.String("ablation", "", `also run scoring variants by brute force (slow): "all", or names such as LSAP,CLSAP (L largest arc, S segments, A alignment, P position, C power-of-two capacity, W area, V segment vector, B best fit, T oracle end times, +F brute-force fallback)`)
 	out := fs.String("out", filepath.Join("test", "sim", "out"), "output directory for results.csv, sizes.csv and rates.png")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
