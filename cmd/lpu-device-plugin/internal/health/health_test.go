@@ -291,3 +291,48 @@ func TestMonitorDiscoveryErrorKeepsInventory(t *testing.T) {
 		return s.Err == nil && len(s.Inventory.HealthyIDs()) == 2
 	})
 }
+
+func TestMonitorBrokenAttributesAtStart(t *testing.T) {
+	root := devicetest.NewTree(t,
+		devicetest.Row{Index: 0},
+		devicetest.Row{Index: 1, Omit: []string{"status"}},
+		devicetest.Row{Index: 2, Dev: "garbage"},
+		devicetest.Row{Index: 3, NoNode: true},
+	)
+	m := start(t, root, eventOnly)
+	snap, _ := m.Snapshot()
+	want := map[string]string{"lpu0": "", "lpu1": "status", "lpu2": "dev", "lpu3": "/dev/lpu3"}
+	for id, reason := range want {
+		h, ok := healthOf(snap, id)
+		if !ok {
+			t.Fatalf("%s not listed: broken devices must be reported, not dropped", id)
+		}
+		if h.Healthy != (reason == "") || !strings.Contains(h.Reason, reason) {
+			t.Fatalf("%s = %+v, want healthy=%v with reason mentioning %q", id, h, reason == "", reason)
+		}
+	}
+}
+
+func TestMonitorDampsABlip(t *testing.T) {
+	root := devicetest.NewTree(t, rows(2)...)
+	m := start(t, root, Options{ResyncInterval: time.Hour, PollInterval: -1, ProbeInterval: 500 * time.Millisecond, FailureThreshold: 3})
+	_, changed := m.Snapshot()
+	devicetest.SetStatus(t, root, "lpu1", "ECC_ERROR")
+	time.Sleep(30 * time.Millisecond)
+	devicetest.SetStatus(t, root, "lpu1", device.StatusReady)
+	// Three confirming probes 500 ms apart would be needed; the blip is
+	// gone after the first. Nothing may be published as unhealthy.
+	deadline := time.After(1500 * time.Millisecond)
+	for {
+		select {
+		case <-changed:
+			var snap Snapshot
+			snap, changed = m.Snapshot()
+			if h, _ := healthOf(snap, "lpu1"); !h.Healthy {
+				t.Fatalf("blip reported: %s", describe(snap))
+			}
+		case <-deadline:
+			return
+		}
+	}
+}
