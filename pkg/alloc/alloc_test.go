@@ -320,3 +320,29 @@ func TestLargestFreeArc(t *testing.T) {
 		})
 	}
 }
+
+// A Layout is read-only after NewLayout: concurrent callers (kubelet's
+// GetPreferredAllocation and Allocate run in parallel) must not race.
+func TestConcurrentUse(t *testing.T) {
+	l := mustLayout(t, twoRings8)
+	done := make(chan struct{})
+	for g := 0; g < 4; g++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := 0; i < 200; i++ {
+				if got := l.Preferred(holes8Avail, nil, 2); !reflect.DeepEqual(got, ids(3, 4)) {
+					t.Errorf("Preferred = %v", got)
+					return
+				}
+				if _, err := l.Check(ids(1, 2)); err != nil {
+					t.Error(err)
+					return
+				}
+				l.LargestFreeArc(holes8Avail)
+			}
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		<-done
+	}
+}
