@@ -21,6 +21,7 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
+	"github.com/hyperaccel/lpu-node/pkg/trace"
 )
 
 // Params are what Run needs besides the context.
@@ -156,8 +157,24 @@ func Run(ctx context.Context, p Params) error {
 			return fmt.Errorf("readiness socket: %w", err)
 		}
 		defer rs.Close()
+		// Tracing fails open: a bad endpoint or exporter is logged, never fatal.
+		tp, shutdownTracing, err := trace.Setup(ctx, trace.Config{
+			Endpoint: cfg.Tracing.Endpoint, Insecure: cfg.Tracing.Insecure,
+			ServiceName: "lpu-nri", ServiceVersion: p.Version,
+		}, log)
+		if err != nil {
+			log.Warn("tracing disabled", "err", err)
+		}
+		defer func() {
+			// Short: a collector that is gone must not hold up a SIGTERM.
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			if err := shutdownTracing(sctx); err != nil {
+				log.Warn("flushing traces", "err", err)
+			}
+		}()
 		pc := plugin.Config{Key: key, Store: store, Options: opts, Metrics: m, Ready: rs, Log: log,
-			CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration}
+			CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Tracer: tp.Tracer(trace.ScopeName)}
 		if cfg.Kubelet.PodResourcesCheck {
 			c := podres.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
 			defer c.Close()

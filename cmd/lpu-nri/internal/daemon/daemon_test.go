@@ -229,6 +229,7 @@ func TestCommands(t *testing.T) {
 	cfg.StateDir = filepath.Join(dir, "state")
 	cfg.CDI.SpecDir = filepath.Join(dir, "cdi")
 	cfg.NRI.Socket = filepath.Join(dir, "none.sock")
+	cfg.Kubelet.DevicePluginDir = filepath.Join(dir, "kubelet") // not the host's
 	p := Params{Config: cfg, Mode: config.InjectionCDI, ModeReason: "cdi (test)", Simulate: 16, Logger: discard}
 	ctx := context.Background()
 

@@ -10,11 +10,14 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	oteltrace "go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/pkg/trace"
 )
 
 // MaxCrossCheckTimeout caps the PodResources cross-check whatever the
@@ -43,6 +46,10 @@ type Config struct {
 	Metrics      *metrics.Metrics // default: a private metrics.New()
 	Ready        Readiness        // optional
 	Log          *slog.Logger     // default slog.Default()
+	// Tracer starts a CreateContainer span per request, linked to the
+	// device plugin's Allocate span through the allocation ID; nil: no
+	// tracing.
+	Tracer oteltrace.Tracer
 }
 
 // Plugin is the NRI plugin. It implements the stub's Configure,
@@ -56,6 +63,7 @@ type Plugin struct {
 	m            *metrics.Metrics
 	ready        Readiness
 	log          *slog.Logger
+	tracer       oteltrace.Tracer
 	connMu       sync.Mutex
 	synced       atomic.Bool
 	syncs        atomic.Int64 // Synchronize calls, to tell a lost connection from a failed one
@@ -70,7 +78,10 @@ func New(cfg Config) (*Plugin, error) {
 		return nil, errors.New("nri plugin: no inventory store")
 	}
 	p := &Plugin{key: cfg.Key, store: cfg.Store, opts: cfg.Options, check: cfg.Check,
-		checkTimeout: cfg.CheckTimeout, m: cfg.Metrics, ready: cfg.Ready, log: cfg.Log}
+		checkTimeout: cfg.CheckTimeout, m: cfg.Metrics, ready: cfg.Ready, log: cfg.Log, tracer: cfg.Tracer}
+	if p.tracer == nil {
+		p.tracer = noop.NewTracerProvider().Tracer(trace.ScopeName)
+	}
 	if p.checkTimeout <= 0 || p.checkTimeout > MaxCrossCheckTimeout {
 		p.checkTimeout = MaxCrossCheckTimeout
 	}
@@ -142,9 +153,15 @@ func refuse(reason string, format string, args ...any) *Refusal {
 // CreateContainer verifies the container's allocation and returns the
 // adjustment that injects its LPUs, or a Refusal.
 func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	ctx, span := trace.StartCreateContainer(ctx, p.tracer, pod.GetName(), pod.GetNamespace(), ctr.GetName(), "")
 	start := time.Now()
 	adj, alloc, err := p.Decide(ctx, pod, ctr)
 	p.m.CreateDuration.Observe(time.Since(start).Seconds())
+	trace.LinkAllocation(span, alloc.ID)
+	if len(alloc.IDs) > 0 {
+		trace.RecordDevices(span, alloc.IDs)
+	}
+	trace.End(span, err)
 	if err != nil {
 		var r *Refusal
 		reason := metrics.ReasonBadValue
