@@ -141,8 +141,9 @@ type Case struct {
 func (c Case) Bound() Result { return c.Results[0] }
 
 // Policies returns the policies to compare on node, in report order;
-// seed drives kubelet's arbitrary choice.
-func Policies(node Node, seed uint64, ablation string) ([]Policy, error) {
+// seed drives kubelet's arbitrary choice, mix is known only to the
+// ablation's mix-aware variant.
+func Policies(node Node, mix Mix, seed uint64, ablation string) ([]Policy, error) {
 	l, err := alloc.NewLayout(node.Rings)
 	if err != nil {
 		return nil, err
@@ -150,7 +151,7 @@ func Policies(node Node, seed uint64, ablation string) ([]Policy, error) {
 	ps := []Policy{newKubeletDefault(seed), firstFit{node: node}, ours{l: l}}
 	if ablation != "" {
 		want := strings.Split(ablation, ",")
-		for _, v := range Variants(node, l) {
+		for _, v := range Variants(node, mix, l) {
 			if ablation == "all" || slices.Contains(want, strings.TrimPrefix(v.Name(), "v:")) {
 				ps = append(ps, v)
 			}
@@ -203,7 +204,7 @@ func runCase(cfg Config, node Node, mix Mix) ([]Result, error) {
 	// from the seed and the case's name, so adding cases changes nothing.
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d/%s/%s", cfg.Seed, node.Name, mix.String())
-	policies, err := Policies(node, h.Sum64(), cfg.Ablation)
+	policies, err := Policies(node, mix, h.Sum64(), cfg.Ablation)
 	if err != nil {
 		return nil, err
 	}

@@ -218,7 +218,7 @@ func TestAblationMatchesPkgAlloc(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ps, err := Policies(node, 1, "CLSAP")
+		ps, err := Policies(node, MixDefault, 1, "CLSAP")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -131,7 +131,7 @@ func (v variant) See(jobEnd float64, endAt []float64) {
 }
 
 // Variants returns the ablation policies.
-func Variants(node Node, l *alloc.Layout) []Policy {
+func Variants(node Node, mix Mix, l *alloc.Layout) []Policy {
 	orders := [][]criterion{
 		{critLargest, critSegs, critAlign, critPos}, // the starting order
 		{critLargest, critSegs, critPos},
@@ -147,6 +147,21 @@ func Variants(node Node, l *alloc.Layout) []Policy {
 		{critArea, critLargest, critSegs, critAlign, critPos},
 		{critCapacity, critLargest, critSegs, critPos},
 	}
+	// M knows the mix (a plugin could learn it from the sizes it is asked
+	// for): arcs each request size could still get, weighted by the mix.
+	critMix := criterion{"M", func(s arcState) []int {
+		c := 0
+		for _, l := range s.segments() {
+			for i, k := range mix.Sizes {
+				c += mix.Weights[i] * (l / k)
+			}
+		}
+		return []int{-c}
+	}}
+	orders = append(orders,
+		[]criterion{critMix, critLargest, critSegs, critAlign, critPos},
+		[]criterion{critCapacity, critMix, critLargest, critSegs, critAlign, critPos},
+	)
 	var out []Policy
 	for _, o := range orders {
 		out = append(out, variant{node: node, l: l, crits: o})
