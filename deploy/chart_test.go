@@ -30,6 +30,7 @@ type chartCase struct {
 	nriPodResource bool // lpu-nri mounts the pod-resources dir
 	noNFD          bool // nfd.enabled=false: no feature file, no mount
 	doctorMounts   bool // nri.doctor.hostMounts=true
+	knobs          bool // the "every optional knob" case
 }
 
 const nfdDir = "/etc/kubernetes/node-feature-discovery/features.d"
@@ -50,6 +51,17 @@ func chartCases() map[string]chartCase {
 		"without node feature discovery": {
 			sets:  []string{"nfd.enabled=false"},
 			kinds: baseKinds, mode: config.InjectionNRI, noNFD: true,
+		},
+		"every optional knob": {
+			sets: []string{"commonLabels.team=ml", "podAnnotations.example\\.com/owner=ml",
+				"imagePullSecrets[0].name=registry", "image.tag=v9.9.9",
+				"devicePlugin.extraArgs[0]=--injection=nri",
+				"nri.extraEnv[0].name=LPU_LOG_LEVEL", "nri.extraEnv[0].value=debug",
+				"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=hyperaccel.ai/lpu.model",
+				"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
+				"metrics.service.enabled=true", "metrics.service.annotations.a=b"},
+			kinds: []string{"ServiceAccount", "ConfigMap", "Service", "DaemonSet"}, mode: config.InjectionNRI,
+			knobs: true,
 		},
 		"doctor host mounts": {
 			sets:  []string{"nri.doctor.hostMounts=true"},
@@ -98,6 +110,9 @@ func TestChartRender(t *testing.T) {
 			}
 			checkDaemonSet(t, objs, cfg, tc)
 			checkMetricsObjects(t, objs)
+			if tc.knobs {
+				checkKnobs(t, objs)
+			}
 			for _, m := range []interface{ GetNamespace() string }{objs.DaemonSet, objs.ConfigMap} {
 				if m.GetNamespace() != namespace {
 					t.Errorf("namespace = %q, want %q", m.GetNamespace(), namespace)
@@ -377,6 +392,33 @@ func checkContainer(t *testing.T, c corev1.Container, tc chartCase) {
 	}
 	if c.Resources.Limits.Memory().IsZero() {
 		t.Error("no memory limit")
+	}
+}
+
+// checkKnobs checks that the optional values of the "every optional knob"
+// case reach the objects.
+func checkKnobs(t *testing.T, objs objects) {
+	t.Helper()
+	tpl := objs.DaemonSet.Spec.Template
+	dp, nri := tpl.Spec.Containers[0], tpl.Spec.Containers[1]
+	aff := tpl.Spec.Affinity
+	checks := map[string]bool{
+		"common label on DaemonSet":  objs.DaemonSet.Labels["team"] == "ml",
+		"common label on pods":       tpl.Labels["team"] == "ml",
+		"common label on ConfigMap":  objs.ConfigMap.Labels["team"] == "ml",
+		"pod annotation":             tpl.Annotations["example.com/owner"] == "ml",
+		"pull secret":                len(tpl.Spec.ImagePullSecrets) == 1 && tpl.Spec.ImagePullSecrets[0].Name == "registry",
+		"image tag":                  dp.Image == "ghcr.io/hyperaccel/lpu-node:v9.9.9" && nri.Image == dp.Image,
+		"extra arg":                  slices.Contains(dp.Args, "--injection=nri") && !slices.Contains(nri.Args, "--injection=nri"),
+		"extra env":                  slices.ContainsFunc(nri.Env, func(e corev1.EnvVar) bool { return e.Name == "LPU_LOG_LEVEL" && e.Value == "debug" }),
+		"affinity":                   aff != nil && aff.NodeAffinity != nil && aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil,
+		"service annotation":         objs.Service.Annotations["a"] == "b",
+		"selector ignores the extra": objs.DaemonSet.Spec.Selector.MatchLabels["team"] == "",
+	}
+	for name, ok := range checks {
+		if !ok {
+			t.Errorf("%s: not rendered", name)
+		}
 	}
 }
 
