@@ -410,7 +410,7 @@ kpod() {
 # kpod_status NAME: phase, reason and message of the pod and its container.
 kpod_status() {
   kpod "$1" | jq -r '[.status.phase, .status.reason, .status.message,
-    (.status.containerStatuses[0].state | to_entries[0] | .key, .value.reason, .value.message)]
+    ((.status.containerStatuses // [])[0].state // {} | to_entries | (.[0] // {}) | .key, .value.reason?, .value.message?)]
     | map(select(. != null)) | join(" | ")'
 }
 
