@@ -18,7 +18,10 @@ type Layout struct {
 	rings  [][]string
 	offset []int // offset[r] is the flat index of ring r's position 0
 	total  int   // number of devices over all rings
-	loc    map[string]loc
+	// maxSegs bounds the free segments of any state: a ring of n ≥ 2
+	// positions has at most n/2 (every other position free), of 1 at most 1.
+	maxSegs int
+	loc     map[string]loc
 }
 
 // NewLayout builds a Layout from rings of device IDs, each ring listed in
@@ -47,6 +50,7 @@ func NewLayout(rings [][]string) (*Layout, error) {
 			l.loc[id] = loc{ring: r, pos: p}
 		}
 		l.total += len(ring)
+		l.maxSegs += max(1, len(ring)/2)
 	}
 	return l, nil
 }

@@ -1,7 +1,9 @@
 package alloc
 
 import (
+	"cmp"
 	"math/bits"
+	"slices"
 	"sort"
 )
 
@@ -33,21 +35,26 @@ func pow2Capacity(length int) int {
 
 func (l *Layout) stats(free []bool) []ringStats {
 	st := make([]ringStats, len(l.rings))
+	// One backing array for every ring's segments; maxSegs bounds it, so
+	// it never grows.
+	all := make([]segment, 0, l.maxSegs)
 	for r, ring := range l.rings {
 		s := &st[r]
 		s.largestI = -1
 		n := len(ring)
+		begin := len(all)
 		forEachSegment(free[l.offset[r]:l.offset[r]+n], func(start, length int) {
-			s.segs = append(s.segs, segment{ring: r, start: start, length: length, full: length == n})
+			all = append(all, segment{ring: r, start: start, length: length, full: length == n})
 			s.capacity += pow2Capacity(length)
 			switch {
 			case length > s.largest:
 				s.second = s.largest
-				s.largest, s.largestI = length, len(s.segs)-1
+				s.largest, s.largestI = length, len(all)-1-begin
 			case length > s.second:
 				s.second = length
 			}
 		})
+		s.segs = all[begin:len(all):len(all)]
 	}
 	return st
 }
@@ -395,7 +402,9 @@ func (l *Layout) fewestSegments(segs []segment, must []loc, size int) []loc {
 	if need <= 0 {
 		return sel
 	}
-	sort.SliceStable(rest, func(i, j int) bool { return rest[i].length > rest[j].length })
+	slices.SortFunc(rest, func(a, b segment) int {
+		return cmp.Or(cmp.Compare(b.length, a.length), cmp.Compare(a.ring, b.ring), cmp.Compare(a.start, b.start))
+	})
 	take := func(sg segment, k int) {
 		n := len(l.rings[sg.ring])
 		for o := 0; o < k; o++ {
