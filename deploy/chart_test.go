@@ -21,16 +21,17 @@ import (
 
 // chartCase is one rendering of the chart and what it must contain.
 type chartCase struct {
-	sets           []string
-	kinds          []string // object kinds, in order
-	mode           string   // config injection.mode after loading
-	cdiMount       bool     // lpu-nri mounts the CDI spec dir
-	simulate       int
-	networkTable   string
-	nriPodResource bool // lpu-nri mounts the pod-resources dir
-	noNFD          bool // nfd.enabled=false: no feature file, no mount
-	doctorMounts   bool // nri.doctor.hostMounts=true
-	knobs          bool // the "every optional knob" case
+	sets            []string
+	kinds           []string // object kinds, in order
+	mode            string   // config injection.mode after loading
+	cdiMount        bool     // lpu-nri mounts the CDI spec dir
+	simulate        int
+	networkTable    string
+	nriPodResource  bool // lpu-nri mounts the pod-resources dir
+	noNFD           bool // nfd.enabled=false: no feature file, no mount
+	doctorMounts    bool // nri.doctor.hostMounts=true
+	knobs           bool // the "every optional knob" case
+	driverMountType corev1.HostPathType
 }
 
 const nfdDir = "/etc/kubernetes/node-feature-discovery/features.d"
@@ -62,6 +63,16 @@ func chartCases() map[string]chartCase {
 				"metrics.service.enabled=true", "metrics.service.annotations.a=b"},
 			kinds: []string{"ServiceAccount", "ConfigMap", "Service", "DaemonSet"}, mode: config.InjectionNRI,
 			knobs: true,
+		},
+		"two driver mounts, checked as directories": {
+			sets: []string{"config.injection.mounts[0].hostPath=/usr/lib/lpu",
+				"config.injection.mounts[1].hostPath=/opt/lpu/bin", "config.injection.mounts[1].containerPath=/usr/local/bin/lpu",
+				"nri.driverMountType=Directory"},
+			kinds: baseKinds, mode: config.InjectionNRI, driverMountType: corev1.HostPathDirectory,
+		},
+		"no driver mounts": {
+			sets:  []string{"json:config.injection.mounts=[]"},
+			kinds: baseKinds, mode: config.InjectionNRI,
 		},
 		"doctor host mounts": {
 			sets:  []string{"nri.doctor.hostMounts=true"},
@@ -221,6 +232,9 @@ func checkDaemonSet(t *testing.T, objs objects, cfg *config.Config, tc chartCase
 		// The device plugin resolves auto by looking for the NRI socket.
 		nriDir := path.Dir(cfg.NRI.Socket)
 		want["lpu-device-plugin"][nriDir] = hostMount{nriDir, true, corev1.HostPathDirectoryOrCreate}
+	}
+	for _, m := range cfg.Injection.Mounts {
+		want["lpu-nri"][m.HostPath] = hostMount{root + m.HostPath, true, tc.driverMountType}
 	}
 	if tc.doctorMounts {
 		want["lpu-nri"][cfg.Kubelet.DevicePluginDir] = hostMount{cfg.Kubelet.DevicePluginDir, true, corev1.HostPathDirectoryOrCreate}
@@ -503,6 +517,8 @@ func TestChartRejectsBadValues(t *testing.T) {
 		"duration":              {"config.health.resyncInterval=5", "resyncInterval"},
 		"pull policy":           {"image.pullPolicy=Sometimes", "pullPolicy"},
 		"metrics port":          {"nri.metricsPort=70000", "metricsPort"},
+		"driver mount type":     {"nri.driverMountType=DirectoryOrCreate", "driverMountType"},
+		"mounts removed":        {"config.injection.mounts=null", "mounts"},
 		"tracing with a scheme": {"config.tracing.endpoint=http://otel:4317", "endpoint"},
 	}
 	for name, tc := range tests {

@@ -72,7 +72,8 @@ func runHelm(t *testing.T, helm string, args ...string) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
-// render runs `helm template` on the chart with the given --set values.
+// render runs `helm template` on the chart with the given --set values
+// ("json:key=JSON" for --set-json).
 func render(t *testing.T, helm string, sets ...string) []byte {
 	t.Helper()
 	out, err := runHelm(t, helm, templateArgs(sets...)...)
@@ -85,7 +86,11 @@ func render(t *testing.T, helm string, sets ...string) []byte {
 func templateArgs(sets ...string) []string {
 	args := []string{"template", release, chartDir, "--namespace", namespace}
 	for _, s := range sets {
-		args = append(args, "--set", s)
+		if v, ok := strings.CutPrefix(s, "json:"); ok {
+			args = append(args, "--set-json", v)
+		} else {
+			args = append(args, "--set", s)
+		}
 	}
 	return args
 }
