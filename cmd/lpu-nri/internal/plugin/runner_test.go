@@ -66,3 +66,21 @@ func TestRunnerWaitsForRuntime(t *testing.T) {
 		t.Fatal("still connected after Run returned")
 	}
 }
+
+func TestCrossCheckTimeoutCapped(t *testing.T) {
+	tests := map[string]struct {
+		in, want time.Duration
+	}{
+		"default":         {0, MaxCrossCheckTimeout},
+		"short kept":      {200 * time.Millisecond, 200 * time.Millisecond},
+		"too long capped": {10 * time.Second, MaxCrossCheckTimeout},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, 1, false, func(c *Config) { c.CheckTimeout = tc.in })
+			if f.p.checkTimeout != tc.want {
+				t.Fatalf("check timeout %v, want %v", f.p.checkTimeout, tc.want)
+			}
+		})
+	}
+}
