@@ -240,6 +240,10 @@ func checkDaemonSet(t *testing.T, objs objects, cfg *config.Config, tc chartCase
 		want["lpu-nri"][cfg.Kubelet.DevicePluginDir] = hostMount{cfg.Kubelet.DevicePluginDir, true, corev1.HostPathDirectoryOrCreate}
 		want["lpu-nri"]["/opt/nri/plugins"] = hostMount{"/opt/nri/plugins", true, corev1.HostPathDirectoryOrCreate}
 	}
+	if tc.simulate > 0 {
+		// lpu-nri looks for the simulated driver files under root.
+		want["lpu-nri"][cfg.StateDir+"@"+root+cfg.StateDir] = hostMount{root + cfg.StateDir, true, corev1.HostPathDirectoryOrCreate}
+	}
 	if !tc.noNFD {
 		want["lpu-device-plugin"][nfdDir] = hostMount{nfdDir, false, corev1.HostPathDirectoryOrCreate}
 	}
@@ -261,10 +265,11 @@ func checkDaemonSet(t *testing.T, objs objects, cfg *config.Config, tc chartCase
 					if v.HostPath.Type != nil {
 						typ = *v.HostPath.Type
 					}
-					if _, dup := got[v.HostPath.Path]; dup {
-						t.Errorf("host path %s mounted twice", v.HostPath.Path)
+					key := v.HostPath.Path
+					if _, dup := got[key]; dup {
+						key += "@" + m.MountPath // a second view of the same host path
 					}
-					got[v.HostPath.Path] = hostMount{m.MountPath, m.ReadOnly, typ}
+					got[key] = hostMount{m.MountPath, m.ReadOnly, typ}
 					if m.MountPropagation != nil && *m.MountPropagation != corev1.MountPropagationNone {
 						t.Errorf("mount %s: propagation %s", m.MountPath, *m.MountPropagation)
 					}
