@@ -1,0 +1,96 @@
+// Package lpunode_test keeps the README honest: the metric names and the
+// flags it documents are the ones the daemons define.
+package lpunode_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// sources returns the text of every non-test Go file under dir.
+func sources(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		b.Write(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func readme(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func uniq(re *regexp.Regexp, s string, group int) []string {
+	var out []string
+	for _, m := range re.FindAllStringSubmatch(s, -1) {
+		if !slices.Contains(out, m[group]) {
+			out = append(out, m[group])
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestReadmeMetricsMatchCode(t *testing.T) {
+	code := uniq(regexp.MustCompile(`"(lpu_[a-z_]+)"`), sources(t, "cmd"), 1)
+	code = slices.DeleteFunc(code, func(n string) bool {
+		return strings.HasSuffix(n, "_count") || strings.HasSuffix(n, "_bucket") || strings.HasSuffix(n, "_sum")
+	})
+	if len(code) < 10 {
+		t.Fatalf("found only %d metric names in cmd/: %v", len(code), code)
+	}
+	doc := uniq(regexp.MustCompile("`(lpu_[a-z_]+)[`{]"), readme(t), 1)
+	for _, n := range code {
+		if !slices.Contains(doc, n) {
+			t.Errorf("metric %s is defined in cmd/ but missing from the README metrics table", n)
+		}
+	}
+	for _, n := range doc {
+		if !slices.Contains(code, n) {
+			t.Errorf("README documents metric %s, which no daemon defines", n)
+		}
+	}
+}
+
+func TestReadmeFlagsExist(t *testing.T) {
+	text := readme(t)
+	for bin, dir := range map[string]string{"lpu-device-plugin": "cmd/lpu-device-plugin", "lpu-nri": "cmd/lpu-nri"} {
+		src := sources(t, dir)
+		// The usage lines in the README start with the binary's name.
+		re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(bin) + ` .*(?:\n {2,}.*)*`)
+		var flags []string
+		for _, block := range re.FindAllString(text, -1) {
+			flags = append(flags, uniq(regexp.MustCompile(`--([a-z][a-z-]+)`), block, 1)...)
+		}
+		if len(flags) == 0 {
+			t.Fatalf("no usage lines for %s in the README", bin)
+		}
+		for _, f := range flags {
+			if !strings.Contains(src, `"`+f+`"`) {
+				t.Errorf("README documents %s --%s, which %s does not define", bin, f, dir)
+			}
+		}
+	}
+}
