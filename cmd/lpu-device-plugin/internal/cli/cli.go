@@ -222,13 +222,3 @@ func (o *Options) Apply(c *config.Config) error {
 	}
 	return nil
 }
-
-// SimRings is the number of rings --simulate N uses: one ring per 8 LPUs
-// (at least one), lowered until it divides N so that all rings are equal.
-func SimRings(n int) int {
-	r := max(n/8, 1)
-	for n%r != 0 {
-		r--
-	}
-	return r
-}

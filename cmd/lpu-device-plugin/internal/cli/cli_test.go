@@ -129,11 +129,3 @@ func TestHelpAndVersion(t *testing.T) {
 		}
 	}
 }
-
-func TestSimRings(t *testing.T) {
-	for n, want := range map[int]int{1: 1, 7: 1, 8: 1, 12: 1, 16: 2, 17: 1, 24: 3, 32: 4, 36: 4} {
-		if got := SimRings(n); got != want || n%got != 0 {
-			t.Errorf("SimRings(%d) = %d, want %d", n, got, want)
-		}
-	}
-}

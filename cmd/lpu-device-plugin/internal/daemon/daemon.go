@@ -55,11 +55,12 @@ func Run(ctx context.Context, p Params) error {
 
 	root := cfg.Root
 	if opts.Simulate > 0 {
-		root = device.SimulatedRoot(cfg.StateDir)
-		spec := device.SimSpec{Devices: opts.Simulate, Rings: cli.SimRings(opts.Simulate)}
-		if err := device.Simulate(root, spec); err != nil {
-			return fmt.Errorf("simulate %d LPUs: %w", opts.Simulate, err)
+		r, err := device.SimulateNode(cfg.StateDir, opts.Simulate)
+		if err != nil {
+			return err
 		}
+		root = r
+		spec := device.SimSpecFor(opts.Simulate)
 		log.Info("serving a simulated node", "root", root, "devices", spec.Devices, "rings", spec.Rings)
 	}
 	sysfs := device.NewSysfs(root, sysfsOptions(cfg, log)...)

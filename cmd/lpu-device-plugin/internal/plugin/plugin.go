@@ -119,8 +119,8 @@ type Options struct {
 }
 
 // Plugin is the kubelet device plugin for LPUs. It serves the v1beta1
-// DevicePlugin service on <KubeletDir>/<SocketName> and keeps itself
-// registered (Run). It is stateless across Allocate calls: every answer
+// DevicePlugin service on <KubeletDir>/<device.PluginSocketName> and keeps
+// itself registered (Run). It is stateless across Allocate calls: every answer
 // derives from the request and the current device snapshot.
 type Plugin struct {
 	src    Source
@@ -134,23 +134,6 @@ type Plugin struct {
 
 	readyMu   sync.Mutex
 	lastReady *bool // last PreStart readiness verdict, for logging changes only
-}
-
-// SocketName is the plugin's socket file name for a resource: its last path
-// element plus ".sock" ("hyperaccel.ai/lpu" → "lpu.sock"), with characters
-// outside [A-Za-z0-9._-] replaced by '-'.
-func SocketName(resource string) string {
-	base := path.Base(resource)
-	var b strings.Builder
-	for _, r := range base {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('-')
-		}
-	}
-	return b.String() + ".sock"
 }
 
 // New returns a plugin serving the devices of src.
@@ -179,7 +162,7 @@ func New(src Source, opts Options) (*Plugin, error) {
 	opts.RegisterTimeout = cmp.Or(opts.RegisterTimeout, DefaultRegisterTimeout)
 	opts.MinBackoff = cmp.Or(opts.MinBackoff, DefaultMinBackoff)
 	opts.MaxBackoff = max(cmp.Or(opts.MaxBackoff, DefaultMaxBackoff), opts.MinBackoff)
-	p := &Plugin{src: src, opts: opts, log: opts.Logger, rec: opts.Recorder, socket: SocketName(opts.ResourceName)}
+	p := &Plugin{src: src, opts: opts, log: opts.Logger, rec: opts.Recorder, socket: device.PluginSocketName(opts.ResourceName)}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}

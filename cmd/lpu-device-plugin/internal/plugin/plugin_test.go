@@ -156,22 +156,6 @@ func TestRegistration(t *testing.T) {
 	eventually(t, time.Second, "Registered()", n.plugin.Registered)
 }
 
-func TestSocketName(t *testing.T) {
-	tests := map[string]string{
-		"hyperaccel.ai/lpu":    "lpu.sock",
-		"example.com/lpu-v2":   "lpu-v2.sock",
-		"example.com/a b":      "a-b.sock",
-		"example.com/x_y.z-ok": "x_y.z-ok.sock",
-	}
-	for in, want := range tests {
-		t.Run(in, func(t *testing.T) {
-			if got := SocketName(in); got != want {
-				t.Fatalf("SocketName(%q) = %q, want %q", in, got, want)
-			}
-		})
-	}
-}
-
 func TestListAndWatch(t *testing.T) {
 	n := start(t, setup{rows: twoRings()})
 	s := n.client.Watch(t)

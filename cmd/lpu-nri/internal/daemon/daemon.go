@@ -53,23 +53,7 @@ func DiscoveryRoot(cfg *config.Config, simulate int) (string, error) {
 	if simulate <= 0 {
 		return cfg.Root, nil
 	}
-	root := device.SimulatedRoot(cfg.StateDir)
-	spec := device.SimSpec{Devices: simulate, Rings: SimRings(simulate)}
-	if err := device.Simulate(root, spec); err != nil {
-		return "", fmt.Errorf("simulate %d LPUs: %w", simulate, err)
-	}
-	return root, nil
-}
-
-// SimRings is the number of rings --simulate N uses: one ring per 8 LPUs
-// (at least one), lowered until it divides N — lpu-device-plugin's rule, so
-// both daemons simulate the same node.
-func SimRings(n int) int {
-	r := max(n/8, 1)
-	for n%r != 0 {
-		r--
-	}
-	return r
+	return device.SimulateNode(cfg.StateDir, simulate)
 }
 
 // Discoverer returns the sysfs discoverer for cfg under root.

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -391,7 +390,7 @@ func checkKey(p Params) Result {
 
 func checkDevicePlugin(p Params) Result {
 	const name = "device plugin socket"
-	file := filepath.Join(p.KubeletDir, socketName(p.ResourceName))
+	file := filepath.Join(p.KubeletDir, device.PluginSocketName(p.ResourceName))
 	fi, err := os.Stat(file)
 	if err != nil {
 		return fail(name, "%s: %v (is lpu-device-plugin running with the same kubelet dir?)", file, err)
@@ -409,21 +408,6 @@ func checkDevicePlugin(p Params) Result {
 		return fail(name, "%s present, but the kubelet's %s is missing: %v", file, kubelet, err)
 	}
 	return ok(name, "%s present next to %s", file, kubelet)
-}
-
-// socketName mirrors lpu-device-plugin's socket name: the resource's last
-// path element plus ".sock", other characters than [A-Za-z0-9._-] as '-'.
-func socketName(resource string) string {
-	var b strings.Builder
-	for _, r := range path.Base(resource) {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('-')
-		}
-	}
-	return b.String() + ".sock"
 }
 
 type quiet struct{}

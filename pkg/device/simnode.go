@@ -1,0 +1,29 @@
+package device
+
+import "fmt"
+
+// SimSpecFor is the node --simulate n asks for: n LPUs in rings of 8 (at
+// least one ring), the ring count lowered until it divides n so all rings
+// are equal. Both daemons use it, so they simulate the same node.
+func SimSpecFor(n int) SimSpec {
+	return SimSpec{Devices: n, Rings: simRings(n)}
+}
+
+func simRings(n int) int {
+	r := max(n/8, 1)
+	for n%r != 0 {
+		r--
+	}
+	return r
+}
+
+// SimulateNode writes the simulated node of n LPUs (SimSpecFor) at
+// SimulatedRoot(stateDir) and returns that root, the discovery root a
+// daemon run with --simulate n uses. It is idempotent like Simulate.
+func SimulateNode(stateDir string, n int) (root string, err error) {
+	root = SimulatedRoot(stateDir)
+	if err := Simulate(root, SimSpecFor(n)); err != nil {
+		return "", fmt.Errorf("simulate %d LPUs: %w", n, err)
+	}
+	return root, nil
+}

@@ -1,0 +1,63 @@
+package device
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestSimSpecFor(t *testing.T) {
+	for n, want := range map[int]int{1: 1, 7: 1, 8: 1, 12: 1, 16: 2, 17: 1, 24: 3, 32: 4, 36: 4} {
+		got := SimSpecFor(n)
+		if got.Devices != n || got.Rings != want || n%got.Rings != 0 {
+			t.Errorf("SimSpecFor(%d) = %+v, want %d devices in %d rings", n, got, n, want)
+		}
+	}
+}
+
+func TestSimulateNode(t *testing.T) {
+	tests := map[string]struct {
+		n         int
+		wantErr   bool
+		wantRings int
+	}{
+		"one ring":  {n: 8, wantRings: 1},
+		"two rings": {n: 16, wantRings: 2},
+		"odd count": {n: 12, wantRings: 1},
+		"zero":      {n: 0, wantErr: true},
+		"above max": {n: MaxSimDevices + 1, wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			state := t.TempDir()
+			root, err := SimulateNode(state, tc.n)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("SimulateNode(%d): no error", tc.n)
+				}
+				if _, serr := os.Stat(SimulatedRoot(state)); serr == nil {
+					t.Errorf("SimulateNode(%d) failed but left %s", tc.n, SimulatedRoot(state))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if root != filepath.Join(state, "simulated-node") {
+				t.Fatalf("root %q, want under %s", root, state)
+			}
+			inv, err := NewSysfs(root).Discover(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(inv.Devices) != tc.n || len(inv.Rings) != tc.wantRings {
+				t.Fatalf("discovered %d devices in %d rings, want %d in %d", len(inv.Devices), len(inv.Rings), tc.n, tc.wantRings)
+			}
+			again, err := SimulateNode(state, tc.n)
+			if err != nil || again != root {
+				t.Fatalf("second SimulateNode = %q, %v; want %q (idempotent)", again, err, root)
+			}
+		})
+	}
+}
