@@ -73,26 +73,36 @@ func Discoverer(cfg *config.Config, root string, log *slog.Logger) *device.Sysfs
 // host) are dropped with a warning: the runtime would fail every LPU
 // container on them. With a simulated node (simRoot != "") a mount whose
 // host path exists inside the simulated tree is taken from there, so the
-// simulated driver library and tool reach the container.
+// simulated driver library and tool reach the container; such a mount was
+// found where this process sees the state dir (the same path as on the
+// host), so it is not looked for again under cfg.Root.
 func InjectOptions(cfg *config.Config, simRoot string, log *slog.Logger) inject.Options {
-	ms := make([]inject.Mount, 0, len(cfg.Injection.Mounts))
+	var kept []inject.Mount
+	var missing []string
 	for _, m := range cfg.Injection.Mounts {
 		im := inject.Mount{HostPath: m.HostPath, ContainerPath: m.ContainerPath}
 		if im.ContainerPath == "" {
 			im.ContainerPath = im.HostPath
 		}
 		if simRoot != "" {
-			if _, err := os.Stat(filepath.Join(simRoot, m.HostPath)); err == nil {
-				im.HostPath = filepath.Join(simRoot, m.HostPath)
+			if p := filepath.Join(simRoot, m.HostPath); exists(p) {
+				im.HostPath = p
+				kept = append(kept, im)
+				continue
 			}
 		}
-		ms = append(ms, im)
+		k, miss := inject.ExistingMounts(cfg.Root, []inject.Mount{im})
+		kept, missing = append(kept, k...), append(missing, miss...)
 	}
-	kept, missing := inject.ExistingMounts(cfg.Root, ms)
 	if len(missing) > 0 {
 		log.Warn("driver mounts missing on the host; not injecting them", "paths", missing, "root", cfg.Root)
 	}
 	return inject.Options{Mounts: kept, Env: cfg.Injection.Env}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // simRoot returns the simulated tree's root, or "" without --simulate.
