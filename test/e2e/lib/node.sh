@@ -182,7 +182,7 @@ kubelet:
 cdi:
   specDir: $3
 log:
-  level: debug
+  level: info
   format: json
 EOF
 }
@@ -499,7 +499,7 @@ teardown() {
       done
     fi
   done
-  for n in lpu-device-plugin lpu-nri noopnri; do stop_daemon "$n" 3; done
+  for n in lpu-device-plugin lpu-nri noopnri fixednri; do stop_daemon "$n" 3; done
   # shims exit by themselves once their pods are gone; give them a moment
   wait_for 5 eval '[ -z "$(our_shims)" ]'
   for n in a b; do ctd_stop "$n"; done
