@@ -2,8 +2,6 @@ package metrics
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,10 +12,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/health"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/metricsserver"
 )
 
 // Allocation results, the values of lpu_allocations_total{result}; the
@@ -118,62 +116,23 @@ func (m *Metrics) AllocateDuration(d time.Duration) { m.allocate.Observe(d.Secon
 func (m *Metrics) Registered() { m.registrations.Inc() }
 
 // Check is a health condition: nil when it holds, else why not.
-type Check func() error
+type Check = metricsserver.Check
 
 // Handler serves /metrics, /healthz and /readyz: each probe answers 200
 // "ok" while its check passes, else 503 with the reason.
 func (m *Metrics) Handler(healthz, readyz Check) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
-	probe := func(c Check) http.HandlerFunc {
-		return func(w http.ResponseWriter, _ *http.Request) {
-			if c != nil {
-				if err := c(); err != nil {
-					http.Error(w, err.Error(), http.StatusServiceUnavailable)
-					return
-				}
-			}
-			_, _ = w.Write([]byte("ok\n"))
-		}
-	}
-	mux.HandleFunc("/healthz", probe(healthz))
-	mux.HandleFunc("/readyz", probe(readyz))
-	return mux
+	return metricsserver.Handler(m.Registry, healthz, readyz)
 }
 
 // Serve listens on addr and serves Handler until ctx ends. An empty addr
 // disables the endpoint: Serve then waits for ctx.
 func (m *Metrics) Serve(ctx context.Context, addr string, healthz, readyz Check, log *slog.Logger) error {
-	if addr == "" {
-		<-ctx.Done()
-		return nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("metrics listen %s: %w", addr, err)
-	}
-	return m.ServeListener(ctx, ln, healthz, readyz, log)
+	return metricsserver.Serve(ctx, addr, m.Handler(healthz, readyz), log)
 }
 
 // ServeListener is Serve on an open listener (tests use 127.0.0.1:0).
 func (m *Metrics) ServeListener(ctx context.Context, ln net.Listener, healthz, readyz Check, log *slog.Logger) error {
-	srv := &http.Server{Handler: m.Handler(healthz, readyz), ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	if log != nil {
-		log.Info("serving metrics", "addr", ln.Addr().String())
-	}
-	select {
-	case err := <-errc:
-		return fmt.Errorf("metrics serve %s: %w", ln.Addr(), err)
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("metrics shutdown: %w", err)
-		}
-		return nil
-	}
+	return metricsserver.ServeListener(ctx, ln, m.Handler(healthz, readyz), log)
 }
 
 var (

@@ -3,15 +3,14 @@ package metrics
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hyperaccel/lpu-node/pkg/metricsserver"
 )
 
 // Refusal reasons, the values of the reason label of lpu_nri_refusals_total.
@@ -93,50 +92,21 @@ func New() *Metrics {
 // Handler returns the HTTP handler serving /metrics, /healthz (the process
 // answers) and /readyz (200 while ready() is true, else 503).
 func (m *Metrics) Handler(ready func() bool) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+	return metricsserver.Handler(m.Registry, nil, func() error {
 		if ready != nil && !ready() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
-			return
+			return errors.New("not ready")
 		}
-		_, _ = w.Write([]byte("ok\n"))
+		return nil
 	})
-	return mux
 }
 
 // Serve listens on addr and serves Handler until ctx is done. An empty
 // addr disables the endpoint: Serve then just waits for ctx.
 func (m *Metrics) Serve(ctx context.Context, addr string, ready func() bool, log *slog.Logger) error {
-	if addr == "" {
-		<-ctx.Done()
-		return nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("metrics listen %s: %w", addr, err)
-	}
-	return m.ServeListener(ctx, ln, ready, log)
+	return metricsserver.Serve(ctx, addr, m.Handler(ready), log)
 }
 
 // ServeListener is Serve on an existing listener (tests use 127.0.0.1:0).
 func (m *Metrics) ServeListener(ctx context.Context, ln net.Listener, ready func() bool, log *slog.Logger) error {
-	srv := &http.Server{Handler: m.Handler(ready), ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	log.Info("serving metrics", "addr", ln.Addr().String())
-	select {
-	case err := <-errc:
-		return fmt.Errorf("metrics serve %s: %w", ln.Addr(), err)
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("metrics shutdown: %w", err)
-		}
-		return nil
-	}
+	return metricsserver.ServeListener(ctx, ln, m.Handler(ready), log)
 }

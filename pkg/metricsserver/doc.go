@@ -1,0 +1,21 @@
+// Package metricsserver serves a daemon's Prometheus registry over HTTP
+// with its liveness and readiness probes, and owns the listener's life:
+// listen, serve, shut down when the context ends. The metrics themselves
+// stay with each daemon.
+//
+// Endpoints:
+//
+//	/metrics  the registry, in the Prometheus text or protobuf format
+//	/healthz  200 "ok" while the health check passes, else 503 and why
+//	/readyz   200 "ok" while the readiness check passes, else 503 and why
+//
+// Example:
+//
+//	h := metricsserver.Handler(reg, nil, func() error {
+//		if !synced.Load() {
+//			return errors.New("not synchronized yet")
+//		}
+//		return nil
+//	})
+//	err := metricsserver.Serve(ctx, "127.0.0.1:9465", h, log) // "" waits for ctx
+package metricsserver
