@@ -187,27 +187,35 @@ bench() {
 
 # demo_show POD...: what each pod's container sees, drawn readably.
 demo_show() {
-  local name nodes env
+  local name nodes asked ann opts
   echo
-  echo "================ what the containers see ================"
+  echo "==================== what the containers see ===================="
   for name in "$@"; do
     echo
+    asked=$(kpod "$name" | jq -r '.spec.containers[0].resources.limits["'"$RESOURCE"'"] // "no"')
+    echo "pod $name-$NODE_NAME: asked for $asked LPUs"
     if ! has_running "$name"; then
-      echo "pod $name-$NODE_NAME: not running — kubelet: $(kpod_status "$name")"
+      echo "  not running; kubelet says: $(kpod_status "$name")"
       continue
     fi
     nodes=$(lpu_nodes "$name" | tr '\n' ' ')
-    echo "pod $name-$NODE_NAME ($(kpod "$name" | jq -r '.spec.containers[0].resources.limits["'"$RESOURCE"'"] // "no"') LPUs asked)"
     echo "  $(draw_ring "$nodes")"
+    ann=$(cri inspect "$(cid "$name")" | jq -r '.status.annotations["lpu.hyperaccel.ai/devices"] // "none"')
+    echo "  allocation (device plugin annotation, sealed): $ann"
     echo "  devices:"
-    in_ctr "$name" sh -c 'ls -l /dev/lpu* 2>/dev/null' | sed 's/^/    /'
+    in_ctr "$name" sh -c 'for f in /dev/lpu*; do [ -e "$f" ] && stat -c "%n|%F|%t|%T" "$f"; done' |
+      while IFS='|' read -r path kind maj min; do
+        printf '    %-10s %s %d:%d\n' "$path" "${kind/character special file/char}" $((16#$maj)) $((16#$min))
+      done
     echo "  env:"
     in_ctr "$name" env | grep -E '^LPU_' | sort | sed 's/^/    /'
     echo "  mounts:"
-    in_ctr "$name" sh -c "grep ' $DRIVER_CTR_DIR ' /proc/mounts; ls -l $DRIVER_CTR_DIR" | sed 's/^/    /'
+    opts=$(in_ctr "$name" sh -c "grep ' $DRIVER_CTR_DIR ' /proc/mounts" | awk '{print $4}' | cut -d, -f1-3)
+    printf '    %-14s %s  <- host %s\n' "$DRIVER_CTR_DIR" "$opts" "$DRIVER_DIR"
+    printf '    %-14s %s\n' "" "$(in_ctr "$name" ls "$DRIVER_CTR_DIR" | tr '\n' ' ')"
   done
   echo
-  echo "========================================================="
+  echo "================================================================="
 }
 
 # ---------------------------------------------------------------- scenario 2
