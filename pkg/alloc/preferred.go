@@ -280,7 +280,14 @@ func (l *Layout) fallback(st []ringStats, free []bool, must []loc, mustRing, siz
 			continue
 		}
 		sel := l.fewestSegments(st[r].segs, must, size)
-		if p := l.pieces(sel); bestRing < 0 || p < bestPieces {
+		if bestRing < 0 {
+			bestRing, bestSel = r, sel // pieces only matter once a second ring competes
+			continue
+		}
+		if bestPieces == 0 {
+			bestPieces = l.pieces(bestSel)
+		}
+		if p := l.pieces(sel); p < bestPieces {
 			bestRing, bestPieces, bestSel = r, p, sel
 		}
 	}
@@ -427,33 +434,65 @@ func (l *Layout) fewestSegments(segs []segment, must []loc, size int) []loc {
 	return sel
 }
 
-// pieces counts the ring segments a selection forms.
+// sortLocs orders sel by ring, then position.
+func sortLocs(sel []loc) {
+	slices.SortFunc(sel, func(a, b loc) int {
+		return cmp.Or(cmp.Compare(a.ring, b.ring), cmp.Compare(a.pos, b.pos))
+	})
+}
+
+// ringGroups calls fn for each ring's part of sel, which sortLocs ordered.
+func ringGroups(sel []loc, fn func(ring int, part []loc)) {
+	for i := 0; i < len(sel); {
+		j := i + 1
+		for j < len(sel) && sel[j].ring == sel[i].ring {
+			j++
+		}
+		fn(sel[i].ring, sel[i:j])
+		i = j
+	}
+}
+
+// pieces counts the ring segments a selection forms. It sorts sel.
 func (l *Layout) pieces(sel []loc) int {
-	byRing := make(map[int][]int)
-	for _, lc := range sel {
-		byRing[lc.ring] = append(byRing[lc.ring], lc.pos)
-	}
+	sortLocs(sel)
 	total := 0
-	for r, pos := range byRing {
-		_, segs := orderOnRing(pos, len(l.rings[r]))
-		total += segs
-	}
+	ringGroups(sel, func(r int, part []loc) {
+		n, k := len(l.rings[r]), len(part)
+		if k == n {
+			total++
+			return
+		}
+		for i := range part {
+			if (part[(i+1)%k].pos-part[i].pos+n)%n != 1 {
+				total++ // a gap follows part[i]
+			}
+		}
+	})
 	return total
 }
 
 // ordered returns the IDs of sel by ring, each ring's part in ring order
-// starting after its largest gap.
+// starting after its largest gap (the lowest start wins ties), as Check
+// orders them. It sorts sel.
 func (l *Layout) ordered(sel []loc) []string {
-	byRing := make([][]int, len(l.rings))
-	for _, lc := range sel {
-		byRing[lc.ring] = append(byRing[lc.ring], lc.pos)
-	}
+	sortLocs(sel)
 	out := make([]string, 0, len(sel))
-	for r, pos := range byRing {
-		ordered, _ := orderOnRing(pos, len(l.rings[r]))
-		for _, p := range ordered {
-			out = append(out, l.rings[r][p])
+	ringGroups(sel, func(r int, part []loc) {
+		n, k := len(l.rings[r]), len(part)
+		start, bestGap := 0, -1
+		if k < n {
+			for i := range part {
+				next := (i + 1) % k
+				gap := (part[next].pos - part[i].pos - 1 + n) % n
+				if gap > bestGap || (gap == bestGap && part[next].pos < part[start].pos) {
+					bestGap, start = gap, next
+				}
+			}
 		}
-	}
+		for i := 0; i < k; i++ {
+			out = append(out, l.rings[r][part[(start+i)%k].pos])
+		}
+	})
 	return out
 }
