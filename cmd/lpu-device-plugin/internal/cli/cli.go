@@ -5,11 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/nfd"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/flagenv"
 )
 
 // Options are the command line of lpu-device-plugin after flags and their
@@ -33,20 +33,16 @@ type Options struct {
 	given map[string]bool
 }
 
-// flagSpec is one flag with its environment twin.
-type flagSpec struct {
-	name, env, usage string
-}
-
-var specs = []flagSpec{
-	{"config", "LPU_CONFIG", "config `FILE` (YAML, version: v1); empty: built-in defaults"},
-	{"root", "LPU_ROOT", "host root `DIR` to discover devices under (/sys, /dev); overrides config root (default /)"},
-	{"kubelet-dir", "LPU_KUBELET_DIR", "`DIR` holding kubelet.sock and the plugin socket; overrides config kubelet.devicePluginDir (default " + config.DefaultDevicePluginDir + ")"},
-	{"state-dir", "LPU_STATE_DIR", "`DIR` with the seal key and lpu-nri's readiness socket; overrides config stateDir (default " + config.DefaultStateDir + ")"},
-	{"injection", "LPU_INJECTION", "injection `MODE` nri|cdi|auto; overrides config injection.mode (default auto: nri when the config's nri.socket exists, else cdi)"},
-	{"metrics-addr", "LPU_METRICS_ADDR", "`HOST:PORT` serving /metrics, /healthz, /readyz; empty disables; overrides config metrics.address"},
-	{"simulate", "LPU_SIMULATE", "serve `N` simulated LPUs (rings of 8) from a tree written under <state-dir>/simulated-node; 0 uses real hardware"},
-	{"nfd-features-file", "LPU_NFD_FEATURES_FILE", "`FILE` for the Node Feature Discovery feature file; empty disables (default " + nfd.DefaultPath + ", or inside the simulated tree with --simulate; the default is skipped when its directory does not exist)"},
+// specs are the flags with their environment twins.
+var specs = flagenv.Flags{
+	{Name: "config", Env: "LPU_CONFIG", Usage: "config `FILE` (YAML, version: v1); empty: built-in defaults"},
+	{Name: "root", Env: "LPU_ROOT", Usage: "host root `DIR` to discover devices under (/sys, /dev); overrides config root (default /)"},
+	{Name: "kubelet-dir", Env: "LPU_KUBELET_DIR", Usage: "`DIR` holding kubelet.sock and the plugin socket; overrides config kubelet.devicePluginDir (default " + config.DefaultDevicePluginDir + ")"},
+	{Name: "state-dir", Env: "LPU_STATE_DIR", Usage: "`DIR` with the seal key and lpu-nri's readiness socket; overrides config stateDir (default " + config.DefaultStateDir + ")"},
+	{Name: "injection", Env: "LPU_INJECTION", Usage: "injection `MODE` nri|cdi|auto; overrides config injection.mode (default auto: nri when the config's nri.socket exists, else cdi)"},
+	{Name: "metrics-addr", Env: "LPU_METRICS_ADDR", Usage: "`HOST:PORT` serving /metrics, /healthz, /readyz; empty disables; overrides config metrics.address"},
+	{Name: "simulate", Env: "LPU_SIMULATE", Usage: "serve `N` simulated LPUs (rings of 8) from a tree written under <state-dir>/simulated-node; 0 uses real hardware"},
+	{Name: "nfd-features-file", Env: "LPU_NFD_FEATURES_FILE", Usage: "`FILE` for the Node Feature Discovery feature file; empty disables (default " + nfd.DefaultPath + ", or inside the simulated tree with --simulate; the default is skipped when its directory does not exist)"},
 }
 
 const intro = `lpu-device-plugin advertises the node's LPUs to the kubelet (device plugin
@@ -82,48 +78,21 @@ Endpoints (--metrics-addr):
 
 // Usage writes the help text.
 func Usage(w io.Writer) {
-	fs := newFlagSet(&Options{})
 	fmt.Fprint(w, intro)
-	fs.SetOutput(w)
-	fs.VisitAll(func(f *flag.Flag) {
-		name, usage := flag.UnquoteUsage(f)
-		fmt.Fprintf(w, "  --%s %s\n    \t%s", f.Name, name, usage)
-		if env := envOf(f.Name); env != "" {
-			fmt.Fprintf(w, " [%s]", env)
-		}
-		fmt.Fprintln(w)
-	})
+	specs.PrintFlags(w, newFlagSet(&Options{}), nil)
 	fmt.Fprint(w, outro)
-}
-
-func envOf(name string) string {
-	for _, s := range specs {
-		if s.name == name {
-			return s.env
-		}
-	}
-	return ""
-}
-
-func usageOf(name string) string {
-	for _, s := range specs {
-		if s.name == name {
-			return s.usage
-		}
-	}
-	return ""
 }
 
 func newFlagSet(o *Options) *flag.FlagSet {
 	fs := flag.NewFlagSet("lpu-device-plugin", flag.ContinueOnError)
-	fs.StringVar(&o.ConfigFile, "config", "", usageOf("config"))
-	fs.StringVar(&o.Root, "root", "", usageOf("root"))
-	fs.StringVar(&o.KubeletDir, "kubelet-dir", "", usageOf("kubelet-dir"))
-	fs.StringVar(&o.StateDir, "state-dir", "", usageOf("state-dir"))
-	fs.StringVar(&o.Injection, "injection", "", usageOf("injection"))
-	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", usageOf("metrics-addr"))
-	fs.IntVar(&o.Simulate, "simulate", 0, usageOf("simulate"))
-	fs.StringVar(&o.NFDFile, "nfd-features-file", nfd.DefaultPath, usageOf("nfd-features-file"))
+	fs.StringVar(&o.ConfigFile, "config", "", specs.Usage("config"))
+	fs.StringVar(&o.Root, "root", "", specs.Usage("root"))
+	fs.StringVar(&o.KubeletDir, "kubelet-dir", "", specs.Usage("kubelet-dir"))
+	fs.StringVar(&o.StateDir, "state-dir", "", specs.Usage("state-dir"))
+	fs.StringVar(&o.Injection, "injection", "", specs.Usage("injection"))
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", specs.Usage("metrics-addr"))
+	fs.IntVar(&o.Simulate, "simulate", 0, specs.Usage("simulate"))
+	fs.StringVar(&o.NFDFile, "nfd-features-file", nfd.DefaultPath, specs.Usage("nfd-features-file"))
 	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
 	return fs
 }
@@ -136,7 +105,7 @@ var ErrHelp = flag.ErrHelp
 // of flags not given, through lookupEnv (os.LookupEnv in main). An env var
 // set to "" counts as given (so LPU_METRICS_ADDR= disables metrics).
 func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, error) {
-	o := &Options{given: map[string]bool{}}
+	o := &Options{}
 	fs := newFlagSet(o)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
@@ -149,21 +118,9 @@ func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, erro
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (flags only; see --help)", fs.Arg(0))
 	}
-	fs.Visit(func(f *flag.Flag) { o.given[f.Name] = true })
-	if lookupEnv != nil {
-		for _, s := range specs {
-			if o.given[s.name] {
-				continue
-			}
-			v, ok := lookupEnv(s.env)
-			if !ok {
-				continue
-			}
-			if err := fs.Set(s.name, v); err != nil {
-				return nil, fmt.Errorf("environment %s=%q: %v", s.env, v, err)
-			}
-			o.given[s.name] = true
-		}
+	o.given = flagenv.Given(fs)
+	if err := specs.FromEnv(fs, o.given, lookupEnv); err != nil {
+		return nil, err
 	}
 	o.NFDFileGiven = o.given["nfd-features-file"]
 	if o.given["injection"] {
@@ -176,24 +133,10 @@ func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, erro
 	if o.Simulate < 0 || o.Simulate > device.MaxSimDevices {
 		return nil, fmt.Errorf("simulate %d: want 0 to %d", o.Simulate, device.MaxSimDevices)
 	}
-	for _, name := range []string{"root", "kubelet-dir", "state-dir"} {
-		if v := o.value(name); o.given[name] && (v == "" || !strings.HasPrefix(v, "/")) {
-			return nil, fmt.Errorf("%s %q: want an absolute path", name, v)
-		}
+	if err := flagenv.RequireAbsolute(fs, o.given, "root", "kubelet-dir", "state-dir"); err != nil {
+		return nil, err
 	}
 	return o, nil
-}
-
-func (o *Options) value(name string) string {
-	switch name {
-	case "root":
-		return o.Root
-	case "kubelet-dir":
-		return o.KubeletDir
-	case "state-dir":
-		return o.StateDir
-	}
-	return ""
 }
 
 // Given reports whether a flag (by name) or its environment twin was given.

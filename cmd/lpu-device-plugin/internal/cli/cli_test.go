@@ -119,8 +119,8 @@ func TestHelpAndVersion(t *testing.T) {
 	var b bytes.Buffer
 	Usage(&b)
 	for _, s := range specs {
-		if !strings.Contains(b.String(), "--"+s.name) || !strings.Contains(b.String(), s.env) {
-			t.Errorf("help lacks --%s or %s", s.name, s.env)
+		if !strings.Contains(b.String(), "--"+s.Name) || !strings.Contains(b.String(), s.Env) {
+			t.Errorf("help lacks --%s or %s", s.Name, s.Env)
 		}
 	}
 	for _, want := range []string{"--version", "flag > environment > config file", "LPU_LOG_LEVEL", "NODE_NAME", "/healthz"} {

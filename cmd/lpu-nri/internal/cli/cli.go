@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/flagenv"
 )
 
 // Commands.
@@ -44,23 +46,28 @@ type Options struct {
 	given map[string]bool
 }
 
-type flagSpec struct {
-	name, env, usage string
-	cmds             []string // commands accepting it; nil: all
+// specs are the flags with their environment twins.
+var specs = flagenv.Flags{
+	{Name: "config", Env: "LPU_CONFIG", Usage: "config `FILE` (YAML, version: v1); empty: built-in defaults"},
+	{Name: "root", Env: "LPU_ROOT", Usage: "host root `DIR` to discover devices under (/sys, /dev); overrides config root (default /)"},
+	{Name: "state-dir", Env: "LPU_STATE_DIR", Usage: "`DIR` with the seal key and the readiness socket; overrides config stateDir (default " + config.DefaultStateDir + ")"},
+	{Name: "nri-socket", Env: "LPU_NRI_SOCKET", Usage: "the runtime's NRI socket `PATH`; overrides config nri.socket (default " + config.DefaultNRISocket + ")"},
+	{Name: "plugin-idx", Env: "LPU_PLUGIN_IDX", Usage: "two-digit NRI plugin index `NN` (lower runs earlier); overrides config nri.pluginIndex (default " + config.DefaultPluginIndex + ")"},
+	{Name: "mode", Env: "LPU_MODE", Usage: "`MODE` nri|cdi; overrides config injection.mode (default auto: nri when the NRI socket exists at start, else cdi, as lpu-device-plugin decides)"},
+	{Name: "metrics-addr", Env: "LPU_METRICS_ADDR", Usage: "`HOST:PORT` serving /metrics, /healthz, /readyz; empty disables; overrides config metrics.address"},
+	{Name: "simulate", Env: "LPU_SIMULATE", Usage: "use `N` simulated LPUs (rings of 8) written under <state-dir>/simulated-node, the same node as lpu-device-plugin --simulate N; 0 uses real hardware"},
+	{Name: "output", Env: "LPU_CDI_OUTPUT", Usage: "CDI spec `DIR` to write to; overrides config cdi.specDir (default " + config.DefaultCDISpecDir + ")"},
+	{Name: "nri-plugin-dir", Env: "LPU_NRI_PLUGIN_DIR", Usage: "the runtime's pre-installed NRI plugin `DIR` (default " + DefaultNRIPluginDir + ")"},
+	{Name: "kubelet-dir", Env: "LPU_KUBELET_DIR", Usage: "kubelet device plugin `DIR`; overrides config kubelet.devicePluginDir (default " + config.DefaultDevicePluginDir + ")"},
 }
 
-var specs = []flagSpec{
-	{"config", "LPU_CONFIG", "config `FILE` (YAML, version: v1); empty: built-in defaults", nil},
-	{"root", "LPU_ROOT", "host root `DIR` to discover devices under (/sys, /dev); overrides config root (default /)", nil},
-	{"state-dir", "LPU_STATE_DIR", "`DIR` with the seal key and the readiness socket; overrides config stateDir (default " + config.DefaultStateDir + ")", nil},
-	{"nri-socket", "LPU_NRI_SOCKET", "the runtime's NRI socket `PATH`; overrides config nri.socket (default " + config.DefaultNRISocket + ")", nil},
-	{"plugin-idx", "LPU_PLUGIN_IDX", "two-digit NRI plugin index `NN` (lower runs earlier); overrides config nri.pluginIndex (default " + config.DefaultPluginIndex + ")", nil},
-	{"mode", "LPU_MODE", "`MODE` nri|cdi; overrides config injection.mode (default auto: nri when the NRI socket exists at start, else cdi, as lpu-device-plugin decides)", nil},
-	{"metrics-addr", "LPU_METRICS_ADDR", "`HOST:PORT` serving /metrics, /healthz, /readyz; empty disables; overrides config metrics.address", []string{CmdDaemon}},
-	{"simulate", "LPU_SIMULATE", "use `N` simulated LPUs (rings of 8) written under <state-dir>/simulated-node, the same node as lpu-device-plugin --simulate N; 0 uses real hardware", nil},
-	{"output", "LPU_CDI_OUTPUT", "CDI spec `DIR` to write to; overrides config cdi.specDir (default " + config.DefaultCDISpecDir + ")", []string{CmdCDIGenerate}},
-	{"nri-plugin-dir", "LPU_NRI_PLUGIN_DIR", "the runtime's pre-installed NRI plugin `DIR` (default " + DefaultNRIPluginDir + ")", []string{CmdDoctor}},
-	{"kubelet-dir", "LPU_KUBELET_DIR", "kubelet device plugin `DIR`; overrides config kubelet.devicePluginDir (default " + config.DefaultDevicePluginDir + ")", []string{CmdDoctor}},
+// only lists the commands that accept a flag; flags not in it go with
+// every command.
+var only = map[string][]string{
+	"metrics-addr":   {CmdDaemon},
+	"output":         {CmdCDIGenerate},
+	"nri-plugin-dir": {CmdDoctor},
+	"kubelet-dir":    {CmdDoctor},
 }
 
 const intro = `lpu-nri injects the LPUs a container was allocated by lpu-device-plugin,
@@ -102,20 +109,24 @@ Endpoints (--metrics-addr):
 // Usage writes the help text.
 func Usage(w io.Writer) {
 	fmt.Fprint(w, intro)
-	fs := newFlagSet(&Options{})
-	fs.VisitAll(func(f *flag.Flag) {
-		name, usage := flag.UnquoteUsage(f)
-		s := specOf(f.Name)
-		fmt.Fprintf(w, "  --%s %s\n    \t%s", f.Name, name, usage)
-		if s.env != "" {
-			fmt.Fprintf(w, " [%s]", s.env)
+	specs.PrintFlags(w, newFlagSet(&Options{}), func(name string) string {
+		if cmds := only[name]; len(cmds) > 0 {
+			return fmt.Sprintf(" (only: %s)", strings.Join(cmdNames(cmds), ", "))
 		}
-		if len(s.cmds) > 0 {
-			fmt.Fprintf(w, " (only: %s)", strings.Join(cmdNames(s.cmds), ", "))
-		}
-		fmt.Fprintln(w)
+		return ""
 	})
 	fmt.Fprint(w, outro)
+}
+
+// flagsFor returns the flags cmd accepts.
+func flagsFor(cmd string) flagenv.Flags {
+	var fl flagenv.Flags
+	for _, s := range specs {
+		if accepts(s.Name, cmd) {
+			fl = append(fl, s)
+		}
+	}
+	return fl
 }
 
 func cmdNames(cmds []string) []string {
@@ -129,20 +140,11 @@ func cmdNames(cmds []string) []string {
 	return out
 }
 
-func specOf(name string) flagSpec {
-	for _, s := range specs {
-		if s.name == name {
-			return s
-		}
-	}
-	return flagSpec{}
-}
-
 func newFlagSet(o *Options) *flag.FlagSet {
 	fs := flag.NewFlagSet("lpu-nri", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	u := func(n string) string { return specOf(n).usage }
+	u := specs.Usage
 	fs.StringVar(&o.ConfigFile, "config", "", u("config"))
 	fs.StringVar(&o.Root, "root", "", u("root"))
 	fs.StringVar(&o.StateDir, "state-dir", "", u("state-dir"))
@@ -166,12 +168,12 @@ var ErrHelp = flag.ErrHelp
 // environment twins of flags not given, through lookupEnv (os.LookupEnv). An
 // env var set to "" counts as given (LPU_METRICS_ADDR= disables metrics).
 func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, error) {
-	o := &Options{given: map[string]bool{}}
+	o := &Options{}
 	fs := newFlagSet(o)
 	if err := fs.Parse(args); err != nil {
 		return nil, wrapFlagErr(err)
 	}
-	fs.Visit(func(f *flag.Flag) { o.given[f.Name] = true })
+	o.given = flagenv.Given(fs)
 	rest := fs.Args()
 	if len(rest) > 0 {
 		switch {
@@ -204,24 +206,12 @@ func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, erro
 			return nil, setErr
 		}
 	}
-	if lookupEnv != nil {
-		for _, s := range specs {
-			if o.given[s.name] || !accepts(s, o.Command) {
-				continue
-			}
-			v, ok := lookupEnv(s.env)
-			if !ok {
-				continue
-			}
-			if err := fs.Set(s.name, v); err != nil {
-				return nil, fmt.Errorf("environment %s=%q: %v", s.env, v, err)
-			}
-			o.given[s.name] = true
-		}
+	if err := flagsFor(o.Command).FromEnv(fs, o.given, lookupEnv); err != nil {
+		return nil, err
 	}
 	for _, s := range specs {
-		if o.given[s.name] && !accepts(s, o.Command) {
-			return nil, fmt.Errorf("--%s is only for %s", s.name, strings.Join(cmdNames(s.cmds), ", "))
+		if o.given[s.Name] && !accepts(s.Name, o.Command) {
+			return nil, fmt.Errorf("--%s is only for %s", s.Name, strings.Join(cmdNames(only[s.Name]), ", "))
 		}
 	}
 	if o.given["mode"] && o.Mode != config.InjectionNRI && o.Mode != config.InjectionCDI {
@@ -235,10 +225,8 @@ func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, erro
 	if o.Simulate < 0 || o.Simulate > device.MaxSimDevices {
 		return nil, fmt.Errorf("simulate %d: want 0 to %d", o.Simulate, device.MaxSimDevices)
 	}
-	for _, name := range []string{"root", "state-dir", "nri-socket", "output", "nri-plugin-dir", "kubelet-dir"} {
-		if v := o.value(name); o.given[name] && !strings.HasPrefix(v, "/") {
-			return nil, fmt.Errorf("%s %q: want an absolute path", name, v)
-		}
+	if err := flagenv.RequireAbsolute(fs, o.given, "root", "state-dir", "nri-socket", "output", "nri-plugin-dir", "kubelet-dir"); err != nil {
+		return nil, err
 	}
 	return o, nil
 }
@@ -250,34 +238,10 @@ func wrapFlagErr(err error) error {
 	return err
 }
 
-func accepts(s flagSpec, cmd string) bool {
-	if s.cmds == nil {
-		return true
-	}
-	for _, c := range s.cmds {
-		if c == cmd {
-			return true
-		}
-	}
-	return false
-}
-
-func (o *Options) value(name string) string {
-	switch name {
-	case "root":
-		return o.Root
-	case "state-dir":
-		return o.StateDir
-	case "nri-socket":
-		return o.NRISocket
-	case "output":
-		return o.Output
-	case "nri-plugin-dir":
-		return o.PluginDir
-	case "kubelet-dir":
-		return o.KubeletDir
-	}
-	return ""
+// accepts reports whether the flag called name goes with cmd.
+func accepts(name, cmd string) bool {
+	cmds, ok := only[name]
+	return !ok || slices.Contains(cmds, cmd)
 }
 
 // Given reports whether a flag (by name) or its environment twin was given.

@@ -131,8 +131,8 @@ func TestUsageNamesEveryFlagAndTwin(t *testing.T) {
 	var b bytes.Buffer
 	Usage(&b)
 	for _, s := range specs {
-		if !strings.Contains(b.String(), "--"+s.name) || !strings.Contains(b.String(), "["+s.env+"]") {
-			t.Errorf("usage lacks --%s [%s]", s.name, s.env)
+		if !strings.Contains(b.String(), "--"+s.Name) || !strings.Contains(b.String(), "["+s.Env+"]") {
+			t.Errorf("usage lacks --%s [%s]", s.Name, s.Env)
 		}
 	}
 	for _, w := range []string{"flag > environment > config file > built-in default", "cdi generate", "cdi list", "doctor", "--version"} {
