@@ -4,8 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -13,7 +11,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/cli"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/daemon"
-	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/pkg/startup"
 )
 
 // version is set at build time: -ldflags "-X main.version=$(git describe)".
@@ -27,30 +25,17 @@ func main() {
 }
 
 func run() error {
+	p := startup.Program{Name: "lpu-device-plugin", Version: version, Usage: cli.Usage}
 	opts, err := cli.Parse(os.Args[1:], os.LookupEnv)
-	if errors.Is(err, cli.ErrHelp) {
-		cli.Usage(os.Stdout)
-		return nil
-	}
 	if err != nil {
-		cli.Usage(os.Stderr)
-		return err
+		return p.ParseError(err)
 	}
 	if opts.Version {
-		fmt.Println("lpu-device-plugin", version)
-		return nil
+		return p.PrintVersion()
 	}
-	cfg, err := config.Load(opts.ConfigFile)
+	cfg, log, err := p.Config(opts.ConfigFile, opts.Apply)
 	if err != nil {
 		return err
-	}
-	if err := opts.Apply(cfg); err != nil {
-		return err
-	}
-	log, warnings := config.NewLogger(cfg.Log, os.Stderr, os.Getenv)
-	slog.SetDefault(log)
-	for _, w := range warnings {
-		log.Warn(w)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

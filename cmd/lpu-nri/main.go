@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -17,7 +16,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/cli"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/daemon"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/plugin"
-	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/pkg/startup"
 )
 
 // version is set at build time: -ldflags "-X main.version=$(git describe)".
@@ -36,32 +35,19 @@ func main() {
 }
 
 func run() error {
+	prog := startup.Program{Name: "lpu-nri", Version: version, Usage: cli.Usage}
 	opts, err := cli.Parse(os.Args[1:], os.LookupEnv)
-	if errors.Is(err, cli.ErrHelp) {
-		cli.Usage(os.Stdout)
-		return nil
-	}
 	if err != nil {
-		cli.Usage(os.Stderr)
-		return err
+		return prog.ParseError(err)
 	}
 	if opts.Version {
-		fmt.Println("lpu-nri", version)
-		return nil
+		return prog.PrintVersion()
 	}
-	cfg, err := config.Load(opts.ConfigFile)
+	cfg, log, err := prog.Config(opts.ConfigFile, opts.Apply)
 	if err != nil {
 		return err
 	}
-	if err := opts.Apply(cfg); err != nil {
-		return err
-	}
-	log, warnings := config.NewLogger(cfg.Log, os.Stderr, os.Getenv)
-	slog.SetDefault(log)
 	nrilog.Set(plugin.Logger(log)) // NRI's own messages through slog, info demoted to debug
-	for _, w := range warnings {
-		log.Warn(w)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	mode, why := cli.ResolveMode(cfg)
