@@ -105,81 +105,108 @@ func (c canvas) text(x, y int, s string, px int, col color.RGBA) {
 	}
 }
 
-// WriteChart draws a grouped bar chart: one panel per node, one group per
-// mix, one bar per policy, bar height = contiguous admissions per arrival.
+// Chart geometry.
+const (
+	chartW      = 1200
+	chartPanelH = 300
+	chartLeft   = 90
+	chartRight  = 30
+	plotTop     = 60 // inside a panel, above the plot area (title, then bar labels)
+	plotBot     = 40 // inside a panel, below the plot area
+)
+
+// WriteChart draws grouped bar charts, one panel per node, one group per
+// mix, one bar per policy: first the contiguous admissions per arrival
+// (0–100 %), then the same as a share of the count bound on a 90–100 %
+// axis, where the differences between the good policies are visible.
 func WriteChart(w io.Writer, cfg Config, cases []Case) error {
-	const (
-		width   = 1200
-		panelH  = 300
-		top     = 110
-		left    = 90
-		right   = 30
-		plotTop = 40 // inside a panel, above the plot area
-		plotBot = 40 // inside a panel, below the plot area
-	)
+	const header, section = 110, 50
 	var nodes []string
 	for _, c := range cases {
 		if len(nodes) == 0 || nodes[len(nodes)-1] != c.Node.Name {
 			nodes = append(nodes, c.Node.Name)
 		}
 	}
-	height := top + panelH*len(nodes) + 20
-	c := canvas{img: image.NewRGBA(image.Rect(0, 0, width, height))}
-	c.rect(0, 0, width, height, colBG)
+	height := header + 2*chartPanelH*len(nodes) + section + 20
+	c := canvas{img: image.NewRGBA(image.Rect(0, 0, chartW, height))}
+	c.rect(0, 0, chartW, height, colBG)
 
 	mode := "BEST-EFFORT"
 	if cfg.Strict {
 		mode = "STRICT"
 	}
-	c.text(left, 14, "CONTIGUOUS ADMISSIONS PER ARRIVAL (%)", 3, colText)
-	c.text(left, 44, fmt.Sprintf("SEED %d, %d ARRIVALS, LOAD %.2f, %s", cfg.Seed, cfg.Arrivals, cfg.Load, mode), 2, colText)
-	lx := left
+	c.text(chartLeft, 14, "CONTIGUOUS ADMISSIONS PER ARRIVAL (%)", 3, colText)
+	c.text(chartLeft, 44, fmt.Sprintf("SEED %d, %d ARRIVALS, LOAD %.2f, %s", cfg.Seed, cfg.Arrivals, cfg.Load, mode), 2, colText)
+	lx := chartLeft
 	for _, p := range chartPolicies {
 		c.rect(lx, 74, lx+18, 92, colPolicy[p])
 		c.text(lx+24, 76, p, 2, colText)
 		lx += 24 + textWidth(p, 2) + 30
 	}
 
-	for pi, node := range nodes {
-		y0 := top + pi*panelH
-		plotY0, plotY1 := y0+plotTop, y0+panelH-plotBot
-		plotH := plotY1 - plotY0
-		c.text(left, y0+8, "NODE "+node, 2, colText)
-		for g := 0; g <= 100; g += 25 {
-			y := plotY1 - g*plotH/100
-			c.rect(left, y, width-right, y+1, colGrid)
-			lbl := fmt.Sprintf("%d", g)
-			c.text(left-12-textWidth(lbl, 2), y-7, lbl, 2, colAxis)
-		}
-		c.rect(left, plotY0, left+2, plotY1+1, colAxis)
-		c.rect(left, plotY1, width-right, plotY1+2, colAxis)
-
-		var group []Case
-		for _, cs := range cases {
-			if cs.Node.Name == node {
-				group = append(group, cs)
-			}
-		}
-		groupW := (width - right - left) / max(len(group), 1)
-		barW := (groupW - 40) / len(chartPolicies)
-		for gi, cs := range group {
-			gx := left + gi*groupW + 20
-			for bi, p := range chartPolicies {
-				var rate float64
-				for _, r := range cs.Results {
-					if r.Policy == p {
-						rate = r.Rate()
-					}
-				}
-				x := gx + bi*barW
-				h := int(rate*float64(plotH) + 0.5)
-				c.rect(x+3, plotY1-h, x+barW-3, plotY1, colPolicy[p])
-				lbl := fmt.Sprintf("%.1f", 100*rate)
-				c.text(x+barW/2-textWidth(lbl, 2)/2, plotY1-h-18, lbl, 2, colText)
-			}
-			name := cs.Mix.Name
-			c.text(gx+(groupW-40)/2-textWidth(name, 2)/2, plotY1+12, name, 2, colText)
-		}
+	rate := func(cs Case, r Result) float64 { return 100 * r.Rate() }
+	vsBound := func(cs Case, r Result) float64 { return 100 * ratio(r.Contiguous, cs.Bound().Contiguous) }
+	y := header
+	for _, node := range nodes {
+		c.panel(y, "NODE "+node, casesOf(cases, node), rate, 0, 100, 25)
+		y += chartPanelH
+	}
+	c.text(chartLeft, y+14, "AS A SHARE OF THE COUNT BOUND (%), AXIS FROM 90", 3, colText)
+	y += section
+	for _, node := range nodes {
+		c.panel(y, "NODE "+node, casesOf(cases, node), vsBound, 90, 100, 2)
+		y += chartPanelH
 	}
 	return png.Encode(w, c.img)
+}
+
+func casesOf(cases []Case, node string) []Case {
+	var out []Case
+	for _, cs := range cases {
+		if cs.Node.Name == node {
+			out = append(out, cs)
+		}
+	}
+	return out
+}
+
+// panel draws one node's bars with top-left corner at y. Values below lo
+// are drawn as a stub at the axis; every bar is labelled with its value.
+func (c canvas) panel(y0 int, title string, group []Case, value func(Case, Result) float64, lo, hi, tick float64) {
+	plotY0, plotY1 := y0+plotTop, y0+chartPanelH-plotBot
+	plotH := float64(plotY1 - plotY0)
+	c.text(chartLeft, y0+8, title, 2, colText)
+	for g := lo; g <= hi+1e-9; g += tick {
+		y := plotY1 - int((g-lo)/(hi-lo)*plotH+0.5)
+		c.rect(chartLeft, y, chartW-chartRight, y+1, colGrid)
+		lbl := fmt.Sprintf("%.0f", g)
+		c.text(chartLeft-12-textWidth(lbl, 2), y-7, lbl, 2, colAxis)
+	}
+	c.rect(chartLeft, plotY0, chartLeft+2, plotY1+1, colAxis)
+	c.rect(chartLeft, plotY1, chartW-chartRight, plotY1+2, colAxis)
+
+	groupW := (chartW - chartRight - chartLeft) / max(len(group), 1)
+	barW := (groupW - 40) / len(chartPolicies)
+	for gi, cs := range group {
+		gx := chartLeft + gi*groupW + 20
+		for bi, p := range chartPolicies {
+			var v float64
+			for _, r := range cs.Results {
+				if r.Policy == p {
+					v = value(cs, r)
+				}
+			}
+			x := gx + bi*barW
+			h := int((min(max(v, lo), hi)-lo)/(hi-lo)*plotH + 0.5)
+			h = max(h, 2)
+			c.rect(x+3, plotY1-h, x+barW-3, plotY1, colPolicy[p])
+			lbl := fmt.Sprintf("%.1f", v)
+			if hi-lo < 50 {
+				lbl = fmt.Sprintf("%.2f", v)
+			}
+			c.text(x+barW/2-textWidth(lbl, 2)/2, plotY1-h-18, lbl, 2, colText)
+		}
+		name := cs.Mix.Name
+		c.text(gx+(groupW-40)/2-textWidth(name, 2)/2, plotY1+12, name, 2, colText)
+	}
 }
