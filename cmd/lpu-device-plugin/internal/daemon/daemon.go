@@ -63,7 +63,8 @@ func Run(ctx context.Context, p Params) error {
 		spec := device.SimSpecFor(opts.Simulate)
 		log.Info("serving a simulated node", "root", root, "devices", spec.Devices, "rings", spec.Rings)
 	}
-	sysfs := device.NewSysfs(root, sysfsOptions(cfg, log)...)
+	t := cfg.Topology
+	sysfs := device.NewSysfs(root, device.WithTopology(t.Source, t.Rings, t.NetworkTable), device.WithLogger(log))
 
 	mode, why := ResolveInjection(cfg.Injection.Mode, cfg.NRI.Socket)
 	var key *inject.Key
@@ -151,17 +152,6 @@ func Run(ctx context.Context, p Params) error {
 	err = g.Wait()
 	log.Info("lpu-device-plugin stopped", "err", err)
 	return err
-}
-
-func sysfsOptions(cfg *config.Config, log *slog.Logger) []device.Option {
-	opts := []device.Option{device.WithTopologySource(cfg.Topology.Source), device.WithLogger(log)}
-	if len(cfg.Topology.Rings) > 0 {
-		opts = append(opts, device.WithRings(cfg.Topology.Rings))
-	}
-	if cfg.Topology.NetworkTable != "" {
-		opts = append(opts, device.WithNetworkTable(cfg.Topology.NetworkTable))
-	}
-	return opts
 }
 
 // ResolveInjection turns the configured mode into nri or cdi. "auto" picks

@@ -58,14 +58,8 @@ func DiscoveryRoot(cfg *config.Config, simulate int) (string, error) {
 
 // Discoverer returns the sysfs discoverer for cfg under root.
 func Discoverer(cfg *config.Config, root string, log *slog.Logger) *device.Sysfs {
-	opts := []device.Option{device.WithTopologySource(cfg.Topology.Source), device.WithLogger(log)}
-	if len(cfg.Topology.Rings) > 0 {
-		opts = append(opts, device.WithRings(cfg.Topology.Rings))
-	}
-	if cfg.Topology.NetworkTable != "" {
-		opts = append(opts, device.WithNetworkTable(cfg.Topology.NetworkTable))
-	}
-	return device.NewSysfs(root, opts...)
+	t := cfg.Topology
+	return device.NewSysfs(root, device.WithTopology(t.Source, t.Rings, t.NetworkTable), device.WithLogger(log))
 }
 
 // InjectOptions returns the mounts and env for LPU containers. Mounts whose
