@@ -3,21 +3,17 @@ package metrics
 import (
 	"context"
 	"fmt"
-	"sync"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/hyperaccel/lpu-node/pkg/podresources"
 )
 
 // PodResources asks the kubelet's PodResources service (v1 List) which
 // container holds each device of one resource.
 type PodResources struct {
-	socket   string
+	conn     *podresources.Conn
 	resource string
-
-	mu   sync.Mutex
-	conn *grpc.ClientConn
 }
 
 var _ HolderLister = (*PodResources)(nil)
@@ -25,32 +21,19 @@ var _ HolderLister = (*PodResources)(nil)
 // NewPodResources returns a lister for resource on the kubelet's
 // pod-resources socket. It connects lazily; Close releases the connection.
 func NewPodResources(socket, resource string) *PodResources {
-	return &PodResources{socket: socket, resource: resource}
-}
-
-func (p *PodResources) client() (podresourcesapi.PodResourcesListerClient, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conn == nil {
-		conn, err := grpc.NewClient("unix://"+p.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return nil, fmt.Errorf("dial pod resources %s: %w", p.socket, err)
-		}
-		p.conn = conn
-	}
-	return podresourcesapi.NewPodResourcesListerClient(p.conn), nil
+	return &PodResources{conn: podresources.New(socket), resource: resource}
 }
 
 // Holders lists the pods and maps each device ID of the resource to the
 // container holding it. ctx bounds the call.
 func (p *PodResources) Holders(ctx context.Context) (map[string]Holder, error) {
-	c, err := p.client()
+	c, err := p.conn.Lister()
 	if err != nil {
 		return nil, err
 	}
 	resp, err := c.List(ctx, &podresourcesapi.ListPodResourcesRequest{})
 	if err != nil {
-		return nil, fmt.Errorf("list pod resources on %s: %w", p.socket, err)
+		return nil, fmt.Errorf("list pod resources on %s: %w", p.conn.Socket(), err)
 	}
 	out := make(map[string]Holder)
 	for _, pod := range resp.GetPodResources() {
@@ -69,13 +52,4 @@ func (p *PodResources) Holders(ctx context.Context) (map[string]Holder, error) {
 }
 
 // Close releases the connection.
-func (p *PodResources) Close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conn == nil {
-		return nil
-	}
-	err := p.conn.Close()
-	p.conn = nil
-	return err
-}
+func (p *PodResources) Close() error { return p.conn.Close() }

@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
-	"sync"
 	"sync/atomic"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/hyperaccel/lpu-node/pkg/podresources"
 )
 
 // ErrMismatch is returned (wrapped) when the kubelet reports other devices
@@ -23,52 +21,19 @@ var ErrMismatch = errors.New("kubelet pod resources disagree with the allocation
 // Checker asks the kubelet's PodResources socket. Safe for concurrent use;
 // the connection is made lazily and reused.
 type Checker struct {
-	socket   string
+	conn     *podresources.Conn
 	resource string
-
-	mu     sync.Mutex
-	conn   *grpc.ClientConn
-	client podresv1.PodResourcesListerClient
-	noGet  atomic.Bool // Get answered Unimplemented: use List from now on
+	noGet    atomic.Bool // Get answered Unimplemented: use List from now on
 }
 
 // New returns a checker for the resource name (hyperaccel.ai/lpu) over the
 // kubelet's pod-resources socket.
 func New(socket, resource string) *Checker {
-	return &Checker{socket: socket, resource: resource}
-}
-
-func (c *Checker) lister() (podresv1.PodResourcesListerClient, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.client != nil {
-		return c.client, nil
-	}
-	conn, err := grpc.NewClient("passthrough:///"+c.socket,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", c.socket)
-		}),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("pod resources client %s: %w", c.socket, err)
-	}
-	c.conn, c.client = conn, podresv1.NewPodResourcesListerClient(conn)
-	return c.client, nil
+	return &Checker{conn: podresources.New(socket), resource: resource}
 }
 
 // Close closes the connection.
-func (c *Checker) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.conn == nil {
-		return nil
-	}
-	err := c.conn.Close()
-	c.conn, c.client = nil, nil
-	return err
-}
+func (c *Checker) Close() error { return c.conn.Close() }
 
 // Check returns nil when the kubelet reports exactly ids (in any order) for
 // the resource in the named container; an error wrapping ErrMismatch when it
@@ -89,7 +54,7 @@ func (c *Checker) Check(ctx context.Context, namespace, pod, container string, i
 // Devices returns the sorted device IDs of the resource the kubelet assigned
 // to the container.
 func (c *Checker) Devices(ctx context.Context, namespace, pod, container string) ([]string, error) {
-	cl, err := c.lister()
+	cl, err := c.conn.Lister()
 	if err != nil {
 		return nil, err
 	}
@@ -101,12 +66,12 @@ func (c *Checker) Devices(ctx context.Context, namespace, pod, container string)
 		case codes.Unimplemented:
 			c.noGet.Store(true)
 		default:
-			return nil, fmt.Errorf("pod resources Get %s/%s via %s: %w", namespace, pod, c.socket, err)
+			return nil, fmt.Errorf("pod resources Get %s/%s via %s: %w", namespace, pod, c.conn.Socket(), err)
 		}
 	}
 	rsp, err := cl.List(ctx, &podresv1.ListPodResourcesRequest{})
 	if err != nil {
-		return nil, fmt.Errorf("pod resources List via %s: %w", c.socket, err)
+		return nil, fmt.Errorf("pod resources List via %s: %w", c.conn.Socket(), err)
 	}
 	return c.pick(rsp.GetPodResources(), namespace, pod, container)
 }
