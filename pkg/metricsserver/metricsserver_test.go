@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -111,22 +112,12 @@ func TestServeAddr(t *testing.T) {
 	}
 }
 
+// newServer serves h on a test server; the lifecycle has its own test.
 func newServer(t *testing.T, h http.Handler) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ServeListener(ctx, ln, h, nil) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return "http://" + ln.Addr().String()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -135,10 +126,10 @@ func get(t *testing.T, url string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rsp.Body.Close()
 	b, err := io.ReadAll(rsp.Body)
+	rsp.Body.Close()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("read %s: %v", url, err)
 	}
 	return rsp.StatusCode, string(b)
 }
