@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034 # settings here are read by the other lib files
 # node.sh — the node under test: tools, our binaries, images, a simulated LPU
 # node with real device nodes, containerd instances, the standalone kubelet,
 # lpu-nri and lpu-device-plugin, and the teardown that undoes all of it.
@@ -529,8 +530,9 @@ teardown() {
   # the kubelet's container-log symlinks into our dirs, and our device-plugin files
   find /var/log/containers -maxdepth 1 -type l -lname "$BASE/*" -delete 2>/dev/null
   if [ -d "$DP_DIR" ] && [ -f "$BASE/dp-before" ]; then
-    for p in $(ls -A "$DP_DIR"); do
-      grep -qx "$p" "$BASE/dp-before" || rm -f "$DP_DIR/$p"
+    for p in "$DP_DIR"/* "$DP_DIR"/.[!.]*; do
+      [ -e "$p" ] || [ -L "$p" ] || continue
+      grep -qxF "$(basename "$p")" "$BASE/dp-before" || rm -f "$p"
     done
   fi
   # cgroups we created: depth first, only empty ones go

@@ -23,7 +23,7 @@ harvest_nri() {
 
 # use_plugin lpu|noop|fixed: exactly this NRI plugin is connected to containerd a.
 use_plugin() {
-  local want=$1 d n0
+  local want=$1 d n0=0
   declare -A daemon=([lpu]=lpu-nri [noop]=noopnri [fixed]=fixednri)
   for d in lpu noop fixed; do
     [ "$d" = "$want" ] && continue
@@ -31,6 +31,8 @@ use_plugin() {
     stop_daemon "${daemon[$d]}" 3
   done
   running "${daemon[$want]}" && return 0
+  # shellcheck disable=SC2034 # read by the eval in wait_for below
+  n0=$(connected_count "$want")
   case $want in
     lpu)
       start_lpu_nri nri
@@ -38,15 +40,14 @@ use_plugin() {
       return 0
       ;;
     noop)
-      n0=$(connected_count noop)
       start_daemon noopnri "$LOGS/noopnri.log" "$BASE/bin/noopnri" --socket "$(nri_sock a)" --idx "$NRI_IDX" --name noop
       ;;
     fixed)
-      n0=$(connected_count fixed)
       start_daemon fixednri "$LOGS/fixednri.log" "$BASE/bin/noopnri" --socket "$(nri_sock a)" --idx "$NRI_IDX" --name fixed \
         "${FIXED_ARGS[@]}"
       ;;
   esac
+  # shellcheck disable=SC2016 # expanded by eval, inside wait_for
   wait_for 20 eval '[ "$(connected_count "$want")" -gt "$n0" ]' ||
     fatal "perf" "$want NRI plugin did not connect: $(tail -3 "$LOGS/${daemon[$want]}.log")"
 }

@@ -9,7 +9,7 @@
 # "N" each, for character devices with our major and minor N. Anything else
 # under /dev/lpu* is reported on stderr and as index "bad:<path>".
 lpu_nodes() {
-  local out line path maj min
+  local out path maj min
   out=$(in_ctr "$1" sh -c 'for f in /dev/lpu*; do [ -e "$f" ] && stat -c "%n|%F|%t|%T" "$f"; done; true') || return 1
   while IFS='|' read -r path kind maj min; do
     [ -n "$path" ] || continue
