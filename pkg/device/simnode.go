@@ -2,6 +2,15 @@ package device
 
 import "fmt"
 
+// CheckSimulate checks a --simulate value: 0 (real hardware) to
+// MaxSimDevices.
+func CheckSimulate(n int) error {
+	if n < 0 || n > MaxSimDevices {
+		return fmt.Errorf("simulate %d: want 0 to %d", n, MaxSimDevices)
+	}
+	return nil
+}
+
 // SimSpecFor is the node --simulate n asks for: n LPUs in rings of 8 (at
 // least one ring), the ring count lowered until it divides n so all rings
 // are equal. Both daemons use it, so they simulate the same node.

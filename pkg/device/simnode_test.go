@@ -16,6 +16,27 @@ func TestSimSpecFor(t *testing.T) {
 	}
 }
 
+func TestCheckSimulate(t *testing.T) {
+	tests := map[string]struct {
+		n       int
+		wantErr string
+	}{
+		"real hardware": {n: 0},
+		"one":           {n: 1},
+		"max":           {n: MaxSimDevices},
+		"negative":      {n: -1, wantErr: "simulate -1: want 0 to 1024"},
+		"above max":     {n: MaxSimDevices + 1, wantErr: "simulate 1025: want 0 to 1024"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := CheckSimulate(tc.n)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr) {
+				t.Fatalf("CheckSimulate(%d) = %v, want %q", tc.n, err, tc.wantErr)
+			}
+		})
+	}
+}
+
 func TestSimulateNode(t *testing.T) {
 	tests := map[string]struct {
 		n         int

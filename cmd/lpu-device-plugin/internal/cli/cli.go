@@ -130,8 +130,8 @@ func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, erro
 			return nil, fmt.Errorf("injection %q: want %s, %s or %s", o.Injection, config.InjectionNRI, config.InjectionCDI, config.InjectionAuto)
 		}
 	}
-	if o.Simulate < 0 || o.Simulate > device.MaxSimDevices {
-		return nil, fmt.Errorf("simulate %d: want 0 to %d", o.Simulate, device.MaxSimDevices)
+	if err := device.CheckSimulate(o.Simulate); err != nil {
+		return nil, err
 	}
 	if err := flagenv.RequireAbsolute(fs, o.given, "root", "kubelet-dir", "state-dir"); err != nil {
 		return nil, err

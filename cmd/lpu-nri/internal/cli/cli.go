@@ -222,8 +222,8 @@ func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, erro
 			return nil, fmt.Errorf("plugin-idx: %w", err)
 		}
 	}
-	if o.Simulate < 0 || o.Simulate > device.MaxSimDevices {
-		return nil, fmt.Errorf("simulate %d: want 0 to %d", o.Simulate, device.MaxSimDevices)
+	if err := device.CheckSimulate(o.Simulate); err != nil {
+		return nil, err
 	}
 	if err := flagenv.RequireAbsolute(fs, o.given, "root", "state-dir", "nri-socket", "output", "nri-plugin-dir", "kubelet-dir"); err != nil {
 		return nil, err
