@@ -1,8 +1,8 @@
 // Package startup is the common start of the lpu-node daemons' main: it
 // answers --help and --version, loads the config file, lays the command
-// line over it (each daemon's own cli package does that part), and
-// installs the configured logger. What a daemon then runs stays in its own
-// main.
+// line over it (each daemon's own cli package does that part), installs
+// the configured logger, and starts tracing failing open (Tracing). What a
+// daemon then runs stays in its own packages.
 //
 //	p := startup.Program{Name: "lpu-nri", Version: version, Usage: cli.Usage}
 //	opts, err := cli.Parse(os.Args[1:], os.LookupEnv)
@@ -13,4 +13,7 @@
 //		return p.PrintVersion()
 //	}
 //	cfg, log, err := p.Config(opts.ConfigFile, opts.Apply)
+//	...
+//	tracer, stop := startup.Tracing(ctx, cfg.Tracing, "lpu-nri", version, log)
+//	defer stop()
 package startup

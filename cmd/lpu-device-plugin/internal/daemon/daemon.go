@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -21,11 +20,8 @@ import (
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
-	"github.com/hyperaccel/lpu-node/pkg/trace"
+	"github.com/hyperaccel/lpu-node/pkg/startup"
 )
-
-// tracingFlushTimeout bounds the final flush of spans at shutdown.
-const tracingFlushTimeout = time.Second
 
 // Params is everything Run needs.
 type Params struct {
@@ -89,21 +85,8 @@ func Run(ctx context.Context, p Params) error {
 		"injection", mode, "injectionReason", why, "policy", cfg.Allocation.Policy)
 
 	// Tracing fails open: a bad endpoint or exporter is logged, never fatal.
-	tp, shutdownTracing, err := trace.Setup(ctx, trace.Config{
-		Endpoint: cfg.Tracing.Endpoint, Insecure: cfg.Tracing.Insecure,
-		ServiceName: "lpu-device-plugin", ServiceVersion: p.Version,
-	}, log)
-	if err != nil {
-		log.Warn("tracing disabled", "err", err)
-	}
-	defer func() {
-		// Short: a collector that is gone must not hold up a SIGTERM.
-		sctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
-		defer cancel()
-		if err := shutdownTracing(sctx); err != nil {
-			log.Warn("flushing traces", "err", err)
-		}
-	}()
+	tracer, stopTracing := startup.Tracing(ctx, cfg.Tracing, "lpu-device-plugin", p.Version, log)
+	defer stopTracing()
 
 	mon := health.New(sysfs, health.Options{
 		ResyncInterval:    cfg.Health.ResyncInterval.Duration,
@@ -126,7 +109,7 @@ func Run(ctx context.Context, p Params) error {
 		Policy:       cfg.Allocation.Policy,
 		Key:          key,
 		Recorder:     m,
-		Tracer:       tp.Tracer(trace.ScopeName),
+		Tracer:       tracer,
 		Logger:       log,
 	})
 	if err != nil {

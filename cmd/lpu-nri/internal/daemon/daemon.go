@@ -21,7 +21,7 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
-	"github.com/hyperaccel/lpu-node/pkg/trace"
+	"github.com/hyperaccel/lpu-node/pkg/startup"
 )
 
 // Params are what Run needs besides the context.
@@ -146,23 +146,10 @@ func Run(ctx context.Context, p Params) error {
 		}
 		defer rs.Close()
 		// Tracing fails open: a bad endpoint or exporter is logged, never fatal.
-		tp, shutdownTracing, err := trace.Setup(ctx, trace.Config{
-			Endpoint: cfg.Tracing.Endpoint, Insecure: cfg.Tracing.Insecure,
-			ServiceName: "lpu-nri", ServiceVersion: p.Version,
-		}, log)
-		if err != nil {
-			log.Warn("tracing disabled", "err", err)
-		}
-		defer func() {
-			// Short: a collector that is gone must not hold up a SIGTERM.
-			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			if err := shutdownTracing(sctx); err != nil {
-				log.Warn("flushing traces", "err", err)
-			}
-		}()
+		tracer, stopTracing := startup.Tracing(ctx, cfg.Tracing, "lpu-nri", p.Version, log)
+		defer stopTracing()
 		pc := plugin.Config{Key: key, Store: store, Options: opts, Metrics: m, Ready: rs, Log: log,
-			CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Tracer: tp.Tracer(trace.ScopeName)}
+			CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Tracer: tracer}
 		if cfg.Kubelet.PodResourcesCheck {
 			c := podres.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
 			defer c.Close()
