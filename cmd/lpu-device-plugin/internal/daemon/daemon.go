@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -62,7 +61,7 @@ func Run(ctx context.Context, p Params) error {
 	t := cfg.Topology
 	sysfs := device.NewSysfs(root, device.WithTopology(t.Source, t.Rings, t.NetworkTable), device.WithLogger(log))
 
-	mode, why := ResolveInjection(cfg.Injection.Mode, cfg.NRI.Socket)
+	mode, why := config.ResolveInjection(cfg.Injection.Mode, cfg.NRI.Socket)
 	var key *inject.Key
 	if mode == plugin.InjectionNRI {
 		k, err := inject.LoadOrCreateKey(cfg.StateDir)
@@ -135,25 +134,6 @@ func Run(ctx context.Context, p Params) error {
 	err = g.Wait()
 	log.Info("lpu-device-plugin stopped", "err", err)
 	return err
-}
-
-// ResolveInjection turns the configured mode into nri or cdi. "auto" picks
-// nri when the NRI socket exists, else cdi. The socket path is looked up as
-// this process sees it — like --kubelet-dir and --state-dir, and unlike the
-// discovery root — so a container must mount the host's /var/run/nri at the
-// same path. It also says why.
-func ResolveInjection(mode, nriSocket string) (string, string) {
-	switch mode {
-	case config.InjectionNRI:
-		return plugin.InjectionNRI, "configured"
-	case config.InjectionCDI:
-		return plugin.InjectionCDI, "configured"
-	}
-	fi, err := os.Stat(nriSocket)
-	if err == nil && fi.Mode()&fs.ModeSocket != 0 {
-		return plugin.InjectionNRI, "auto: NRI socket " + nriSocket + " exists"
-	}
-	return plugin.InjectionCDI, "auto: no NRI socket at " + nriSocket
 }
 
 // Healthz passes while the plugin is registered and the kubelet holds a

@@ -264,34 +264,6 @@ func TestDaemonAutoInjectionWithoutNRIIsCDI(t *testing.T) {
 	}
 }
 
-func TestResolveInjection(t *testing.T) {
-	dir := kubelettest.ShortDir(t)
-	sock := filepath.Join(dir, "nri.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	plain := filepath.Join(dir, "plain")
-	if err := os.WriteFile(plain, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tests := map[string]struct{ mode, socket, want string }{
-		"auto with socket":      {config.InjectionAuto, sock, "nri"},
-		"auto without socket":   {config.InjectionAuto, filepath.Join(dir, "absent"), "cdi"},
-		"auto with plain file":  {config.InjectionAuto, plain, "cdi"},
-		"nri forced, no socket": {config.InjectionNRI, filepath.Join(dir, "absent"), "nri"},
-		"cdi forced, socket":    {config.InjectionCDI, sock, "cdi"},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			if got, why := ResolveInjection(tc.mode, tc.socket); got != tc.want || why == "" {
-				t.Fatalf("ResolveInjection = %q (%s), want %q", got, why, tc.want)
-			}
-		})
-	}
-}
-
 // TestDaemonTracingFailsOpen: a collector that is not there never slows or
 // fails allocation.
 func TestDaemonTracingFailsOpen(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -281,15 +280,8 @@ func (o *Options) Apply(c *config.Config) error {
 }
 
 // ResolveMode turns the configured injection mode into nri or cdi, and says
-// why: auto is nri when the NRI socket exists, else cdi — the rule
-// lpu-device-plugin applies, so both daemons agree.
+// why, with the rule lpu-device-plugin applies too (config.ResolveInjection),
+// so both daemons agree.
 func ResolveMode(c *config.Config) (mode, reason string) {
-	switch c.Injection.Mode {
-	case config.InjectionNRI, config.InjectionCDI:
-		return c.Injection.Mode, c.Injection.Mode + " (configured)"
-	}
-	if _, err := os.Stat(c.NRI.Socket); err == nil {
-		return config.InjectionNRI, fmt.Sprintf("nri (auto: NRI socket %s exists)", c.NRI.Socket)
-	}
-	return config.InjectionCDI, fmt.Sprintf("cdi (auto: no NRI socket at %s)", c.NRI.Socket)
+	return config.ResolveInjection(c.Injection.Mode, c.NRI.Socket)
 }

@@ -142,21 +142,16 @@ func TestUsageNamesEveryFlagAndTwin(t *testing.T) {
 	}
 }
 
+// TestResolveMode: lpu-nri resolves auto with the same rule as the device
+// plugin (config.ResolveInjection, tested there); here only the wiring.
 func TestResolveMode(t *testing.T) {
-	dir := t.TempDir()
 	cfg := config.Default()
-	cfg.NRI.Socket = filepath.Join(dir, "nri.sock")
-	if m, _ := ResolveMode(cfg); m != config.InjectionCDI {
-		t.Fatalf("auto without socket = %s, want cdi", m)
+	cfg.NRI.Socket = filepath.Join(t.TempDir(), "nri.sock")
+	if m, why := ResolveMode(cfg); m != config.InjectionCDI || !strings.Contains(why, cfg.NRI.Socket) {
+		t.Fatalf("auto without socket = %s (%s), want cdi naming the socket", m, why)
 	}
-	if err := os.WriteFile(cfg.NRI.Socket, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if m, why := ResolveMode(cfg); m != config.InjectionNRI || !strings.Contains(why, "exists") {
-		t.Fatalf("auto with socket = %s (%s), want nri", m, why)
-	}
-	cfg.Injection.Mode = config.InjectionCDI
-	if m, _ := ResolveMode(cfg); m != config.InjectionCDI {
-		t.Fatalf("configured cdi = %s", m)
+	cfg.Injection.Mode = config.InjectionNRI
+	if m, _ := ResolveMode(cfg); m != config.InjectionNRI {
+		t.Fatalf("configured nri = %s", m)
 	}
 }
