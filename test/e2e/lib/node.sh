@@ -463,6 +463,9 @@ node_up() {
   wait_for 20 kubelet_saw_registration ||
     fatal "lpu-device-plugin" "kubelet saw no registration for $RESOURCE: $(tail -5 "$LOGS/lpu-device-plugin.log")"
   ok "node up: containerd (NRI), kubelet, lpu-nri connected, lpu-device-plugin registered"
+  wait_for 5 test -s "$BASE/nfd/lpu"
+  expect "device plugin wrote the NFD feature file (lpu.count=8)" "$(cat "$BASE/nfd/lpu" 2>&1 | tr '\n' ' ')" \
+    grep -qx "$RESOURCE.count=8" "$BASE/nfd/lpu"
   local out
   out=$("$BASE/bin/lpu-nri" doctor --config "$CFG" --root "$ROOT" --state-dir "$STATE" \
     --nri-socket "$(nri_sock a)" --nri-plugin-dir "$BASE/ctd-a/nri/plugins" --kubelet-dir "$DP_DIR" 2>&1) || true
