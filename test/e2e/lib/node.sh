@@ -64,7 +64,7 @@ preflight() {
 
 # ---------------------------------------------------------------- tools and builds
 setup_tools() {
-  log "tools: apt packages, containerd, crictl, kubelet (cached builds)"
+  log "tools: apt packages, containerd, crictl, kubelet (cached builds; ~15 min the first time, log: $LOGS/tools.log)"
   bash "$E2E_DIR/tools.sh" apt containerd crictl kubelet >>"$LOGS/tools.log" 2>&1 ||
     fatal "tools" "test/e2e/tools.sh failed, see $LOGS/tools.log: $(tail -3 "$LOGS/tools.log")"
   PATH=$(bash "$E2E_DIR/tools.sh" path):/usr/local/go/bin:$PATH
