@@ -14,6 +14,7 @@
 # the last line is "e2e: N passed, M failed"; the exit status is non-zero when
 # anything failed. All state lives under $BASE; only processes this script
 # started are stopped (by PID); the node is torn down on exit, also on failure.
+# shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 
 E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
