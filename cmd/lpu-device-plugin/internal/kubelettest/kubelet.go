@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,6 +91,12 @@ func (k *Kubelet) listen() error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", path, err)
 	}
+	k.serve(ln)
+	return nil
+}
+
+// serve runs the Registration service on ln until Stop.
+func (k *Kubelet) serve(ln net.Listener) {
 	srv := grpc.NewServer()
 	pluginapi.RegisterRegistrationServer(srv, registration{k: k})
 	done := make(chan struct{})
@@ -100,7 +107,6 @@ func (k *Kubelet) listen() error {
 	k.mu.Lock()
 	k.srv, k.done = srv, done
 	k.mu.Unlock()
-	return nil
 }
 
 // Stop stops the Registration service and removes kubelet.sock, as a
@@ -124,6 +130,16 @@ func (k *Kubelet) Stop() {
 func (k *Kubelet) Restart(t testing.TB) {
 	t.Helper()
 	k.Stop()
+	k.removeSockets(t)
+	if err := k.listen(); err != nil {
+		t.Fatalf("restart kubelet: %v", err)
+	}
+}
+
+// removeSockets deletes every socket in the directory, as a starting
+// kubelet does.
+func (k *Kubelet) removeSockets(t testing.TB) {
+	t.Helper()
 	entries, err := os.ReadDir(k.Dir)
 	if err != nil {
 		t.Fatalf("restart kubelet: %v", err)
@@ -135,9 +151,37 @@ func (k *Kubelet) Restart(t testing.TB) {
 			}
 		}
 	}
-	if err := k.listen(); err != nil {
+}
+
+// RestartListenLater is Restart for a kubelet that is slow to come up: the
+// new kubelet.sock exists (bound) at once, but connections are refused until
+// it listens, after delay — what a real kubelet does between creating its
+// socket and serving on it.
+func (k *Kubelet) RestartListenLater(t testing.TB, delay time.Duration) {
+	t.Helper()
+	k.Stop()
+	k.removeSockets(t)
+	path := filepath.Join(k.Dir, KubeletSocket)
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("restart kubelet: socket: %v", err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
+		_ = syscall.Close(fd)
+		t.Fatalf("restart kubelet: bind %s: %v", path, err)
+	}
+	time.Sleep(delay)
+	if err := syscall.Listen(fd, 16); err != nil {
+		_ = syscall.Close(fd)
+		t.Fatalf("restart kubelet: listen %s: %v", path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	ln, err := net.FileListener(f)
+	_ = f.Close() // FileListener holds its own descriptor
+	if err != nil {
 		t.Fatalf("restart kubelet: %v", err)
 	}
+	k.serve(ln)
 }
 
 // Recreate stops serving and creates kubelet.sock again without touching

@@ -278,6 +278,28 @@ func TestReregistrationRepeated(t *testing.T) {
 	eventually(t, time.Second, "4 recorded registrations", func() bool { return recorded() == 4 })
 }
 
+// TestReregistrationKubeletSlowToListen: a kubelet restarted soon after the
+// plugin registered creates kubelet.sock before it accepts connections; the
+// first attempts are refused, and the plugin must keep retrying at the
+// shortest delay rather than back off past the one-second budget.
+func TestReregistrationKubeletSlowToListen(t *testing.T) {
+	n := start(t, setup{rows: eight()})
+	eventually(t, time.Second, "registration acknowledged", func() bool {
+		n.rec.mu.Lock()
+		defer n.rec.mu.Unlock()
+		return n.rec.registered == 1
+	})
+	const slow = 700 * time.Millisecond
+	n.kubelet.RestartListenLater(t, slow)
+	listening := time.Now()
+	n.kubelet.WaitRegistration(t, time.Second)
+	// Retries every MinBackoff (100ms) land within about one step of the
+	// kubelet listening; the doubling backoff waited 100+200+400+800ms.
+	if d := time.Since(listening); d > 350*time.Millisecond {
+		t.Fatalf("re-registered %v after the kubelet started listening, want < 350ms", d)
+	}
+}
+
 func TestKubeletAbsentAtStart(t *testing.T) {
 	n := start(t, setup{rows: eight(), noKubelet: true})
 	time.Sleep(300 * time.Millisecond) // a few failed attempts

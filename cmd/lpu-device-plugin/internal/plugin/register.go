@@ -121,7 +121,7 @@ func (p *Plugin) Run(ctx context.Context) error {
 				p.log.Warn("device plugin not registered, retrying", "err", err, "retryIn", backoff.String())
 				lastErr = msg
 			}
-			if !p.sleep(ctx, backoff, events, &watching) {
+			if !p.sleep(ctx, p.retryDelay(backoff), events, &watching) {
 				return nil
 			}
 			backoff = min(backoff*2, p.opts.MaxBackoff)
@@ -142,7 +142,7 @@ func (p *Plugin) Run(ctx context.Context) error {
 		p.log.Info("re-registering with kubelet", "reason", reason)
 		if time.Since(since) < stableAfter {
 			// Dropped soon after registering: do not spin.
-			if !p.sleep(ctx, backoff, events, &watching) {
+			if !p.sleep(ctx, p.retryDelay(backoff), events, &watching) {
 				return nil
 			}
 			backoff = min(backoff*2, p.opts.MaxBackoff)
@@ -150,6 +150,30 @@ func (p *Plugin) Run(ctx context.Context) error {
 			backoff = p.opts.MinBackoff
 		}
 	}
+}
+
+// freshKubelet is how young kubelet.sock must be for retries to stay at the
+// shortest delay: a kubelet creates its socket a moment before it accepts
+// connections, so the first attempts after a restart are refused, and an
+// exponential backoff there would delay re-registration past a second.
+const freshKubelet = 10 * time.Second
+
+// retryDelay is the wait before the next registration attempt: the minimum
+// while kubelet.sock was created recently (a kubelet starting up), else the
+// current backoff (no kubelet, or a stale socket left by a dead one).
+func (p *Plugin) retryDelay(backoff time.Duration) time.Duration {
+	fi, err := os.Lstat(filepath.Join(p.opts.KubeletDir, kubeletSocket))
+	if err != nil {
+		return backoff
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return backoff
+	}
+	if time.Since(time.Unix(0, st.Ctim.Nano())) < freshKubelet {
+		return min(backoff, p.opts.MinBackoff)
+	}
+	return backoff
 }
 
 // checkInterval spaces the fallback checks of both sockets, for when file
