@@ -23,7 +23,7 @@ log() { printf '[%(%H:%M:%S)T] tools: %s\n' -1 "$*" >&2; }
 bin_dir() { echo "$LPU_E2E_CACHE/$1-$2"; }
 
 do_apt() {
-  local want="runc busybox-static umoci podman" missing=""
+  local want="runc busybox-static umoci podman jq curl iproute2" missing=""
   for p in $want; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
   [ -z "$missing" ] && return 0
   log "apt-get install$missing"
