@@ -1,5 +1,6 @@
 // Package lpunode_test keeps the README honest: the metric names and the
-// flags it documents are the ones the daemons define.
+// flags it documents are the ones the daemons define, and its config
+// examples load.
 package lpunode_test
 
 import (
@@ -10,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hyperaccel/lpu-node/config"
 )
 
 // sources returns the text of every non-test Go file under dir.
@@ -91,6 +94,20 @@ func TestReadmeFlagsExist(t *testing.T) {
 			if !strings.Contains(src, `"`+f+`"`) {
 				t.Errorf("README documents %s --%s, which %s does not define", bin, f, dir)
 			}
+		}
+	}
+}
+
+// TestReadmeConfigExamplesLoad: every YAML example in the README is a
+// config file the daemons accept.
+func TestReadmeConfigExamplesLoad(t *testing.T) {
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(readme(t), -1)
+	if len(blocks) == 0 {
+		t.Fatal("no yaml examples in the README")
+	}
+	for i, b := range blocks {
+		if _, err := config.Parse([]byte(b[1])); err != nil {
+			t.Errorf("README yaml example %d does not load: %v", i+1, err)
 		}
 	}
 }
