@@ -17,7 +17,7 @@ import (
 const (
 	ReasonPodAnnotation   = "pod-annotation"   // a reserved key in the pod annotations
 	ReasonBadSeal         = "bad-seal"         // seal missing, malformed or from another key
-	ReasonBadValue        = "bad-value"        // sealed value malformed (parse, size, duplicates)
+	ReasonBadValue        = "bad-value"        // sealed value malformed (parse, size, duplicates), or LPU_VISIBLE_DEVICES set twice in the env
 	ReasonUnknownDevice   = "unknown-device"   // ID not in the current inventory
 	ReasonUnhealthyDevice = "unhealthy-device" // ID known but unhealthy
 	ReasonPodResources    = "podresources"     // kubelet PodResources disagrees or cannot answer

@@ -9,15 +9,18 @@
 //
 //  1. Any lpu.hyperaccel.ai/ key in the pod annotations refuses the
 //     container (runtimes copy pod annotations into containers).
-//  2. The allocation is read from the container annotations only; its seal
+//  2. An env that sets LPU_VISIBLE_DEVICES more than once (image and pod
+//     spec) refuses the container: the runtime would keep the last copy
+//     over lpu-nri's value.
+//  3. The allocation is read from the container annotations only; its seal
 //     must verify with the node key. No allocation: no devices and
 //     LPU_VISIBLE_DEVICES=none, overriding the image (NRI v0.12 drops env
 //     removals).
-//  3. Each ID must be in the current inventory and healthy. An unhealthy
+//  4. Each ID must be in the current inventory and healthy. An unhealthy
 //     device refuses the container: the workload would fail obscurely on
 //     it, while a refusal shows the reason in the pod's events and clears
 //     once the device recovers (kubelet retries creation).
-//  4. Optionally kubelet's PodResources must report the same IDs.
+//  5. Optionally kubelet's PodResources must report the same IDs.
 //
 // Apart from the optional cross-check the decision does no I/O: the
 // inventory is an atomic snapshot refreshed in the background.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -189,16 +190,24 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 //
 //  1. A reserved key in the pod annotations refuses the container: runtimes
 //     copy pod annotations into containers, so a pod could claim LPUs.
-//  2. The allocation is read from the container annotations only and its
+//  2. An env setting LPU_VISIBLE_DEVICES more than once refuses the
+//     container: the runtime's env adjustment replaces only the first copy
+//     and then writes the last one over it, so the override would be lost.
+//  3. The allocation is read from the container annotations only and its
 //     seal verified; no allocation gives LPU_VISIBLE_DEVICES=none.
-//  3. Every ID must be in the current inventory and healthy; nodes, majors
+//  4. Every ID must be in the current inventory and healthy; nodes, majors
 //     and minors come from discovery.
-//  4. Optionally the kubelet's PodResources must report the same IDs.
+//  5. Optionally the kubelet's PodResources must report the same IDs.
 func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, inject.Allocation, error) {
 	var none inject.Allocation
 	if key, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {
 		return nil, none, refuse(metrics.ReasonPodAnnotation,
 			"pod annotation %q is reserved for the LPU device plugin; a pod cannot claim LPUs through annotations (runtimes copy pod annotations into containers): remove it from the pod", key)
+	}
+	if n := visibleDevicesCopies(ctr.GetEnv()); n > 1 {
+		return nil, none, refuse(metrics.ReasonBadValue,
+			"container env sets %s %d times (image and pod spec both set it?): the runtime would keep the last copy instead of the value lpu-nri sets, so set it at most once (lpu-nri overrides it anyway)",
+			inject.EnvVisibleDevices, n)
 	}
 	alloc, err := p.key.OpenAllocation(ctr.GetAnnotations())
 	ids := alloc.IDs
@@ -235,6 +244,23 @@ func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 		}
 	}
 	return inject.ForDevices(devs, snap.DriverVersion(), p.opts).Adjustment(), alloc, nil
+}
+
+// visibleDevicesCopies counts the entries of env that set
+// LPU_VISIBLE_DEVICES. containerd appends the image's and the pod spec's env
+// without merging them, and NRI's env adjustment (v0.12) replaces only the
+// first entry of a key and then rewrites it with each later one, so with
+// two or more entries the container keeps the last of them, not lpu-nri's
+// value. Names in another case or with spaces are other variables, and an
+// entry without '=' is dropped by the runtime; neither counts.
+func visibleDevicesCopies(env []string) int {
+	n := 0
+	for _, e := range env {
+		if strings.HasPrefix(e, inject.EnvVisibleDevices+"=") {
+			n++
+		}
+	}
+	return n
 }
 
 // Synchronize audits the containers the runtime already runs: any container

@@ -244,6 +244,22 @@ func TestCreateContainerThroughRuntime(t *testing.T) {
 			env:  []string{"LPU_VISIBLE_DEVICES=0,1", "HOME=/root"},
 			want: view{Env: []string{"LPU_VISIBLE_DEVICES=none"}},
 		},
+		// containerd appends image and pod-spec env without merging them,
+		// and NRI's env adjustment replaces only the first copy: the runtime
+		// then rewrites it with the last, so the override would be lost.
+		"no allocation, LPU_VISIBLE_DEVICES in image and pod env": {
+			env:    []string{"LPU_VISIBLE_DEVICES=0,1", "HOME=/root", "LPU_VISIBLE_DEVICES=2"},
+			reason: metrics.ReasonBadValue, errHas: "sets LPU_VISIBLE_DEVICES 2 times",
+		},
+		"valid allocation, LPU_VISIBLE_DEVICES twice in env": {
+			ctrAnn: f.key.Annotations([]string{"lpu3"}),
+			env:    []string{"LPU_VISIBLE_DEVICES=0", "LPU_VISIBLE_DEVICES=1"},
+			reason: metrics.ReasonBadValue, errHas: "sets LPU_VISIBLE_DEVICES 2 times",
+		},
+		"no allocation, other-case and unset names are other variables": {
+			env:  []string{"lpu_visible_devices=0", "LPU_VISIBLE_DEVICES", "LPU_VISIBLE_DEVICES =1", "LPU_VISIBLE_DEVICES=2"},
+			want: view{Env: []string{"LPU_VISIBLE_DEVICES=none"}},
+		},
 		"no allocation, clean image": {
 			ctrAnn: map[string]string{"other.example.com/x": "y"},
 			want:   view{Env: []string{"LPU_VISIBLE_DEVICES=none"}},
