@@ -292,6 +292,40 @@ func TestMonitorDiscoveryErrorKeepsInventory(t *testing.T) {
 	})
 }
 
+// A device that vanishes is kept, still reported with its last health,
+// until a second scan confirms it gone. When the driver goes away in
+// between (the devices go first, then /sys/class/lpu), no scan succeeds
+// any more: the vanished device must still turn unhealthy like the others
+// rather than stay advertised as healthy for as long as discovery fails.
+func TestMonitorDeviceGoneThenDriverGone(t *testing.T) {
+	root := devicetest.NewTree(t, rows(2)...)
+	m := start(t, root, Options{ResyncInterval: time.Hour, PollInterval: -1, ProbeInterval: 300 * time.Millisecond})
+	waitFor(t, m, time.Second, "2 healthy devices", func(s Snapshot) bool { return len(s.Inventory.HealthyIDs()) == 2 })
+
+	class := filepath.Join(root, device.ClassDir)
+	if err := os.RemoveAll(filepath.Join(class, "lpu1")); err != nil {
+		t.Fatal(err)
+	}
+	// Gone but not confirmed: lpu1 is kept on a ring of its own.
+	waitFor(t, m, time.Second, "lpu1 pending removal", func(s Snapshot) bool {
+		for _, r := range s.Inventory.Rings {
+			if len(r) == 1 && r[0] == "lpu1" {
+				return true
+			}
+		}
+		return false
+	})
+	if err := os.Rename(class, class+".hidden"); err != nil {
+		t.Fatal(err)
+	}
+	snap := waitFor(t, m, 2*time.Second, "no healthy device while the driver is gone", func(s Snapshot) bool {
+		return s.Err != nil && len(s.Inventory.HealthyIDs()) == 0
+	})
+	if h, ok := healthOf(snap, "lpu1"); ok && !strings.Contains(h.Reason, goneReason) {
+		t.Fatalf("lpu1 = %+v, want reason %q", h, goneReason)
+	}
+}
+
 func TestMonitorBrokenAttributesAtStart(t *testing.T) {
 	root := devicetest.NewTree(t,
 		devicetest.Row{Index: 0},

@@ -279,7 +279,10 @@ func (m *Monitor) scan(ctx context.Context) {
 		"devices", len(devs), "healthy", len(next.HealthyIDs()), "rings", len(rings), "pending", pending)
 }
 
-// probe re-probes the health of every known device without rediscovery.
+// probe re-probes the health of every known device without rediscovery. A
+// device the last scan no longer found counts as a failed probe: when
+// discovery keeps failing (the driver went away after the device) no scan
+// can confirm its removal, and it must not stay reported healthy.
 func (m *Monitor) probe(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
@@ -288,11 +291,11 @@ func (m *Monitor) probe(ctx context.Context) {
 	devs := slices.Clone(snap.Inventory.Devices)
 	pending := false
 	for i, d := range devs {
-		if m.gone[d.ID] {
-			pending = true // confirmed by the next scan
-			continue
+		raw := device.Health{Reason: goneReason}
+		if !m.gone[d.ID] {
+			raw = m.src.ProbeHealth(d.ID)
 		}
-		h, p := m.damp.observe(d.ID, m.src.ProbeHealth(d.ID))
+		h, p := m.damp.observe(d.ID, raw)
 		devs[i].Health = h
 		pending = pending || p
 	}
