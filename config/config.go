@@ -74,7 +74,8 @@ type Injection struct {
 
 // Health configures probing and flap damping.
 type Health struct {
-	ResyncInterval    Duration `json:"resyncInterval"`    // periodic re-probe; default 5s
+	ResyncInterval    Duration `json:"resyncInterval"`    // periodic full rediscovery; default 5s
+	PollInterval      Duration `json:"pollInterval"`      // cheap status re-read of every device; default 500ms
 	FailureThreshold  int      `json:"failureThreshold"`  // consecutive bad probes before Unhealthy; default 2
 	RecoveryThreshold int      `json:"recoveryThreshold"` // consecutive good probes before Healthy again; default 2
 	ProbeInterval     Duration `json:"probeInterval"`     // spacing of confirming re-probes; default 100ms

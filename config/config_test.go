@@ -63,6 +63,7 @@ func TestDefaultValues(t *testing.T) {
 		"failureThreshold":    {c.Health.FailureThreshold, 2},
 		"recoveryThreshold":   {c.Health.RecoveryThreshold, 2},
 		"probeInterval":       {c.Health.ProbeInterval.Duration, 100 * time.Millisecond},
+		"pollInterval":        {c.Health.PollInterval.Duration, 500 * time.Millisecond},
 		"podResourcesTimeout": {c.Kubelet.PodResourcesTimeout.Duration, 500 * time.Millisecond},
 		"nri.socket":          {c.NRI.Socket, "/var/run/nri/nri.sock"},
 		"nri.pluginIndex":     {c.NRI.PluginIndex, "10"},
@@ -234,7 +235,7 @@ func TestValidateCollectsAll(t *testing.T) {
 		t.Fatal("Validate of zero Config succeeded")
 	}
 	for _, field := range []string{"version", "resourceName", "root", "stateDir", "topology.source", "allocation.policy", "injection.mode",
-		"health.resyncInterval", "health.probeInterval", "health.failureThreshold", "health.recoveryThreshold",
+		"health.resyncInterval", "health.probeInterval", "health.pollInterval", "health.failureThreshold", "health.recoveryThreshold",
 		"kubelet.devicePluginDir", "kubelet.podResourcesSocket", "kubelet.podResourcesTimeout",
 		"nri.socket", "nri.pluginIndex", "nri.pluginName", "cdi.specDir"} {
 		if !strings.Contains(err.Error(), field+": ") {

@@ -24,6 +24,7 @@ const (
 	DefaultFailureThreshold    = 2
 	DefaultRecoveryThreshold   = 2
 	DefaultProbeInterval       = 100 * time.Millisecond
+	DefaultPollInterval        = 500 * time.Millisecond
 	DefaultDevicePluginDir     = "/var/lib/kubelet/device-plugins"
 	DefaultPodResourcesSocket  = "/var/lib/kubelet/pod-resources/kubelet.sock"
 	DefaultPodResourcesTimeout = 500 * time.Millisecond
@@ -65,6 +66,7 @@ func (c *Config) applyDefaults() {
 	setInt(&c.Health.FailureThreshold, DefaultFailureThreshold)
 	setInt(&c.Health.RecoveryThreshold, DefaultRecoveryThreshold)
 	setDuration(&c.Health.ProbeInterval, DefaultProbeInterval)
+	setDuration(&c.Health.PollInterval, DefaultPollInterval)
 	setString(&c.Kubelet.DevicePluginDir, DefaultDevicePluginDir)
 	setString(&c.Kubelet.PodResourcesSocket, DefaultPodResourcesSocket)
 	setDuration(&c.Kubelet.PodResourcesTimeout, DefaultPodResourcesTimeout)

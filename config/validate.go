@@ -87,6 +87,7 @@ func (c *Config) Validate() error {
 
 	v.positive("health.resyncInterval", c.Health.ResyncInterval)
 	v.positive("health.probeInterval", c.Health.ProbeInterval)
+	v.positive("health.pollInterval", c.Health.PollInterval)
 	v.atLeastOne("health.failureThreshold", c.Health.FailureThreshold)
 	v.atLeastOne("health.recoveryThreshold", c.Health.RecoveryThreshold)
 

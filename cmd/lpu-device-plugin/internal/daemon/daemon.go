@@ -89,6 +89,7 @@ func Run(ctx context.Context, p Params) error {
 
 	mon := health.New(sysfs, health.Options{
 		ResyncInterval:    cfg.Health.ResyncInterval.Duration,
+		PollInterval:      cfg.Health.PollInterval.Duration,
 		ProbeInterval:     cfg.Health.ProbeInterval.Duration,
 		FailureThreshold:  cfg.Health.FailureThreshold,
 		RecoveryThreshold: cfg.Health.RecoveryThreshold,
