@@ -178,7 +178,7 @@ func clip(s string) string {
 	return s[:max] + "..."
 }
 
-// cleanText keeps a free-text attribute (serial, firmware, driver version)
+// cleanText keeps a free-text attribute (serial, firmware, model, driver version)
 // safe to log and to put into labels and env: printable characters only,
 // bounded length.
 func cleanText(s string) string {

@@ -27,6 +27,7 @@ type Device struct {
 	Minor    int64
 	Serial   string
 	Firmware string
+	Model    string // product name from the model attribute, "" when absent
 	NUMANode int    // -1 when unknown
 	PCIBusID string // basename of the device link, "" when absent
 	Health   Health

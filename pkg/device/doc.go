@@ -14,6 +14,7 @@
 //	    dev                         "MAJOR:MINOR" in decimal (see ParseDev); never stat the node
 //	    status                      READY or BUSY (healthy), anything else is an error word
 //	    serial, firmware_version    free text
+//	    model                       free text, the product name (e.g. "HyperAccel LPU"); optional
 //	    numa_node                   -1 or the node; missing means -1
 //	    device                      link to the PCI function; its basename is the bus ID
 //	    ring_id, ring_position      optional ring attributes (see Topology)

@@ -15,6 +15,9 @@ import (
 // MaxSimDevices bounds SimSpec.Devices.
 const MaxSimDevices = 1024
 
+// SimModel is the model attribute Simulate writes by default.
+const SimModel = "HyperAccel LPU-sim"
+
 // Files Simulate writes besides the sysfs and devfs layout (host paths).
 const (
 	SimLibDir  = "/usr/lib/lpu"
@@ -29,6 +32,7 @@ type SimSpec struct {
 	Major         int64  // major of every /dev/lpuN; 0 means DefaultMajor
 	DriverVersion string // /sys/module/lpu/version; "" means "2.1.0-sim"
 	Firmware      string // firmware_version of every LPU; "" means "1.8.2-sim"
+	Model         string // model of every LPU; "" means SimModel
 }
 
 func (spec SimSpec) validate() (SimSpec, error) {
@@ -53,6 +57,12 @@ func (spec SimSpec) validate() (SimSpec, error) {
 	if spec.Firmware == "" {
 		spec.Firmware = "1.8.2-sim"
 	}
+	if spec.Model == "" {
+		spec.Model = SimModel
+	}
+	if cleanText(spec.Model) != spec.Model {
+		return spec, fmt.Errorf("simulate: model %q: want printable text", clip(spec.Model))
+	}
 	for field, v := range map[string]string{"driver version": spec.DriverVersion, "firmware": spec.Firmware} {
 		if cleanText(v) != v || strings.ContainsAny(v, " \t") {
 			return spec, fmt.Errorf("simulate: %s %q: want printable text without spaces", field, clip(v))
@@ -72,7 +82,7 @@ func SimPCIBusID(index int) string {
 
 // Simulate writes a simulated node under root with the layout Sysfs reads:
 // for each LPU a device directory under /sys/devices/pciDDDD:00/<bus id>/lpu/
-// (with dev = "<major>:<index>", status READY, serial, firmware_version,
+// (with dev = "<major>:<index>", status READY, serial, firmware_version, model,
 // numa_node (first half of the LPUs on node 0, the rest on node 1), ring_id,
 // ring_position, telemetry files and a device link to its PCI function), a
 // /sys/class/lpu/lpuN link to it, a plain file /dev/lpuN, the driver version,
@@ -156,6 +166,7 @@ func (w *simWriter) device(spec SimSpec, i, perRing int) {
 		{attrDev, fmt.Sprintf("%d:%d", spec.Major, i)},
 		{attrSerial, fmt.Sprintf("LPUSIM%06d", i)},
 		{attrFirmware, spec.Firmware},
+		{attrModel, spec.Model},
 		{attrNUMA, strconv.Itoa(numa)},
 		{attrRingID, strconv.Itoa(i / perRing)},
 		{attrRingPos, strconv.Itoa(i % perRing)},

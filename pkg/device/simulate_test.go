@@ -28,7 +28,7 @@ func simInventory(devices, rings int) *device.Inventory {
 		inv.Devices = append(inv.Devices, device.Device{
 			ID: device.ID(i), Index: i, Path: fmt.Sprintf("/dev/lpu%d", i),
 			Major: device.DefaultMajor, Minor: int64(i),
-			Serial: fmt.Sprintf("LPUSIM%06d", i), Firmware: "1.8.2-sim",
+			Serial: fmt.Sprintf("LPUSIM%06d", i), Firmware: "1.8.2-sim", Model: device.SimModel,
 			NUMANode: numa, PCIBusID: fmt.Sprintf("0000:%02x:00.0", 0x10+i),
 			Health: device.Health{Healthy: true},
 		})
@@ -74,11 +74,11 @@ func TestSimulateRoundTrip(t *testing.T) {
 
 func TestSimulateFiles(t *testing.T) {
 	root := t.TempDir()
-	if err := device.Simulate(root, device.SimSpec{Devices: 4, Rings: 1, Major: 240, DriverVersion: "9.9", Firmware: "fw7"}); err != nil {
+	if err := device.Simulate(root, device.SimSpec{Devices: 4, Rings: 1, Major: 240, DriverVersion: "9.9", Firmware: "fw7", Model: "X200 rev B"}); err != nil {
 		t.Fatal(err)
 	}
 	inv := discover(t, root)
-	if d := inv.Devices[3]; d.Major != 240 || d.Minor != 3 || d.Firmware != "fw7" || inv.DriverVersion != "9.9" {
+	if d := inv.Devices[3]; d.Major != 240 || d.Minor != 3 || d.Firmware != "fw7" || d.Model != "X200 rev B" || inv.DriverVersion != "9.9" {
 		t.Errorf("spec not applied: %+v, driver %q", d, inv.DriverVersion)
 	}
 	for path, mode := range map[string]fs.FileMode{
@@ -273,6 +273,7 @@ func TestSimulateSpecErrors(t *testing.T) {
 		"major too large":   {device.SimSpec{Devices: 8, Rings: 1, Major: 4096}, "simulate: major 4096: want 1 to 4095"},
 		"spaces in version": {device.SimSpec{Devices: 8, Rings: 1, DriverVersion: "1 2"}, `simulate: driver version "1 2"`},
 		"newline firmware":  {device.SimSpec{Devices: 8, Rings: 1, Firmware: "1\n"}, `simulate: firmware "1\n"`},
+		"control in model":  {device.SimSpec{Devices: 8, Rings: 1, Model: "X\x00"}, `simulate: model "X\x00"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

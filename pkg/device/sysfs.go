@@ -25,6 +25,7 @@ const (
 	attrStatus     = "status"
 	attrSerial     = "serial"
 	attrFirmware   = "firmware_version"
+	attrModel      = "model"
 	attrNUMA       = "numa_node"
 	attrDeviceLink = "device"
 	attrRingID     = "ring_id"
@@ -168,6 +169,7 @@ func (s *Sysfs) device(idx int) Device {
 	d.Major, d.Minor, d.Health = s.probe(id)
 	d.Serial = s.text(id, attrSerial)
 	d.Firmware = s.text(id, attrFirmware)
+	d.Model = s.text(id, attrModel)
 	if v, err := readAttr(s.under(hostAttr(id, attrNUMA))); err == nil {
 		n, perr := parseNUMA(v)
 		if perr != nil {

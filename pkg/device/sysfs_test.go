@@ -33,7 +33,7 @@ func TestDiscoverOneDevice(t *testing.T) {
 		return device.Device{
 			ID: device.ID(idx), Index: idx, Path: "/dev/" + device.ID(idx),
 			Major: device.DefaultMajor, Minor: int64(idx),
-			Serial: devicetest.Serial(idx), Firmware: devicetest.Firmware,
+			Serial: devicetest.Serial(idx), Firmware: devicetest.Firmware, Model: devicetest.Model,
 			NUMANode: -1, Health: device.Health{Healthy: true},
 		}
 	}
@@ -153,9 +153,13 @@ func TestDiscoverOneDevice(t *testing.T) {
 			row:  devicetest.Row{Index: 0, Files: map[string]string{"serial": "AB\x1bC\n"}},
 			want: with(healthy(0), func(d *device.Device) { d.Serial = "AB?C" }),
 		},
-		"no serial or firmware": {
-			row:  devicetest.Row{Index: 0, Omit: []string{"serial", "firmware_version"}},
-			want: with(healthy(0), func(d *device.Device) { d.Serial, d.Firmware = "", "" }),
+		"no serial, firmware or model": {
+			row:  devicetest.Row{Index: 0, Omit: []string{"serial", "firmware_version", "model"}},
+			want: with(healthy(0), func(d *device.Device) { d.Serial, d.Firmware, d.Model = "", "", "" }),
+		},
+		"model with a newline inside": {
+			row:  devicetest.Row{Index: 0, Files: map[string]string{"model": "LPU\nX200\n"}},
+			want: with(healthy(0), func(d *device.Device) { d.Model = "LPU?X200" }),
 		},
 	}
 	for name, tc := range tests {
@@ -291,7 +295,7 @@ func TestHostPathsNeverUnderRoot(t *testing.T) {
 	s := device.NewSysfs(root)
 	inv := discover(t, root)
 	for _, d := range inv.Devices {
-		for _, s := range []string{d.Path, d.Health.Reason, d.PCIBusID, d.Serial, d.Firmware} {
+		for _, s := range []string{d.Path, d.Health.Reason, d.PCIBusID, d.Serial, d.Firmware, d.Model} {
 			if strings.Contains(s, root) {
 				t.Errorf("%s: %q contains the discovery root", d.ID, s)
 			}

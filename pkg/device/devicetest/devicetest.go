@@ -50,6 +50,9 @@ func Serial(index int) string { return fmt.Sprintf("TEST%04d", index) }
 // Firmware is the firmware_version NewTree writes.
 const Firmware = "0.9.0-test"
 
+// Model is the model attribute NewTree writes.
+const Model = "LPU Test Card"
+
 // NewTree writes one device per row under a new t.TempDir() and returns that
 // directory, the root to discover under. It always creates /sys/class/lpu
 // (empty without rows), /dev and the driver version.
@@ -76,6 +79,7 @@ func AddDevice(t testing.TB, root string, r Row) {
 		"dev":              r.Dev,
 		"serial":           Serial(r.Index),
 		"firmware_version": Firmware,
+		"model":            Model,
 	}
 	if r.Status == "" {
 		attrs["status"] = device.StatusReady

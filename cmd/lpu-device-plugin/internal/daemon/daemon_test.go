@@ -226,7 +226,8 @@ func TestDaemonSimulatedNode(t *testing.T) {
 	eventually(t, time.Second, "NFD file", func() bool {
 		b, err := os.ReadFile(d.nfdFile)
 		return err == nil && strings.Contains(string(b), "hyperaccel.ai/lpu.count=16\n") &&
-			strings.Contains(string(b), "hyperaccel.ai/lpu.rings=2\n") && strings.Contains(string(b), "hyperaccel.ai/lpu.largest-ring=8\n")
+			strings.Contains(string(b), "hyperaccel.ai/lpu.rings=2\n") && strings.Contains(string(b), "hyperaccel.ai/lpu.largest-ring=8\n") &&
+			strings.Contains(string(b), "hyperaccel.ai/lpu.model=HyperAccel-LPU-sim\n")
 	})
 
 	// Kubelet restart → re-registration, metrics keep serving meanwhile.

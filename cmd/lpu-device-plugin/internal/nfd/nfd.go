@@ -28,11 +28,12 @@ const maxValue = 63
 //	hyperaccel.ai/lpu.rings=1
 //	hyperaccel.ai/lpu.largest-ring=8
 //	hyperaccel.ai/lpu.driver-version=2.1.0-sim
+//	hyperaccel.ai/lpu.model=HyperAccel-LPU-sim
 //	hyperaccel.ai/lpu.firmware=1.8.2-sim
 //
 // Only facts that change with hardware or software are listed (not health),
-// so the labels do not churn. Versions are made valid label values; the
-// firmware is "mixed" when devices disagree; unknown versions are left out.
+// so the labels do not churn. Values are made valid label values; model and
+// firmware are "mixed" when devices disagree; unknown values are left out.
 func Features(resource string, inv *device.Inventory) []string {
 	if inv == nil || len(inv.Devices) == 0 {
 		return nil
@@ -50,17 +51,25 @@ func Features(resource string, inv *device.Inventory) []string {
 	if v := LabelValue(inv.DriverVersion); v != "" {
 		lines = append(lines, resource+".driver-version="+v)
 	}
-	fw := inv.Devices[0].Firmware
-	for _, d := range inv.Devices[1:] {
-		if d.Firmware != fw {
-			fw = "mixed"
-			break
-		}
+	if v := LabelValue(shared(inv.Devices, func(d device.Device) string { return d.Model })); v != "" {
+		lines = append(lines, resource+".model="+v)
 	}
-	if v := LabelValue(fw); v != "" {
+	if v := LabelValue(shared(inv.Devices, func(d device.Device) string { return d.Firmware })); v != "" {
 		lines = append(lines, resource+".firmware="+v)
 	}
 	return lines
+}
+
+// shared is the attribute every device has in common, or "mixed" when they
+// differ (a node with two card models or a half-done firmware update).
+func shared(devs []device.Device, attr func(device.Device) string) string {
+	v := attr(devs[0])
+	for _, d := range devs[1:] {
+		if attr(d) != v {
+			return "mixed"
+		}
+	}
+	return v
 }
 
 // LabelValue turns s into a valid Kubernetes label value: characters other

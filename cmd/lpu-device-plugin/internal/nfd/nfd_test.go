@@ -19,7 +19,7 @@ func inventory(n, perRing int, fw ...string) *device.Inventory {
 		if i < len(fw) {
 			f = fw[i]
 		}
-		inv.Devices = append(inv.Devices, device.Device{ID: device.ID(i), Index: i, Firmware: f})
+		inv.Devices = append(inv.Devices, device.Device{ID: device.ID(i), Index: i, Firmware: f, Model: "LPU X1 (rev B)"})
 		if i%perRing == 0 {
 			inv.Rings = append(inv.Rings, nil)
 		}
@@ -36,12 +36,33 @@ func TestFeatures(t *testing.T) {
 		"one ring of 8": {
 			inv: inventory(8, 8),
 			want: []string{"hyperaccel.ai/lpu.present=true", "hyperaccel.ai/lpu.count=8", "hyperaccel.ai/lpu.rings=1",
-				"hyperaccel.ai/lpu.largest-ring=8", "hyperaccel.ai/lpu.driver-version=2.1.0-sim", "hyperaccel.ai/lpu.firmware=1.8.2"},
+				"hyperaccel.ai/lpu.largest-ring=8", "hyperaccel.ai/lpu.driver-version=2.1.0-sim",
+				"hyperaccel.ai/lpu.model=LPU-X1--rev-B", "hyperaccel.ai/lpu.firmware=1.8.2"},
 		},
 		"two rings, mixed firmware": {
 			inv: inventory(16, 8, "1.0", "1.1"),
 			want: []string{"hyperaccel.ai/lpu.present=true", "hyperaccel.ai/lpu.count=16", "hyperaccel.ai/lpu.rings=2",
-				"hyperaccel.ai/lpu.largest-ring=8", "hyperaccel.ai/lpu.driver-version=2.1.0-sim", "hyperaccel.ai/lpu.firmware=mixed"},
+				"hyperaccel.ai/lpu.largest-ring=8", "hyperaccel.ai/lpu.driver-version=2.1.0-sim",
+				"hyperaccel.ai/lpu.model=LPU-X1--rev-B", "hyperaccel.ai/lpu.firmware=mixed"},
+		},
+		"mixed models, no model on one": {
+			inv: func() *device.Inventory {
+				inv := inventory(2, 2)
+				inv.Devices[1].Model = ""
+				return inv
+			}(),
+			want: []string{"hyperaccel.ai/lpu.present=true", "hyperaccel.ai/lpu.count=2", "hyperaccel.ai/lpu.rings=1",
+				"hyperaccel.ai/lpu.largest-ring=2", "hyperaccel.ai/lpu.driver-version=2.1.0-sim",
+				"hyperaccel.ai/lpu.model=mixed", "hyperaccel.ai/lpu.firmware=1.8.2"},
+		},
+		"model unknown everywhere": {
+			inv: func() *device.Inventory {
+				inv := inventory(1, 1)
+				inv.Devices[0].Model = ""
+				return inv
+			}(),
+			want: []string{"hyperaccel.ai/lpu.present=true", "hyperaccel.ai/lpu.count=1", "hyperaccel.ai/lpu.rings=1",
+				"hyperaccel.ai/lpu.largest-ring=1", "hyperaccel.ai/lpu.driver-version=2.1.0-sim", "hyperaccel.ai/lpu.firmware=1.8.2"},
 		},
 		"no devices": {inv: &device.Inventory{}, want: nil},
 	}
