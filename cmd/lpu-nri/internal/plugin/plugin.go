@@ -288,10 +288,10 @@ func (p *Plugin) Audit(pods []*api.PodSandbox, ctrs []*api.Container) int {
 		if c.GetState() == api.ContainerState_CONTAINER_STOPPED {
 			continue
 		}
-		var held []string
+		var held []*api.LinuxDevice
 		for _, d := range c.GetLinux().GetDevices() {
 			if snap.IsLPUNode(d.GetPath(), d.GetType(), d.GetMajor()) {
-				held = append(held, d.GetPath())
+				held = append(held, d)
 			}
 		}
 		if len(held) == 0 {
@@ -303,16 +303,23 @@ func (p *Plugin) Audit(pods []*api.PodSandbox, ctrs []*api.Container) int {
 			continue
 		}
 		holders++
+		paths := make([]string, len(held))
+		for i, d := range held {
+			paths[i] = d.GetPath()
+		}
 		p.log.Warn("container holds LPU device nodes without a valid allocation",
 			"namespace", pod.GetNamespace(), "pod", pod.GetName(), "container", c.GetName(),
-			"containerID", c.GetId(), "devices", held, "why", why)
+			"containerID", c.GetId(), "devices", paths, "why", why)
 	}
 	return holders
 }
 
 // coverage returns "" when the container's sealed allocation covers every
-// held node, else why not.
-func (p *Plugin) coverage(pod *api.PodSandbox, c *api.Container, held []string) string {
+// held node, else why not. A node is judged by what it opens, its device
+// number, not by its path: /dev/accel with lpu3's number is lpu3, and
+// /dev/lpu3 with lpu5's number is lpu5. Only an allocated ID the inventory
+// no longer knows falls back to its path.
+func (p *Plugin) coverage(pod *api.PodSandbox, c *api.Container, held []*api.LinuxDevice) string {
 	if key, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {
 		return fmt.Sprintf("pod annotation %q", key)
 	}
@@ -322,16 +329,19 @@ func (p *Plugin) coverage(pod *api.PodSandbox, c *api.Container, held []string) 
 	}
 	ids := alloc.IDs
 	snap := p.store.Load()
-	allowed := make(map[string]bool, len(ids))
+	type number struct{ major, minor int64 }
+	numbers := make(map[number]bool, len(ids))
+	paths := make(map[string]bool)
 	for _, id := range ids {
-		allowed[device.DevDir+"/"+id] = true
 		if d, ok := snap.Device(id); ok {
-			allowed[d.Path] = true
+			numbers[number{d.Major, d.Minor}] = true
+		} else {
+			paths[device.DevDir+"/"+id] = true
 		}
 	}
 	for _, h := range held {
-		if !allowed[h] {
-			return fmt.Sprintf("%s is not in its allocation %s", h, inject.EncodeIDs(ids))
+		if !numbers[number{h.GetMajor(), h.GetMinor()}] && !paths[h.GetPath()] {
+			return fmt.Sprintf("%s (%d:%d) is not in its allocation %s", h.GetPath(), h.GetMajor(), h.GetMinor(), inject.EncodeIDs(ids))
 		}
 	}
 	return ""

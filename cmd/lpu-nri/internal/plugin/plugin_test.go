@@ -500,6 +500,37 @@ func TestSynchronizeAudit(t *testing.T) {
 	}
 }
 
+// TestAuditByDeviceNumber: a held node is judged by the device it opens, not
+// by the path it has in the container.
+func TestAuditByDeviceNumber(t *testing.T) {
+	f := newFixture(t, 8, false)
+	dev := func(path string, minor int64) *api.LinuxDevice {
+		return &api.LinuxDevice{Path: path, Type: "c", Major: device.DefaultMajor, Minor: minor}
+	}
+	tests := map[string]struct {
+		ids     []string
+		devs    []*api.LinuxDevice
+		flagged bool
+	}{
+		"own node at its path":           {ids: []string{"lpu4"}, devs: []*api.LinuxDevice{dev("/dev/lpu4", 4)}},
+		"own node at another path":       {ids: []string{"lpu4"}, devs: []*api.LinuxDevice{dev("/dev/accel0", 4)}},
+		"own path, another LPU's number": {ids: []string{"lpu1"}, devs: []*api.LinuxDevice{dev("/dev/lpu1", 6)}, flagged: true},
+		"two own nodes swapped":          {ids: []string{"lpu1", "lpu2"}, devs: []*api.LinuxDevice{dev("/dev/lpu1", 2), dev("/dev/lpu2", 1)}},
+		"unknown number on our major":    {ids: []string{"lpu1"}, devs: []*api.LinuxDevice{dev("/dev/lpu1", 1), dev("/dev/x", 200)}, flagged: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := ctr(name, f.key.Annotations(tc.ids))
+			c.State = api.ContainerState_CONTAINER_RUNNING
+			c.Linux = &api.LinuxContainer{Devices: tc.devs}
+			got := f.p.Audit([]*api.PodSandbox{pod(name, nil)}, []*api.Container{c})
+			if want := map[bool]int{false: 0, true: 1}[tc.flagged]; got != want {
+				t.Fatalf("Audit = %d holders, want %d", got, want)
+			}
+		})
+	}
+}
+
 func TestPodResourcesCrossCheck(t *testing.T) {
 	errMismatch := errors.New("kubelet says lpu0")
 	tests := map[string]struct {
