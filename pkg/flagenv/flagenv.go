@@ -90,12 +90,16 @@ func RequireAbsolute(fs *flag.FlagSet, given map[string]bool, names ...string) e
 }
 
 // PrintFlags writes the help of every flag of fs in name order, two lines
-// each: "  --name VALUE" and the usage, followed by " [ENV]" for a flag of
-// fl with a twin and by note(name) when note is not nil.
+// each: "  --name VALUE" ("  --name" for a boolean) and the usage, followed
+// by " [ENV]" for a flag of fl with a twin and by note(name) when note is
+// not nil.
 func (fl Flags) PrintFlags(w io.Writer, fs *flag.FlagSet, note func(name string) string) {
 	fs.VisitAll(func(f *flag.Flag) {
 		name, usage := flag.UnquoteUsage(f)
-		fmt.Fprintf(w, "  --%s %s\n    \t%s", f.Name, name, usage)
+		if name != "" {
+			name = " " + name
+		}
+		fmt.Fprintf(w, "  --%s%s\n    \t%s", f.Name, name, usage)
 		if env := fl.Env(f.Name); env != "" {
 			fmt.Fprintf(w, " [%s]", env)
 		}
