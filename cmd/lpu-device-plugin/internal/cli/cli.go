@@ -1,10 +1,10 @@
 package cli
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/nfd"
 	"github.com/hyperaccel/lpu-node/config"
@@ -110,9 +110,6 @@ func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, erro
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, ErrHelp
-		}
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -123,12 +120,8 @@ func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, erro
 		return nil, err
 	}
 	o.NFDFileGiven = o.given["nfd-features-file"]
-	if o.given["injection"] {
-		switch o.Injection {
-		case config.InjectionNRI, config.InjectionCDI, config.InjectionAuto:
-		default:
-			return nil, fmt.Errorf("injection %q: want %s, %s or %s", o.Injection, config.InjectionNRI, config.InjectionCDI, config.InjectionAuto)
-		}
+	if o.given["injection"] && !slices.Contains(config.AllowedInjectionModes, o.Injection) {
+		return nil, fmt.Errorf("injection %q: want %s, %s or %s", o.Injection, config.InjectionNRI, config.InjectionCDI, config.InjectionAuto)
 	}
 	if err := device.CheckSimulate(o.Simulate); err != nil {
 		return nil, err
@@ -138,9 +131,6 @@ func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, erro
 	}
 	return o, nil
 }
-
-// Given reports whether a flag (by name) or its environment twin was given.
-func (o *Options) Given(name string) bool { return o.given[name] }
 
 // Apply overrides the config fields whose flag or env twin was given, then
 // validates the result.

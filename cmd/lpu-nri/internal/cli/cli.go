@@ -170,11 +170,9 @@ func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, erro
 	o := &Options{}
 	fs := newFlagSet(o)
 	if err := fs.Parse(args); err != nil {
-		return nil, wrapFlagErr(err)
+		return nil, err
 	}
-	o.given = flagenv.Given(fs)
-	rest := fs.Args()
-	if len(rest) > 0 {
+	if rest := fs.Args(); len(rest) > 0 {
 		switch {
 		case rest[0] == "doctor":
 			o.Command, rest = CmdDoctor, rest[1:]
@@ -185,26 +183,17 @@ func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, erro
 		default:
 			return nil, fmt.Errorf("unknown command %q (see --help)", rest[0])
 		}
-		// Flags after the command parse into a scratch copy and are then
-		// set on fs, so flags given before the command keep their values.
-		fs2 := newFlagSet(&Options{})
-		if err := fs2.Parse(rest); err != nil {
-			return nil, wrapFlagErr(err)
+		// Flags after the command parse into the same set: a second Parse
+		// keeps the flags given before the command, and a flag given on
+		// both sides takes its later value.
+		if err := fs.Parse(rest); err != nil {
+			return nil, err
 		}
-		if fs2.NArg() > 0 {
-			return nil, fmt.Errorf("unexpected argument %q after %s", fs2.Arg(0), o.Command)
-		}
-		var setErr error
-		fs2.Visit(func(f *flag.Flag) {
-			if err := fs.Set(f.Name, f.Value.String()); err != nil && setErr == nil {
-				setErr = err
-			}
-			o.given[f.Name] = true
-		})
-		if setErr != nil {
-			return nil, setErr
+		if fs.NArg() > 0 {
+			return nil, fmt.Errorf("unexpected argument %q after %s", fs.Arg(0), o.Command)
 		}
 	}
+	o.given = flagenv.Given(fs)
 	if err := flagsFor(o.Command).FromEnv(fs, o.given, lookupEnv); err != nil {
 		return nil, err
 	}
@@ -230,21 +219,11 @@ func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, erro
 	return o, nil
 }
 
-func wrapFlagErr(err error) error {
-	if errors.Is(err, flag.ErrHelp) {
-		return ErrHelp
-	}
-	return err
-}
-
 // accepts reports whether the flag called name goes with cmd.
 func accepts(name, cmd string) bool {
 	cmds, ok := only[name]
 	return !ok || slices.Contains(cmds, cmd)
 }
-
-// Given reports whether a flag (by name) or its environment twin was given.
-func (o *Options) Given(name string) bool { return o.given[name] }
 
 // Apply overrides the config fields whose flag or env twin was given, then
 // validates the result.
