@@ -53,7 +53,7 @@ Usage:
                     [--injection nri|cdi|auto] [--metrics-addr HOST:PORT] [--simulate N]
                     [--nfd-features-file FILE] [--version] [--help]
 
-Every flag has an environment twin (shown in brackets). Precedence:
+Every flag but --version has an environment twin (in brackets). Precedence:
 flag > environment > config file > built-in default.
 
 Flags:

@@ -81,7 +81,7 @@ Usage:
   lpu-nri doctor [--nri-plugin-dir DIR] [--kubelet-dir DIR] [common flags]
   lpu-nri --help | --version
 
-Every flag has an environment twin (in brackets). Precedence:
+Every flag but --version has an environment twin (in brackets). Precedence:
 flag > environment > config file > built-in default.
 
 Flags:
