@@ -774,6 +774,14 @@ func BenchmarkHandlers(b *testing.B) {
 			}
 		}
 	})
+	cdiNode := start(b, setup{rows: twoRings(), injection: InjectionCDI})
+	b.Run("allocate-cdi", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := cdiNode.plugin.allocate(context.Background(), alloc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // FuzzRequests feeds arbitrary kubelet requests (device ID lists, sizes)
