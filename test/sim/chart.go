@@ -131,12 +131,8 @@ func WriteChart(w io.Writer, cfg Config, cases []Case) error {
 	c := canvas{img: image.NewRGBA(image.Rect(0, 0, chartW, height))}
 	c.rect(0, 0, chartW, height, colBG)
 
-	mode := "BEST-EFFORT"
-	if cfg.Strict {
-		mode = "STRICT"
-	}
 	c.text(chartLeft, 14, "CONTIGUOUS ADMISSIONS PER ARRIVAL (%)", 3, colText)
-	c.text(chartLeft, 44, fmt.Sprintf("SEED %d, %d ARRIVALS, LOAD %.2f, %s", cfg.Seed, cfg.Arrivals, cfg.Load, mode), 2, colText)
+	c.text(chartLeft, 44, fmt.Sprintf("SEED %d, %d ARRIVALS, LOAD %.2f, %s", cfg.Seed, cfg.Arrivals, cfg.Load, cfg.Mode()), 2, colText)
 	lx := chartLeft
 	for _, p := range chartPolicies {
 		c.rect(lx, 74, lx+18, 92, colPolicy[p])

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -37,6 +38,14 @@ type Config struct {
 	Strict   bool
 	Ablation string // "", "all", or comma-separated variant names such as LSAP,CLSAP
 	OutDir   string
+}
+
+// Mode names the admission mode: "strict" or "best-effort".
+func (c Config) Mode() string {
+	if c.Strict {
+		return "strict"
+	}
+	return "best-effort"
 }
 
 func parseFlags(args []string) (Config, error) {
@@ -103,11 +112,7 @@ func run(args []string, stdout io.Writer) error {
 	if err := writeFile(filepath.Join(cfg.OutDir, "rates.png"), func(w io.Writer) error { return WriteChart(w, cfg, results) }); err != nil {
 		return err
 	}
-	mode := "best-effort"
-	if cfg.Strict {
-		mode = "strict"
-	}
-	fmt.Fprintf(stdout, "seed %d, %d arrivals per node and mix, offered load %.2f, %s mode\n\n", cfg.Seed, cfg.Arrivals, cfg.Load, mode)
+	fmt.Fprintf(stdout, "seed %d, %d arrivals per node and mix, offered load %.2f, %s mode\n\n", cfg.Seed, cfg.Arrivals, cfg.Load, cfg.Mode())
 	if err := WriteTable(stdout, cfg, results); err != nil {
 		return err
 	}
@@ -208,13 +213,13 @@ func runCase(cfg Config, node Node, mix Mix) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	bound, err := Simulate(node, mix, jobs, nil, cfg.Strict)
+	bound, err := Simulate(node, jobs, nil, cfg.Strict)
 	if err != nil {
 		return nil, err
 	}
 	out := []Result{bound}
 	for _, p := range policies {
-		r, err := Simulate(node, mix, jobs, p, cfg.Strict)
+		r, err := Simulate(node, jobs, p, cfg.Strict)
 		if err != nil {
 			return nil, err
 		}
@@ -237,14 +242,10 @@ func WriteCSV(w io.Writer, cfg Config, cases []Case) error {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"node", "mix", "mix_weights", "policy", "mode", "seed", "load", "arrivals", "admitted",
 		"contiguous", "contiguous_rate", "ratio_to_count_bound", "non_contiguous", "mean_largest_free_arc", "utilisation"})
-	mode := "best-effort"
-	if cfg.Strict {
-		mode = "strict"
-	}
 	for _, c := range cases {
 		b := c.Bound()
 		for _, r := range c.Results {
-			cw.Write([]string{c.Node.Name, c.Mix.Name, c.Mix.String(), r.Policy, mode,
+			cw.Write([]string{c.Node.Name, c.Mix.Name, c.Mix.String(), r.Policy, cfg.Mode(),
 				strconv.FormatUint(cfg.Seed, 10), f6(cfg.Load), strconv.Itoa(r.Arrivals), strconv.Itoa(r.Admitted),
 				strconv.Itoa(r.Contiguous), f6(r.Rate()), f6(ratio(r.Contiguous, b.Contiguous)),
 				strconv.Itoa(r.NonContiguous), f6(r.MeanLargestArc()), f6(r.Utilisation(c.Node.Capacity()))})
@@ -260,13 +261,7 @@ func WriteSizesCSV(w io.Writer, cases []Case) error {
 	cw.Write([]string{"node", "mix", "policy", "size", "arrivals", "contiguous", "ratio_to_count_bound"})
 	for _, c := range cases {
 		b := c.Bound()
-		sizes := slices.Sorted(func(yield func(int) bool) {
-			for s := range b.BySize {
-				if !yield(s) {
-					return
-				}
-			}
-		})
+		sizes := slices.Sorted(maps.Keys(b.BySize))
 		for _, r := range c.Results {
 			for _, s := range sizes {
 				v := r.BySize[s]

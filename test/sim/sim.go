@@ -229,14 +229,14 @@ const CountBound = "count-bound"
 
 // Result is what one policy achieved on one job sequence.
 type Result struct {
-	Node, Mix, Policy string
-	Arrivals          int
-	Admitted          int     // placements made (best-effort: free ≥ size)
-	Contiguous        int     // admissions on one ring-contiguous arc
-	NonContiguous     int     // best-effort: admitted but scattered; strict: refused for it
-	SumLargestArc     float64 // sum over arrivals of the node's largest free arc after the arrival
-	SumBusy           float64 // sum over arrivals of busy LPUs at the arrival
-	BySize            map[int][2]int
+	Policy        string
+	Arrivals      int
+	Admitted      int     // placements made (best-effort: free ≥ size)
+	Contiguous    int     // admissions on one ring-contiguous arc
+	NonContiguous int     // best-effort: admitted but scattered; strict: refused for it
+	SumLargestArc float64 // sum over arrivals of the node's largest free arc after the arrival
+	SumBusy       float64 // sum over arrivals of busy LPUs at the arrival
+	BySize        map[int][2]int
 }
 
 // Rate is contiguous admissions per arrival.
@@ -277,7 +277,7 @@ func (r *running) Pop() any {
 // Simulate replays jobs on node with policy p (nil: the count bound). In
 // strict mode a non-contiguous pick is refused, as the strict allocation
 // policy would; otherwise it is admitted and counted.
-func Simulate(node Node, mix Mix, jobs []Job, p Policy, strict bool) (Result, error) {
+func Simulate(node Node, jobs []Job, p Policy, strict bool) (Result, error) {
 	layout, err := alloc.NewLayout(node.Rings)
 	if err != nil {
 		return Result{}, err
@@ -286,7 +286,7 @@ func Simulate(node Node, mix Mix, jobs []Job, p Policy, strict bool) (Result, er
 	if p != nil {
 		name = p.Name()
 	}
-	res := Result{Node: node.Name, Mix: mix.Name, Policy: name, Arrivals: len(jobs), BySize: map[int][2]int{}}
+	res := Result{Policy: name, Arrivals: len(jobs), BySize: map[int][2]int{}}
 	capacity := node.Capacity()
 	maxRing := 0
 	for _, r := range node.Rings {
@@ -362,15 +362,11 @@ func Simulate(node Node, mix Mix, jobs []Job, p Policy, strict bool) (Result, er
 		if admitted {
 			res.Admitted++
 			freeCount -= job.Size
-			if p != nil {
-				for _, x := range pick {
-					busy[x] = true
-				}
-				held[i] = pick
-				for _, x := range pick {
-					endAt[x] = job.End
-				}
+			for _, x := range pick {
+				busy[x] = true
+				endAt[x] = job.End
 			}
+			held[i] = pick
 			heap.Push(run, int32(i))
 		}
 		if contiguous && admitted {

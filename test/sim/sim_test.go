@@ -225,7 +225,7 @@ func TestAblationMatchesPkgAlloc(t *testing.T) {
 		jobs := Generate(5, MixDefault, 3000, 0.9, node.Capacity())
 		var got []Result
 		for _, p := range ps[2:] { // pkg/alloc, v:CLSAP
-			r, err := Simulate(node, MixDefault, jobs, p, false)
+			r, err := Simulate(node, jobs, p, false)
 			if err != nil {
 				t.Fatal(err)
 			}
