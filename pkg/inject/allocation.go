@@ -48,8 +48,8 @@ func CheckAllocationID(id string) error {
 		return fmt.Errorf("allocation ID %.40q has %d characters, want %d lower-case hex digits", id, len(id), AllocationIDLen)
 	}
 	for i := 0; i < len(id); i++ {
-		if c := id[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return fmt.Errorf("allocation ID %q: character %d %q is not lower-case hex", id, i, c)
+		if _, ok := lowerHex(id[i]); !ok {
+			return fmt.Errorf("allocation ID %q: character %d %q is not lower-case hex", id, i, id[i])
 		}
 	}
 	return nil
@@ -89,18 +89,12 @@ var (
 )
 
 func (k *Key) macAllocation(value, allocID string) []byte {
-	m, _ := k.macs.Get().(hash.Hash)
-	if m == nil {
-		m = hmac.New(newHash, k.secret[:])
-	}
-	m.Reset()
-	m.Write(allocMACPrefix)
-	io.WriteString(m, allocID)
-	m.Write(allocMACDevices)
-	io.WriteString(m, value)
-	sum := m.Sum(nil)
-	k.macs.Put(m)
-	return sum
+	return k.sum(func(m hash.Hash) {
+		m.Write(allocMACPrefix)
+		io.WriteString(m, allocID)
+		m.Write(allocMACDevices)
+		io.WriteString(m, value)
+	})
 }
 
 // OpenAllocation is Open plus the allocation ID. It first does exactly what
@@ -140,7 +134,7 @@ func (k *Key) OpenAllocation(annotations map[string]string) (Allocation, error) 
 		return Allocation{}, fmt.Errorf("%w: %s: %v", ErrBadSeal, AnnotationAllocationSeal, err)
 	}
 	value := annotations[AnnotationDevices]
-	if !hmac.Equal(got, k.macAllocation(value, allocID)) {
+	if !hmac.Equal(got[:], k.macAllocation(value, allocID)) {
 		return Allocation{}, fmt.Errorf("%w: %s does not match %s %q for %s %q", ErrBadSeal,
 			AnnotationAllocationSeal, AnnotationAllocation, allocID, AnnotationDevices, value)
 	}

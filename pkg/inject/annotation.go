@@ -135,17 +135,27 @@ func encodeSeal(sum []byte) string {
 // newHash is the MAC's hash; every pooled state uses it.
 var newHash = sha256.New
 
-// mac returns the HMAC of a devices value. Keyed HMAC states are pooled:
-// setting one up costs more than hashing a short value.
+// devicesMACPrefix starts the devices MAC input, as bytes once
+// (io.WriteString on a hash copies every string it is given).
+var devicesMACPrefix = []byte(AnnotationDevices + "=")
+
+// mac returns the HMAC of a devices value.
 func (k *Key) mac(value string) []byte {
+	return k.sum(func(m hash.Hash) {
+		m.Write(devicesMACPrefix)
+		io.WriteString(m, value)
+	})
+}
+
+// sum returns the HMAC under k of what write writes. Keyed HMAC states are
+// pooled: setting one up costs more than hashing a short value.
+func (k *Key) sum(write func(m hash.Hash)) []byte {
 	m, _ := k.macs.Get().(hash.Hash)
 	if m == nil {
 		m = hmac.New(newHash, k.secret[:])
 	}
 	m.Reset()
-	io.WriteString(m, AnnotationDevices)
-	io.WriteString(m, "=")
-	io.WriteString(m, value)
+	write(m)
 	sum := m.Sum(nil)
 	k.macs.Put(m)
 	return sum
@@ -177,7 +187,7 @@ func (k *Key) Open(annotations map[string]string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadSeal, AnnotationSeal, err)
 	}
-	if !hmac.Equal(got, k.mac(value)) {
+	if !hmac.Equal(got[:], k.mac(value)) {
 		return nil, fmt.Errorf("%w: %s does not match %s %q", ErrBadSeal, AnnotationSeal, AnnotationDevices, value)
 	}
 	ids, err := ParseIDs(value)
@@ -187,18 +197,32 @@ func (k *Key) Open(annotations map[string]string) ([]string, error) {
 	return ids, nil
 }
 
-func decodeSeal(seal string) ([]byte, error) {
+// decodeSeal checks and decodes a seal in one pass over its digits.
+func decodeSeal(seal string) (sum [sha256.Size]byte, err error) {
 	digits, ok := strings.CutPrefix(seal, sealVersion)
 	if !ok {
-		return nil, fmt.Errorf("seal %.16q...: want prefix %q", seal, sealVersion)
+		return sum, fmt.Errorf("seal %.16q...: want prefix %q", seal, sealVersion)
 	}
 	if len(digits) != hex.EncodedLen(sha256.Size) {
-		return nil, fmt.Errorf("seal has %d hex digits, want %d", len(digits), hex.EncodedLen(sha256.Size))
+		return sum, fmt.Errorf("seal has %d hex digits, want %d", len(digits), hex.EncodedLen(sha256.Size))
 	}
 	for i := 0; i < len(digits); i++ {
-		if c := digits[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return nil, fmt.Errorf("seal digit %d %q: want lower-case hex", i, c)
+		v, ok := lowerHex(digits[i])
+		if !ok {
+			return sum, fmt.Errorf("seal digit %d %q: want lower-case hex", i, digits[i])
 		}
+		sum[i/2] = sum[i/2]<<4 | v
 	}
-	return hex.DecodeString(digits)
+	return sum, nil
+}
+
+// lowerHex returns the value of a lower-case hex digit.
+func lowerHex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }
