@@ -14,13 +14,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/health"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/plugin"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/metricsserver"
 )
 
-// Allocation results, the values of lpu_allocations_total{result}; the
-// plugin package uses the same words.
-var Results = []string{"contiguous", "noncontiguous", "refused"}
+// Results are the plugin's allocation results, the values of
+// lpu_allocations_total{result}.
+var Results = []string{plugin.ResultContiguous, plugin.ResultNonContiguous, plugin.ResultRefused}
 
 // Snapshotter gives the current devices; *health.Monitor implements it.
 type Snapshotter interface {
@@ -69,6 +70,8 @@ type Metrics struct {
 	allocate      prometheus.Histogram
 	registrations prometheus.Counter
 }
+
+var _ plugin.Recorder = (*Metrics)(nil)
 
 // New returns the metrics registered in a fresh registry.
 func New(opts Options) *Metrics {
