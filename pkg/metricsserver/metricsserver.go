@@ -17,8 +17,8 @@ import (
 const (
 	// ReadHeaderTimeout bounds how long a client may take to send headers.
 	ReadHeaderTimeout = 5 * time.Second
-	// ShutdownTimeout bounds the graceful shutdown when the context ends;
-	// requests still running after it are cut off.
+	// ShutdownTimeout bounds the graceful shutdown when the context ends:
+	// Serve returns after it even while requests are still running.
 	ShutdownTimeout = 2 * time.Second
 )
 
