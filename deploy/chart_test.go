@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -139,7 +140,7 @@ func loadConfigMap(t *testing.T, cm *corev1.ConfigMap) *config.Config {
 	t.Helper()
 	body, ok := cm.Data["config.yaml"]
 	if !ok || len(cm.Data) != 1 {
-		t.Fatalf("ConfigMap data keys = %v, want only config.yaml", keys(cm.Data))
+		t.Fatalf("ConfigMap data keys = %v, want only config.yaml", slices.Sorted(maps.Keys(cm.Data)))
 	}
 	if !strings.HasPrefix(body, "version: v1\n") {
 		t.Errorf("config.yaml does not start with version: v1:\n%s", body)
@@ -608,7 +609,7 @@ func TestValuesMatchConfigTypes(t *testing.T) {
 	if err := json.Unmarshal(raw, &schema); err != nil {
 		t.Fatalf("values.schema.json: %v", err)
 	}
-	cfgSchema := dig(schema, "properties", "config")
+	cfgSchema, _ := digAny(schema, "properties", "config").(map[string]any)
 	// version is written by the chart; metrics addresses are per-daemon flags.
 	chartOwned := map[string]bool{"version": true, "metrics": true}
 	compareFields(t, "config", reflect.TypeFor[config.Config](), values.Config, cfgSchema, chartOwned)
@@ -666,21 +667,9 @@ func compareFields(t *testing.T, where string, typ reflect.Type, values map[stri
 	}
 }
 
-func dig(m map[string]any, keys ...string) map[string]any {
-	for _, k := range keys {
-		m, _ = m[k].(map[string]any)
-	}
-	return m
-}
-
 func with(base, extra map[string]hostMount) map[string]hostMount {
-	out := map[string]hostMount{}
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, v := range extra {
-		out[k] = v
-	}
+	out := maps.Clone(base)
+	maps.Copy(out, extra)
 	return out
 }
 
@@ -695,13 +684,4 @@ func fmtMounts(m map[string]hostMount) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, " ")
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -204,13 +204,7 @@ func TestImageLabelsAgree(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Comments may mention labels; only code lines count.
-		var code strings.Builder
-		for _, line := range strings.Split(string(b), "\n") {
-			if !strings.HasPrefix(strings.TrimSpace(line), "#") {
-				code.WriteString(line + "\n")
-			}
-		}
-		found := re.FindAllString(code.String(), -1)
+		found := re.FindAllString(stripComments(string(b)), -1)
 		slices.Sort(found)
 		return slices.Compact(found)
 	}

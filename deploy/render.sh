@@ -3,7 +3,7 @@
 # rendered with its default values for namespace kube-system, for clusters
 # installed without Helm. `go test ./deploy/` fails when the file is stale.
 #
-# usage: deploy/render.sh        (helm from $HELM, PATH, or test/e2e/tools.sh helm)
+# usage: deploy/render.sh        (helm from $HELM, the test/e2e/tools.sh helm cache, or PATH)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 helm=${HELM:-}
