@@ -372,7 +372,7 @@ func (p *Plugin) allocateOne(ctx context.Context, snap health.Snapshot, ids []st
 	// a restart carries the same ID.
 	allocID := inject.NewAllocationID()
 	_, span := trace.StartAllocate(ctx, p.opts.Tracer, p.opts.ResourceName, pl.IDs, pl.Ring, pl.Contiguous, allocID)
-	cresp, result, err := p.respond(snap, pl, allocID)
+	cresp, result, err := p.respond(pl, allocID)
 	trace.End(span, err)
 	return cresp, result, err
 }
@@ -419,7 +419,7 @@ func (p *Plugin) check(snap health.Snapshot, ids []string) (alloc.Placement, err
 }
 
 // respond builds the answer for a checked placement in the injection mode.
-func (p *Plugin) respond(snap health.Snapshot, pl alloc.Placement, allocID string) (*pluginapi.ContainerAllocateResponse, string, error) {
+func (p *Plugin) respond(pl alloc.Placement, allocID string) (*pluginapi.ContainerAllocateResponse, string, error) {
 	result := ResultContiguous
 	if !pl.Contiguous {
 		result = ResultNonContiguous
@@ -434,7 +434,7 @@ func (p *Plugin) respond(snap health.Snapshot, pl alloc.Placement, allocID strin
 		}
 		return &pluginapi.ContainerAllocateResponse{Annotations: ann}, result, nil
 	}
-	cresp, err := cdiResponse(snap.Inventory, pl.IDs)
+	cresp, err := cdiResponse(pl.IDs)
 	if err != nil {
 		return nil, "", fmt.Errorf("devices %s: %w", strings.Join(pl.IDs, ","), err)
 	}
@@ -445,7 +445,7 @@ func (p *Plugin) respond(snap health.Snapshot, pl alloc.Placement, allocID strin
 // cdi.k8s.io/ annotation older kubelets pass to the runtime, and the
 // set-wide LPU_VISIBLE_DEVICES (per-device CDI env would replace each
 // other). ids are in ring order.
-func cdiResponse(inv *device.Inventory, ids []string) (*pluginapi.ContainerAllocateResponse, error) {
+func cdiResponse(ids []string) (*pluginapi.ContainerAllocateResponse, error) {
 	names := inject.CDIDeviceNames(ids)
 	key, err := cdi.AnnotationKey(CDIAnnotationPluginName(), CDIAnnotationDeviceID)
 	if err != nil {
@@ -455,17 +455,18 @@ func cdiResponse(inv *device.Inventory, ids []string) (*pluginapi.ContainerAlloc
 	if err != nil {
 		return nil, fmt.Errorf("cdi annotation value: %w", err)
 	}
+	visible, err := inject.VisibleDevices(ids)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", inject.EnvVisibleDevices, err)
+	}
 	devs := make([]*pluginapi.CDIDevice, len(names))
-	indices := make([]string, len(ids))
-	for i, id := range ids {
-		devs[i] = &pluginapi.CDIDevice{Name: names[i]}
-		d, _ := inv.Device(id)
-		indices[i] = strconv.Itoa(d.Index)
+	for i, name := range names {
+		devs[i] = &pluginapi.CDIDevice{Name: name}
 	}
 	return &pluginapi.ContainerAllocateResponse{
 		CdiDevices:  devs,
 		Annotations: map[string]string{key: value},
-		Envs:        map[string]string{inject.EnvVisibleDevices: strings.Join(indices, ",")},
+		Envs:        map[string]string{inject.EnvVisibleDevices: visible},
 	}, nil
 }
 
