@@ -298,7 +298,7 @@ func (p *Plugin) Audit(pods []*api.PodSandbox, ctrs []*api.Container) int {
 			continue
 		}
 		pod := byID[c.GetPodSandboxId()]
-		why := p.coverage(pod, c, held)
+		why := p.coverage(snap, pod, c, held)
 		if why == "" {
 			continue
 		}
@@ -318,8 +318,9 @@ func (p *Plugin) Audit(pods []*api.PodSandbox, ctrs []*api.Container) int {
 // held node, else why not. A node is judged by what it opens, its device
 // number, not by its path: /dev/accel with lpu3's number is lpu3, and
 // /dev/lpu3 with lpu5's number is lpu5. Only an allocated ID the inventory
-// no longer knows falls back to its path.
-func (p *Plugin) coverage(pod *api.PodSandbox, c *api.Container, held []*api.LinuxDevice) string {
+// no longer knows falls back to its path. snap is the audit's one view of
+// the inventory, the same it found the held nodes with.
+func (p *Plugin) coverage(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.Container, held []*api.LinuxDevice) string {
 	if key, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {
 		return fmt.Sprintf("pod annotation %q", key)
 	}
@@ -328,7 +329,6 @@ func (p *Plugin) coverage(pod *api.PodSandbox, c *api.Container, held []*api.Lin
 		return err.Error()
 	}
 	ids := alloc.IDs
-	snap := p.store.Load()
 	type number struct{ major, minor int64 }
 	numbers := make(map[number]bool, len(ids))
 	paths := make(map[string]bool)
