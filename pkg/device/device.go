@@ -88,14 +88,11 @@ type Discoverer interface {
 // sign or leading zeros, below 1<<16).
 func ParseID(id string) (int, error) {
 	digits, ok := strings.CutPrefix(id, IDPrefix)
-	if !ok || digits == "" || len(digits) > 5 || (len(digits) > 1 && digits[0] == '0') {
+	n, err := parseDecimal(digits, 1<<16-1)
+	if !ok || err != nil {
 		return 0, fmt.Errorf("device id %q: want %sN", id, IDPrefix)
 	}
-	n, err := strconv.Atoi(digits)
-	if err != nil || n < 0 || n >= 1<<16 || strconv.Itoa(n) != digits {
-		return 0, fmt.Errorf("device id %q: want %sN", id, IDPrefix)
-	}
-	return n, nil
+	return int(n), nil
 }
 
 // ID returns the device ID for an index.
