@@ -447,10 +447,6 @@ func (p *Plugin) respond(pl alloc.Placement, allocID string) (*pluginapi.Contain
 // other). ids are in ring order.
 func cdiResponse(ids []string) (*pluginapi.ContainerAllocateResponse, error) {
 	names := inject.CDIDeviceNames(ids)
-	key, err := cdi.AnnotationKey(CDIAnnotationPluginName(), CDIAnnotationDeviceID)
-	if err != nil {
-		return nil, fmt.Errorf("cdi annotation key: %w", err)
-	}
 	value, err := cdi.AnnotationValue(names)
 	if err != nil {
 		return nil, fmt.Errorf("cdi annotation value: %w", err)
@@ -465,7 +461,7 @@ func cdiResponse(ids []string) (*pluginapi.ContainerAllocateResponse, error) {
 	}
 	return &pluginapi.ContainerAllocateResponse{
 		CdiDevices:  devs,
-		Annotations: map[string]string{key: value},
+		Annotations: map[string]string{cdiAnnotationKey: value},
 		Envs:        map[string]string{inject.EnvVisibleDevices: visible},
 	}, nil
 }
@@ -473,6 +469,16 @@ func cdiResponse(ids []string) (*pluginapi.ContainerAllocateResponse, error) {
 // CDIAnnotationPluginName is the plugin part of the cdi.k8s.io/ annotation
 // key: the CDI kind with '/' replaced, "hyperaccel.ai-lpu".
 func CDIAnnotationPluginName() string { return strings.ReplaceAll(inject.CDIKind, "/", "-") }
+
+// cdiAnnotationKey is the cdi.k8s.io/ annotation key of every cdi-mode
+// answer; it depends only on constants, so it is built once.
+var cdiAnnotationKey = func() string {
+	key, err := cdi.AnnotationKey(CDIAnnotationPluginName(), CDIAnnotationDeviceID)
+	if err != nil {
+		panic("cdi annotation key: " + err.Error())
+	}
+	return key
+}()
 
 // PreStartContainer lets a container start only when its LPUs will be
 // injected: in nri mode lpu-nri must report that it is connected to the
