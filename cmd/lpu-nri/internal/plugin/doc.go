@@ -5,7 +5,7 @@
 // error saying why. Runner keeps it connected to the runtime, reconnecting
 // with bounded backoff, and drives the readiness signal.
 //
-// # Trust rules (DESIGN.md §5), in order
+// # Trust rules, in order
 //
 //  1. Any lpu.hyperaccel.ai/ key in the pod annotations refuses the
 //     container (runtimes copy pod annotations into containers).

@@ -182,7 +182,7 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	return adj, nil, nil
 }
 
-// Decide applies the trust rules (DESIGN.md §5) in order and returns the
+// Decide applies the trust rules (package doc) in order and returns the
 // adjustment with the verified allocation (IDs in ring order, and its
 // allocation ID when the device plugin wrote one), an empty allocation for
 // a container without one, or a *Refusal. Apart from the optional cross-check
