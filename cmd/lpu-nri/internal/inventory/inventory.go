@@ -165,7 +165,7 @@ func (s *Store) Refresh(ctx context.Context) (*Snapshot, error) {
 			}
 		}
 	} else {
-		s.log.Debug("reconciled device inventory", "devices", len(ids(next)))
+		s.log.Debug("reconciled device inventory", "devices", len(next.byID))
 	}
 	return next, err
 }
