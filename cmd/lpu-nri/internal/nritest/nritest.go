@@ -206,17 +206,6 @@ func (rt *Runtime) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr
 	return r.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: ctr})
 }
 
-// RunPodSandbox relays a RunPodSandbox event.
-func (rt *Runtime) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
-	r, err := rt.adaptation()
-	if err != nil {
-		return err
-	}
-	b := r.BlockPluginSync()
-	defer b.Unblock()
-	return r.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: pod})
-}
-
 // Plugins returns how many plugins are connected and synchronized, as the
 // adaptation last reported it.
 func (rt *Runtime) Plugins() int {
