@@ -74,6 +74,10 @@ draw_ring() {
   echo "${out% }"
 }
 
+# driver_mount_ro MOUNTS: the line for DRIVER_CTR_DIR in MOUNTS (/proc/mounts
+# text) has the option ro.
+driver_mount_ro() { grep " $DRIVER_CTR_DIR " <<<"$1" | awk '{print $4}' | tr ',' '\n' | grep -qx ro; }
+
 # check_lpu_container NAME COUNT: the assertions every LPU container must
 # pass; sets GOT to its LPU indices.
 GOT=""
@@ -93,7 +97,7 @@ check_lpu_container() {
     eval 'ring_ordered "$(visible_list "$env")" && [ "$(visible_list "$env" | tr " " "\n" | sort -n | tr "\n" " ")" = "$(tr " " "\n" <<<"$nodes" | sort -n | tr "\n" " ")" ]'
   mnt=$(in_ctr "$name" sh -c "grep ' $DRIVER_CTR_DIR ' /proc/mounts; ls $DRIVER_CTR_DIR")
   expect "$name: driver dir mounted at $DRIVER_CTR_DIR" "$mnt" grep -q "$DRIVER_MARKER" <<<"$mnt"
-  expect "$name: driver mount is read-only" "$mnt" eval "grep ' $DRIVER_CTR_DIR ' <<<\"\$mnt\" | awk '{print \$4}' | tr ',' '\n' | grep -qx ro"
+  expect "$name: driver mount is read-only" "$mnt" driver_mount_ro "$mnt"
   wr=$(in_ctr "$name" sh -c "touch $DRIVER_CTR_DIR/e2e-write 2>&1 && echo WRITE-SUCCEEDED || echo WRITE-REFUSED")
   expect "$name: writing into the driver mount fails" "$wr" grep -q WRITE-REFUSED <<<"$wr"
 }
@@ -106,7 +110,7 @@ wait_gone() {
   wait_for 30 gone "$1"
 }
 
-# wait_rejected NAME SECONDS: the kubelet reports the pod Failed at admission.
+# admission_refused NAME: the kubelet reports the pod Failed at admission.
 admission_refused() { kpod_status "$1" | grep -Eq '^Failed.*(UnexpectedAdmissionError|OutOf)'; }
 
 # ensure_kubelet: scenarios that need the kubelet-a node start it if a
@@ -368,19 +372,24 @@ scenario_5() {
   log "scenario 5: device failure and recovery"
   ensure_kubelet
   remove_all_pods
-  local dev=lpu5 st=$ROOT/sys/class/lpu/lpu5/status t0 t1 h
-  healthy() { [ "$(metric "http://$DP_METRICS/metrics" lpu_device_healthy "device=\"$dev\"")" = "$1" ]; }
-  expect "$dev healthy before the failure (lpu_device_healthy)" "metric: $(metric "http://$DP_METRICS/metrics" lpu_device_healthy "device=\"$dev\"")" \
-    wait_for 10 healthy 1
-  t0=$(now_ns)
-  echo ECC_ERROR >"$st"
-  if wait_for 15 healthy 0; then
-    t1=$(now_ns)
-    ok "$dev reported unhealthy after its status turned ECC_ERROR"
-    bench health_down_ms $(((t1 - t0) / 1000000)) "status flip -> lpu_device_healthy 0: $(((t1 - t0) / 1000000)) ms"
-  else
-    nok "$dev reported unhealthy after its status turned ECC_ERROR" "metric: $(metric "http://$DP_METRICS/metrics" lpu_device_healthy "device=\"$dev\"")"
-  fi
+  local dev=lpu5 st=$ROOT/sys/class/lpu/lpu5/status h
+  health() { metric "http://$DP_METRICS/metrics" lpu_device_healthy "device=\"$dev\""; }
+  healthy() { [ "$(health)" = "$1" ]; }
+  # set_status STATUS WANT KEY WHAT: write STATUS, time until lpu_device_healthy is WANT.
+  set_status() {
+    local t0 ms
+    t0=$(now_ns)
+    echo "$1" >"$st"
+    if wait_for 15 healthy "$2"; then
+      ms=$((($(now_ns) - t0) / 1000000))
+      ok "$4"
+      bench "$3" "$ms" "status $1 -> lpu_device_healthy $2: $ms ms"
+    else
+      nok "$4" "metric: $(health)"
+    fi
+  }
+  expect "$dev healthy before the failure (lpu_device_healthy)" "metric: $(health)" wait_for 10 healthy 1
+  set_status ECC_ERROR 0 health_down_ms "$dev reported unhealthy after its status turned ECC_ERROR"
   sleep 1
   lpu_pod alleight 8
   if wait_for 30 admission_refused alleight; then
@@ -389,15 +398,7 @@ scenario_5() {
     nok "alleight: a pod needing all 8 LPUs is not admitted while $dev is unhealthy" "kubelet: $(kpod_status alleight)"
   fi
   del_pod alleight
-  echo READY >"$st"
-  t0=$(now_ns)
-  if wait_for 15 healthy 1; then
-    t1=$(now_ns)
-    ok "$dev offered again after recovery"
-    bench health_up_ms $(((t1 - t0) / 1000000)) "status READY -> lpu_device_healthy 1: $(((t1 - t0) / 1000000)) ms"
-  else
-    nok "$dev offered again after recovery" "metric: $(metric "http://$DP_METRICS/metrics" lpu_device_healthy "device=\"$dev\"")"
-  fi
+  set_status READY 1 health_up_ms "$dev offered again after recovery"
   sleep 1
   lpu_pod eight 8
   if wait_running eight 60; then
@@ -469,7 +470,7 @@ EOF
   expect "podman: --device $RESOURCE=lpu0 --device $RESOURCE=lpu1 gives exactly /dev/lpu0 /dev/lpu1" \
     "$(tr '\n' ' ' <<<"$out" | cut -c1-400)" test "$nodes" = "/dev/lpu0 /dev/lpu1 "
   expect "podman: driver dir mounted read-only at $DRIVER_CTR_DIR" "$(tr '\n' ' ' <<<"$out" | cut -c1-400)" \
-    eval "grep ' $DRIVER_CTR_DIR ' <<<\"\$out\" | awk '{print \$4}' | tr ',' '\n' | grep -qx ro && grep -q '$DRIVER_MARKER' <<<\"\$out\""
+    eval 'driver_mount_ro "$out" && grep -q "$DRIVER_MARKER" <<<"$out"'
   log "podman container saw: $(grep VISIBLE= <<<"$out")"
   "${P[@]}" rmi -f "$IMG:podman" >/dev/null 2>&1 || true
   rm -f "$spec"
