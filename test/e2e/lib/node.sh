@@ -189,14 +189,10 @@ EOF
 }
 
 # ---------------------------------------------------------------- containerd
-# containerd_snippet: the project's containerd 2.x snippet, when deploy/ has it.
+# containerd_snippet: the project's containerd 2.x snippet, when the checkout has it.
 containerd_snippet() {
-  local f
-  for f in "$REPO"/deploy/runtime/containerd-2*.toml "$REPO"/deploy/runtime/containerd2*.toml \
-    "$REPO"/deploy/runtime/containerd/2*.toml "$REPO"/deploy/runtime/*containerd*v2*.toml; do
-    [ -f "$f" ] && { echo "$f"; return 0; }
-  done
-  return 1
+  local f=$REPO/deploy/runtime/containerd-2.x.toml
+  [ -f "$f" ] && echo "$f"
 }
 
 # ctd_config NAME NRI(on|off): a containerd with its own root, state, sockets,
