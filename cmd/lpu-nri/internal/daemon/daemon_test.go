@@ -176,11 +176,7 @@ func TestRunNRIModeSimulated(t *testing.T) {
 }
 
 func TestRunCDIModeSimulated(t *testing.T) {
-	dir, err := os.MkdirTemp("/tmp", "lpucdi")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
+	dir := nritest.ShortDir(t)
 	cfg := config.Default()
 	cfg.StateDir = filepath.Join(dir, "state")
 	cfg.CDI.SpecDir = filepath.Join(dir, "cdi")
@@ -220,11 +216,7 @@ func TestRunCDIModeSimulated(t *testing.T) {
 }
 
 func TestCommands(t *testing.T) {
-	dir, err := os.MkdirTemp("/tmp", "lpucmd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
+	dir := nritest.ShortDir(t)
 	cfg := config.Default()
 	cfg.StateDir = filepath.Join(dir, "state")
 	cfg.CDI.SpecDir = filepath.Join(dir, "cdi")

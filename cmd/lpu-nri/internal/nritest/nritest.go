@@ -38,11 +38,7 @@ type Runtime struct {
 // removed when the test ends. It silences NRI's global logger.
 func New(t testing.TB) *Runtime {
 	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "lpunri")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := ShortDir(t)
 	quietOnce.Do(func() { nrilog.Set(quiet{}) })
 	rt := &Runtime{
 		Dir:       dir,
@@ -54,6 +50,19 @@ func New(t testing.TB) *Runtime {
 	}
 	t.Cleanup(rt.Stop)
 	return rt
+}
+
+// ShortDir returns a new directory under /tmp, removed when the test ends.
+// Unix socket paths must stay under ~100 bytes, which a t.TempDir() path
+// named after a long test does not promise.
+func ShortDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "lpunri")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // Start creates and starts the adaptation: it listens on Socket.
