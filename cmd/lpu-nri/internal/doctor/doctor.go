@@ -226,7 +226,7 @@ func checkCDI(ctx context.Context, p Params) Result {
 		return fail(name, "load %s: %v", p.CDIDir, err)
 	}
 	for path, errs := range cache.GetErrors() {
-		if path == file || strings.HasPrefix(path, file) {
+		if strings.HasPrefix(path, file) {
 			return fail(name, "%s is invalid: %v", file, errors.Join(errs...))
 		}
 	}
