@@ -90,19 +90,26 @@ func identify(path string) (fileID, error) {
 // backoff. It returns nil when ctx ends; nothing else stops it.
 func (p *Plugin) Run(ctx context.Context) error {
 	dir := p.opts.KubeletDir
+	var events <-chan fsnotify.Event
+	var watchErrs <-chan error
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		p.log.Warn("cannot watch the kubelet directory, relying on retries", "dir", dir, "err", err)
 	} else {
 		defer w.Close()
-	}
-	var events <-chan fsnotify.Event
-	var watchErrs <-chan error
-	if w != nil {
 		events, watchErrs = w.Events, w.Errors
 	}
 	watching := false
 	backoff := p.opts.MinBackoff
+	// backOff waits before the next attempt and doubles the wait, up to
+	// MaxBackoff; false when ctx ended.
+	backOff := func() bool {
+		if !p.sleep(ctx, p.retryDelay(backoff), events, &watching) {
+			return false
+		}
+		backoff = min(backoff*2, p.opts.MaxBackoff)
+		return true
+	}
 	lastErr := ""
 	reason := "start"
 	for {
@@ -121,10 +128,9 @@ func (p *Plugin) Run(ctx context.Context) error {
 				p.log.Warn("device plugin not registered, retrying", "err", err, "retryIn", backoff.String())
 				lastErr = msg
 			}
-			if !p.sleep(ctx, p.retryDelay(backoff), events, &watching) {
+			if !backOff() {
 				return nil
 			}
-			backoff = min(backoff*2, p.opts.MaxBackoff)
 			continue
 		}
 		lastErr = ""
@@ -140,14 +146,10 @@ func (p *Plugin) Run(ctx context.Context) error {
 			return nil
 		}
 		p.log.Info("re-registering with kubelet", "reason", reason)
-		if time.Since(since) < stableAfter {
-			// Dropped soon after registering: do not spin.
-			if !p.sleep(ctx, p.retryDelay(backoff), events, &watching) {
-				return nil
-			}
-			backoff = min(backoff*2, p.opts.MaxBackoff)
-		} else {
+		if time.Since(since) >= stableAfter {
 			backoff = p.opts.MinBackoff
+		} else if !backOff() { // dropped soon after registering: do not spin
+			return nil
 		}
 	}
 }
@@ -162,19 +164,14 @@ const freshKubelet = 10 * time.Second
 // while kubelet.sock was created recently (a kubelet starting up), else the
 // current backoff (no kubelet, or a stale socket left by a dead one).
 func (p *Plugin) retryDelay(backoff time.Duration) time.Duration {
-	fi, err := os.Lstat(filepath.Join(p.opts.KubeletDir, kubeletSocket))
-	if err != nil {
-		return backoff
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return backoff
-	}
-	if time.Since(time.Unix(0, st.Ctim.Nano())) < freshKubelet {
+	if id, err := identify(p.kubeletSocketPath()); err == nil && time.Since(time.Unix(0, id.ctime)) < freshKubelet {
 		return min(backoff, p.opts.MinBackoff)
 	}
 	return backoff
 }
+
+// kubeletSocketPath is the path of kubelet.sock.
+func (p *Plugin) kubeletSocketPath() string { return filepath.Join(p.opts.KubeletDir, kubeletSocket) }
 
 // checkInterval spaces the fallback checks of both sockets, for when file
 // events are lost or unavailable (inotify limits).
@@ -195,7 +192,7 @@ func (p *Plugin) waitTrigger(ctx context.Context, gen *generation, events <-chan
 			if !gen.intact() {
 				return "plugin socket removed (periodic check)"
 			}
-			if id, err := identify(filepath.Join(p.opts.KubeletDir, kubeletSocket)); err == nil && id != gen.kubelet {
+			if id, err := identify(p.kubeletSocketPath()); err == nil && id != gen.kubelet {
 				return "kubelet.sock replaced (periodic check)"
 			}
 		case err, ok := <-errs:
@@ -298,7 +295,7 @@ func (p *Plugin) startGeneration(ctx context.Context) (*generation, error) {
 // register calls the kubelet's Registration service and returns the
 // identity of the kubelet.sock it reached.
 func (p *Plugin) register(ctx context.Context) (fileID, error) {
-	sock := filepath.Join(p.opts.KubeletDir, kubeletSocket)
+	sock := p.kubeletSocketPath()
 	id, err := identify(sock)
 	if err != nil {
 		return fileID{}, fmt.Errorf("kubelet registration socket: %w", err)
