@@ -28,6 +28,14 @@ func inventory(n, perRing int, fw ...string) *device.Inventory {
 	return inv
 }
 
+// withoutModel clears the model of the devices at idx.
+func withoutModel(inv *device.Inventory, idx ...int) *device.Inventory {
+	for _, i := range idx {
+		inv.Devices[i].Model = ""
+	}
+	return inv
+}
+
 func TestFeatures(t *testing.T) {
 	tests := map[string]struct {
 		inv  *device.Inventory
@@ -46,21 +54,13 @@ func TestFeatures(t *testing.T) {
 				"hyperaccel.ai/lpu.model=LPU-X1--rev-B", "hyperaccel.ai/lpu.firmware=mixed"},
 		},
 		"mixed models, no model on one": {
-			inv: func() *device.Inventory {
-				inv := inventory(2, 2)
-				inv.Devices[1].Model = ""
-				return inv
-			}(),
+			inv: withoutModel(inventory(2, 2), 1),
 			want: []string{"hyperaccel.ai/lpu.present=true", "hyperaccel.ai/lpu.count=2", "hyperaccel.ai/lpu.rings=1",
 				"hyperaccel.ai/lpu.largest-ring=2", "hyperaccel.ai/lpu.driver-version=2.1.0-sim",
 				"hyperaccel.ai/lpu.model=mixed", "hyperaccel.ai/lpu.firmware=1.8.2"},
 		},
 		"model unknown everywhere": {
-			inv: func() *device.Inventory {
-				inv := inventory(1, 1)
-				inv.Devices[0].Model = ""
-				return inv
-			}(),
+			inv: withoutModel(inventory(1, 1), 0),
 			want: []string{"hyperaccel.ai/lpu.present=true", "hyperaccel.ai/lpu.count=1", "hyperaccel.ai/lpu.rings=1",
 				"hyperaccel.ai/lpu.largest-ring=1", "hyperaccel.ai/lpu.driver-version=2.1.0-sim", "hyperaccel.ai/lpu.firmware=1.8.2"},
 		},
