@@ -32,23 +32,25 @@ const (
 // none, the test fails under CI (env CI set) and is skipped elsewhere.
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	candidates := []string{os.Getenv("HELM"), defaultHelm}
-	if p, err := exec.LookPath("helm"); err == nil {
-		candidates = append(candidates, p)
-	}
-	for _, c := range candidates {
-		if c == "" {
-			continue
-		}
-		if fi, err := os.Stat(c); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return c
-		}
+	onPath, _ := exec.LookPath("helm")
+	if p := firstExecutable(os.Getenv("HELM"), defaultHelm, onPath); p != "" {
+		return p
 	}
 	msg := "helm not found ($HELM, " + defaultHelm + ", PATH): run `bash test/e2e/tools.sh helm`"
 	if os.Getenv("CI") != "" {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)
+	return ""
+}
+
+// firstExecutable returns the first of paths that is an executable file, or "".
+func firstExecutable(paths ...string) string {
+	for _, p := range paths {
+		if fi, err := os.Stat(p); p != "" && err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
 	return ""
 }
 

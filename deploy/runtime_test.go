@@ -208,13 +208,8 @@ func TestRuntimeSnippets(t *testing.T) {
 // $CONTAINERD, else the e2e cache of test/e2e/tools.sh.
 func containerdBinary(t *testing.T) string {
 	t.Helper()
-	for _, c := range []string{os.Getenv("CONTAINERD"), "/var/cache/lpu-e2e/containerd-v2.4.2/containerd"} {
-		if c == "" {
-			continue
-		}
-		if fi, err := os.Stat(c); err == nil && fi.Mode()&0o111 != 0 {
-			return c
-		}
+	if p := firstExecutable(os.Getenv("CONTAINERD"), "/var/cache/lpu-e2e/containerd-v2.4.2/containerd"); p != "" {
+		return p
 	}
 	t.Skip("no containerd binary ($CONTAINERD or test/e2e/tools.sh containerd)")
 	return ""
