@@ -2,7 +2,6 @@ package alloc
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -163,9 +162,11 @@ type Placement struct {
 // duplicate IDs, naming them.
 func (l *Layout) Check(ids []string) (Placement, error) {
 	seen := make(map[string]bool, len(ids))
+	sel := make([]loc, 0, len(ids))
 	var unknown, dups []string
 	for _, id := range ids {
-		if _, ok := l.loc[id]; !ok {
+		lc, ok := l.loc[id]
+		if !ok {
 			unknown = append(unknown, strconv.Quote(id))
 			continue
 		}
@@ -173,6 +174,7 @@ func (l *Layout) Check(ids []string) (Placement, error) {
 			dups = append(dups, id)
 		}
 		seen[id] = true
+		sel = append(sel, lc)
 	}
 	if len(unknown) > 0 {
 		return Placement{}, fmt.Errorf("unknown device IDs: %s", strings.Join(unknown, ","))
@@ -184,70 +186,21 @@ func (l *Layout) Check(ids []string) (Placement, error) {
 		return Placement{Ring: -1, Reason: "no devices"}, nil
 	}
 
-	byRing := make(map[int][]int)
-	var ringIdx []int
-	for _, id := range ids {
-		lc := l.loc[id]
-		if _, ok := byRing[lc.ring]; !ok {
-			ringIdx = append(ringIdx, lc.ring)
-		}
-		byRing[lc.ring] = append(byRing[lc.ring], lc.pos)
+	sortLocs(sel)
+	if sel[0].ring != sel[len(sel)-1].ring {
+		var names []string
+		ringGroups(sel, func(r int, _ []loc) { names = append(names, strconv.Itoa(r)) })
+		return Placement{
+			IDs:    l.ordered(sel),
+			Ring:   -1,
+			Reason: "spans rings " + strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1],
+		}, nil
 	}
-	sort.Ints(ringIdx)
-
-	p := Placement{Ring: -1}
-	for _, r := range ringIdx {
-		pos, _ := orderOnRing(byRing[r], len(l.rings[r]))
-		for _, q := range pos {
-			p.IDs = append(p.IDs, l.rings[r][q])
-		}
+	r := sel[0].ring
+	start, runs := arcOrder(sel, len(l.rings[r]))
+	p := Placement{IDs: l.appendArc(nil, r, sel, start), Ring: r, Contiguous: runs == 1}
+	if !p.Contiguous {
+		p.Reason = "not ring neighbours: " + strings.Join(p.IDs, ",")
 	}
-	if len(ringIdx) > 1 {
-		names := make([]string, len(ringIdx))
-		for i, r := range ringIdx {
-			names[i] = strconv.Itoa(r)
-		}
-		p.Reason = "spans rings " + strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
-		return p, nil
-	}
-	p.Ring = ringIdx[0]
-	if _, segs := orderOnRing(byRing[p.Ring], len(l.rings[p.Ring])); segs == 1 {
-		p.Contiguous = true
-		return p, nil
-	}
-	p.Reason = "not ring neighbours: " + strings.Join(p.IDs, ",")
 	return p, nil
-}
-
-// orderOnRing sorts distinct positions of a ring of length n into ring
-// order starting right after the largest gap (the lowest start wins ties),
-// so a contiguous arc starts at its first position. It also returns the
-// number of maximal runs the positions form. A full ring starts at 0.
-func orderOnRing(pos []int, n int) ([]int, int) {
-	s := append([]int(nil), pos...)
-	sort.Ints(s)
-	if len(s) == 0 {
-		return s, 0
-	}
-	if len(s) == n {
-		return s, 1
-	}
-	segs := 0
-	bestGap, start := -1, 0
-	for i := range s {
-		next := s[(i+1)%len(s)]
-		gap := (next - s[i] - 1 + n) % n // free positions between s[i] and next
-		if gap > 0 {
-			segs++
-		}
-		if gap > bestGap {
-			bestGap, start = gap, (i+1)%len(s)
-		} else if gap == bestGap && s[(i+1)%len(s)] < s[start] {
-			start = (i + 1) % len(s)
-		}
-	}
-	out := make([]int, 0, len(s))
-	out = append(out, s[start:]...)
-	out = append(out, s[:start]...)
-	return out, segs
 }

@@ -453,21 +453,47 @@ func ringGroups(sel []loc, fn func(ring int, part []loc)) {
 	}
 }
 
+// arcOrder returns where the ring order of part starts and how many runs
+// (maximal sets of consecutive positions) part forms. part holds distinct
+// positions of one ring of length n, sorted by position (sortLocs). The
+// order starts right after the largest gap, the lowest start winning ties,
+// so a contiguous arc starts at its first position; a full ring starts at
+// 0 and is one run.
+func arcOrder(part []loc, n int) (start, runs int) {
+	k := len(part)
+	if k == n {
+		return 0, 1
+	}
+	bestGap := -1
+	for i := range part {
+		next := (i + 1) % k
+		gap := (part[next].pos - part[i].pos - 1 + n) % n // positions between part[i] and the next
+		if gap > 0 {
+			runs++
+		}
+		if gap > bestGap || (gap == bestGap && part[next].pos < part[start].pos) {
+			bestGap, start = gap, next
+		}
+	}
+	return start, runs
+}
+
+// appendArc appends the IDs of ring r at the positions of part, in ring
+// order from part[start].
+func (l *Layout) appendArc(out []string, r int, part []loc, start int) []string {
+	for i := range part {
+		out = append(out, l.rings[r][part[(start+i)%len(part)].pos])
+	}
+	return out
+}
+
 // pieces counts the ring segments a selection forms. It sorts sel.
 func (l *Layout) pieces(sel []loc) int {
 	sortLocs(sel)
 	total := 0
 	ringGroups(sel, func(r int, part []loc) {
-		n, k := len(l.rings[r]), len(part)
-		if k == n {
-			total++
-			return
-		}
-		for i := range part {
-			if (part[(i+1)%k].pos-part[i].pos+n)%n != 1 {
-				total++ // a gap follows part[i]
-			}
-		}
+		_, runs := arcOrder(part, len(l.rings[r]))
+		total += runs
 	})
 	return total
 }
@@ -479,20 +505,8 @@ func (l *Layout) ordered(sel []loc) []string {
 	sortLocs(sel)
 	out := make([]string, 0, len(sel))
 	ringGroups(sel, func(r int, part []loc) {
-		n, k := len(l.rings[r]), len(part)
-		start, bestGap := 0, -1
-		if k < n {
-			for i := range part {
-				next := (i + 1) % k
-				gap := (part[next].pos - part[i].pos - 1 + n) % n
-				if gap > bestGap || (gap == bestGap && part[next].pos < part[start].pos) {
-					bestGap, start = gap, next
-				}
-			}
-		}
-		for i := 0; i < k; i++ {
-			out = append(out, l.rings[r][part[(start+i)%k].pos])
-		}
+		start, _ := arcOrder(part, len(l.rings[r]))
+		out = l.appendArc(out, r, part, start)
 	})
 	return out
 }
