@@ -16,11 +16,12 @@
 //
 // # Tests
 //
-// The tests render the chart with a real helm binary (found through $HELM or
-// test/e2e/tools.sh helm), decode every object strictly into k8s.io/api types,
-// check the security properties of the DaemonSet, load the rendered config
-// with config.Load, parse the runtime snippets, and — when the tools are
-// present — let containerd merge its snippet and build the image with umoci:
+// The tests render the chart with a real helm binary ($HELM, the
+// test/e2e/tools.sh helm cache, or PATH), decode every object strictly into
+// k8s.io/api types, check the security properties of the DaemonSet, load the
+// rendered config with config.Load, parse the runtime snippets, and — when
+// the tools are present — let containerd merge its snippet and build the
+// image with umoci:
 //
 //	HELM=/var/cache/lpu-e2e/helm-v3.22.0/helm go test ./deploy/
 package deploy
