@@ -7,13 +7,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
 
@@ -45,7 +45,7 @@ type registration struct {
 // Register records the request, as the kubelet's device manager does before
 // it dials the plugin's endpoint.
 func (r registration) Register(_ context.Context, req *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
-	if !isSupported(req.GetVersion()) {
+	if !slices.Contains(pluginapi.SupportedVersions[:], req.GetVersion()) {
 		return nil, fmt.Errorf("requested device plugin API version %q is not supported by kubelet, supported versions are %v", req.GetVersion(), pluginapi.SupportedVersions)
 	}
 	if req.GetResourceName() == "" || req.GetEndpoint() == "" {
@@ -59,15 +59,6 @@ func (r registration) Register(_ context.Context, req *pluginapi.RegisterRequest
 	default: // tests that do not wait still see it in Registrations
 	}
 	return &pluginapi.Empty{}, nil
-}
-
-func isSupported(v string) bool {
-	for _, s := range pluginapi.SupportedVersions {
-		if s == v {
-			return true
-		}
-	}
-	return false
 }
 
 // Start serves the Registration service on <dir>/kubelet.sock until the
@@ -231,9 +222,4 @@ func ShortDir(t testing.TB) string {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir
-}
-
-// dialUnix returns a gRPC client connection to a unix socket path.
-func dialUnix(path string) (*grpc.ClientConn, error) {
-	return grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
 }
