@@ -108,26 +108,16 @@ func Load(path string) (*Config, error) {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
 	defer f.Close()
-	data, err := readLimited(f, path)
+	// One byte past the limit is enough for Parse to refuse the file.
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read config %s: %w", path, err)
 	}
 	c, err := Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
-}
-
-func readLimited(f *os.File, path string) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read config %s: %w", path, err)
-	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("config %s: larger than %d bytes", path, MaxFileSize)
-	}
-	return data, nil
 }
 
 // Parse decodes a YAML document (the contents of a config file), applies
