@@ -107,7 +107,7 @@ type Monitor struct {
 	damp    *damper
 	gone    map[string]bool // vanished devices still reported while confirming
 	pending bool
-	lastErr string
+	lastErr error // the last discovery error, published as Snapshot.Err
 	watcher *fsnotify.Watcher
 	watched map[string]bool
 }
@@ -227,17 +227,16 @@ func (m *Monitor) Run(ctx context.Context) error {
 func (m *Monitor) scan(ctx context.Context) {
 	inv, err := m.src.Discover(ctx)
 	if err != nil {
-		if msg := err.Error(); msg != m.lastErr {
+		if errText(err) != errText(m.lastErr) {
 			m.log.Warn("device discovery failed, keeping the last inventory", "err", err)
-			m.lastErr = msg
 		}
+		m.lastErr = err
 		m.probe(ctx) // health still moves for the devices we know
-		m.publish(m.current().Inventory, err)
 		return
 	}
-	if m.lastErr != "" {
+	if m.lastErr != nil {
 		m.log.Info("device discovery recovered")
-		m.lastErr = ""
+		m.lastErr = nil
 	}
 	prev := m.current().Inventory
 	pending := false
@@ -279,10 +278,11 @@ func (m *Monitor) scan(ctx context.Context) {
 		"devices", len(devs), "healthy", len(next.HealthyIDs()), "rings", len(rings), "pending", pending)
 }
 
-// probe re-probes the health of every known device without rediscovery. A
-// device the last scan no longer found counts as a failed probe: when
-// discovery keeps failing (the driver went away after the device) no scan
-// can confirm its removal, and it must not stay reported healthy.
+// probe re-probes the health of every known device without rediscovery and
+// publishes it with the last discovery error. A device the last scan no
+// longer found counts as a failed probe: when discovery keeps failing (the
+// driver went away after the device) no scan can confirm its removal, and
+// it must not stay reported healthy.
 func (m *Monitor) probe(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
@@ -302,7 +302,7 @@ func (m *Monitor) probe(ctx context.Context) {
 	m.pending = pending
 	next := *snap.Inventory
 	next.Devices = devs
-	m.publish(&next, snap.Err)
+	m.publish(&next, m.lastErr)
 }
 
 func (m *Monitor) current() Snapshot {
