@@ -223,8 +223,9 @@ func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 	if !snap.Ready() {
 		return nil, none, refuse(metrics.ReasonNoInventory, "no LPU inventory yet (%v); cannot verify %s", snap.Err, inject.EncodeIDs(ids))
 	}
-	devs := make([]device.Device, len(ids))
-	for i, id := range ids {
+	var buf [8]device.Device // a server's ring of 8 fits without a heap copy; more spill over
+	devs := buf[:0]
+	for _, id := range ids {
 		d, ok := snap.Device(id)
 		if !ok {
 			p.store.Kick() // the inventory may be behind the device plugin's
@@ -233,7 +234,7 @@ func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 		if !d.Health.Healthy {
 			return nil, none, refuse(metrics.ReasonUnhealthyDevice, "allocated device %s is unhealthy: %s", id, d.Health.Reason)
 		}
-		devs[i] = *d
+		devs = append(devs, *d)
 	}
 	if p.check != nil {
 		cctx, cancel := context.WithTimeout(ctx, p.checkTimeout)
