@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -74,17 +75,7 @@ func TestCheckErrors(t *testing.T) {
 			setup: func(*testing.T, string) {},
 		},
 		"stale socket file, nobody listening": {
-			setup: func(t *testing.T, path string) {
-				ln, err := net.Listen("unix", path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ln.(*net.UnixListener).SetUnlinkOnClose(false)
-				ln.Close()
-				if _, err := os.Stat(path); err != nil {
-					t.Fatalf("stale socket not left behind: %v", err)
-				}
-			},
+			setup: staleSocket,
 		},
 		"regular file instead of socket": {
 			setup: func(t *testing.T, path string) {
@@ -118,6 +109,34 @@ func TestCheckErrors(t *testing.T) {
 	}
 }
 
+// staleSocket leaves a socket file at path that nobody listens on, as a
+// crashed lpu-nri does.
+func staleSocket(t *testing.T, path string) {
+	t.Helper()
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("stale socket not left behind: %v", err)
+	}
+}
+
+// hungSocket returns a socket path whose connections the kernel accepts
+// (into the backlog) but nobody ever answers, until the test ends.
+func hungSocket(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(shortDir(t), SocketName)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return path
+}
+
 // serveLine serves one fixed answer on path until the test ends.
 func serveLine(t *testing.T, path, line string) {
 	t.Helper()
@@ -139,17 +158,11 @@ func serveLine(t *testing.T, path, line string) {
 }
 
 func TestCheckHungServerHonoursDeadline(t *testing.T) {
-	path := filepath.Join(shortDir(t), SocketName)
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	// Accept (by the kernel backlog) but never answer.
+	path := hungSocket(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err = Check(ctx, path)
+	err := Check(ctx, path)
 	if !errors.Is(err, ErrNotConnected) {
 		t.Fatalf("Check = %v, want ErrNotConnected", err)
 	}
@@ -161,13 +174,7 @@ func TestCheckHungServerHonoursDeadline(t *testing.T) {
 func TestListenReplacesStaleSocket(t *testing.T) {
 	dir := shortDir(t)
 	path := Path(dir)
-	// A crashed lpu-nri leaves its socket file behind.
-	old, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	old.(*net.UnixListener).SetUnlinkOnClose(false)
-	old.Close()
+	staleSocket(t, path)
 
 	s, err := Listen(path)
 	if err != nil {
@@ -197,7 +204,7 @@ func TestListenErrors(t *testing.T) {
 	tests := map[string]string{
 		"parent is a file": filepath.Join(file, SocketName),
 		"path is a dir":    mkdir(t, filepath.Join(dir, "adir", "sub")),
-		"path too long":    filepath.Join(dir, longName()),
+		"path too long":    filepath.Join(dir, strings.Repeat("a", 120)),
 	}
 	for name, path := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -218,22 +225,9 @@ func mkdir(t *testing.T, p string) string {
 	return p
 }
 
-func longName() string {
-	b := make([]byte, 120)
-	for i := range b {
-		b[i] = 'a'
-	}
-	return string(b)
-}
-
 func TestCheckDefaultTimeout(t *testing.T) {
 	// Without a deadline Check applies its own (one second) rather than hang.
-	path := filepath.Join(shortDir(t), SocketName)
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	path := hungSocket(t)
 	start := time.Now()
 	if err := Check(context.Background(), path); !errors.Is(err, ErrNotConnected) {
 		t.Fatalf("Check = %v, want ErrNotConnected", err)
