@@ -32,8 +32,10 @@ const (
 	DefaultProbeInterval  = 100 * time.Millisecond
 	DefaultThreshold      = 2
 	DefaultDebounce       = 20 * time.Millisecond
-	goneReason            = "device no longer discovered"
 )
+
+// goneReason is the health reason of a device discovery no longer finds.
+const goneReason = "device no longer discovered"
 
 // Options configure a Monitor. Zero values take the defaults above.
 type Options struct {
