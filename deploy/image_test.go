@@ -63,9 +63,11 @@ func TestBuildOCI(t *testing.T) {
 	}
 
 	layout := filepath.Join(dir, "layout")
-	run(t, "", "mkdir", "-p", layout)
-	run(t, "", "tar", "-xf", a, "-C", layout)
-	run(t, "", umoci, "stat", "--image", layout+":"+version)
+	if err := os.MkdirAll(layout, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "tar", "-xf", a, "-C", layout)
+	run(t, umoci, "stat", "--image", layout+":"+version)
 
 	var index struct {
 		Manifests []struct {
@@ -119,7 +121,7 @@ func TestBuildOCI(t *testing.T) {
 	if os.Geteuid() != 0 {
 		args = append([]string{"unpack", "--rootless"}, args[1:]...)
 	}
-	run(t, "", umoci, args...)
+	run(t, umoci, args...)
 	rootfs := filepath.Join(bundle, "rootfs")
 	for _, name := range []string{"lpu-device-plugin", "lpu-nri"} {
 		bin := filepath.Join(rootfs, "usr", "bin", name)
@@ -141,7 +143,7 @@ func TestBuildOCI(t *testing.T) {
 			}
 			f.Close()
 		}
-		out := run(t, "", bin, "--version")
+		out := run(t, bin, "--version")
 		if want := name + " " + version; strings.TrimSpace(out) != want {
 			t.Errorf("%s --version = %q, want %q", name, strings.TrimSpace(out), want)
 		}
@@ -155,13 +157,11 @@ func TestBuildOCI(t *testing.T) {
 	}
 }
 
-func run(t *testing.T, dir, name string, args ...string) string {
+func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
