@@ -19,13 +19,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 
+	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -89,17 +89,13 @@ func run() error {
 func fixedEdits(devices, mounts, env []string) (inject.Edits, error) {
 	var e inject.Edits
 	for _, d := range devices {
-		parts := strings.Split(d, ":")
-		if len(parts) != 3 {
-			return e, fmt.Errorf("--device %q: want PATH:MAJOR:MINOR", d)
-		}
-		major, err1 := strconv.ParseInt(parts[1], 10, 64)
-		minor, err2 := strconv.ParseInt(parts[2], 10, 64)
-		if err1 != nil || err2 != nil {
-			return e, fmt.Errorf("--device %q: major and minor must be numbers", d)
+		path, dev, _ := strings.Cut(d, ":")
+		major, minor, err := device.ParseDev(dev)
+		if err != nil {
+			return e, fmt.Errorf("--device %q: want PATH:MAJOR:MINOR: %w", d, err)
 		}
 		e.DeviceNodes = append(e.DeviceNodes, inject.DeviceNode{
-			Path: parts[0], Type: inject.DeviceType, Major: major, Minor: minor, FileMode: inject.DeviceFileMode})
+			Path: path, Type: inject.DeviceType, Major: major, Minor: minor, FileMode: inject.DeviceFileMode})
 	}
 	for _, m := range mounts {
 		host, ctr, ok := strings.Cut(m, ":")
