@@ -131,10 +131,9 @@ EOF
           n=$(cri inspect "$c" | jq -r '[([.info.runtimeSpec.linux.devices[]? | select(.path | startswith("/dev/lpu"))] | length),
             ([.info.runtimeSpec.process.env[]? | select(startswith("LPU_VISIBLE_DEVICES="))] | join(","))] | join(" ")')
           case "$arm:$n" in
-            "lpu:4 LPU_VISIBLE_DEVICES="[0-9]*,*,*,*) good[$arm]=$((${good[$arm]:-0} + 1)) ;;
-            "noop:0 ") good[$arm]=$((${good[$arm]:-0} + 1)) ;;
-            "unalloc:0 LPU_VISIBLE_DEVICES=none") good[$arm]=$((${good[$arm]:-0} + 1)) ;;
-            "fixed:4 LPU_VISIBLE_DEVICES="[0-9]*,*,*,*) good[$arm]=$((${good[$arm]:-0} + 1)) ;;
+            "lpu:4 LPU_VISIBLE_DEVICES="[0-9]*,*,*,* | "fixed:4 LPU_VISIBLE_DEVICES="[0-9]*,*,*,* | \
+              "noop:0 " | "unalloc:0 LPU_VISIBLE_DEVICES=none")
+              good[$arm]=$((${good[$arm]:-0} + 1)) ;;
             *) log "perf: $name spec: devices/env '$n'" ;;
           esac
         fi
