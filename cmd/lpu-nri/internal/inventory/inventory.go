@@ -19,15 +19,13 @@ type Snapshot struct {
 	Inventory *device.Inventory
 	// Err is the last discovery error, nil when the last scan succeeded.
 	Err error
-	// Time is when the scan that produced this snapshot finished.
-	Time time.Time
 
 	byID   map[string]*device.Device
 	majors map[int64]bool
 }
 
 func newSnapshot(inv *device.Inventory, err error) *Snapshot {
-	s := &Snapshot{Inventory: inv, Err: err, Time: time.Now(), byID: map[string]*device.Device{}, majors: map[int64]bool{}}
+	s := &Snapshot{Inventory: inv, Err: err, byID: map[string]*device.Device{}, majors: map[int64]bool{}}
 	if inv == nil {
 		return s
 	}
