@@ -1,7 +1,6 @@
 package inject
 
 import (
-	"errors"
 	"maps"
 	"regexp"
 	"strings"
@@ -118,20 +117,6 @@ func TestOpenAllocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	legacy := k.Annotations([]string{"lpu7", "lpu0", "lpu1"})
-	with := func(m map[string]string, kv ...string) map[string]string {
-		out := maps.Clone(m)
-		if out == nil {
-			out = map[string]string{}
-		}
-		for i := 0; i+1 < len(kv); i += 2 {
-			if kv[i+1] == "<delete>" {
-				delete(out, kv[i])
-			} else {
-				out[kv[i]] = kv[i+1]
-			}
-		}
-		return out
-	}
 	tests := map[string]struct {
 		ann     map[string]string
 		key     *Key
@@ -181,15 +166,7 @@ func TestOpenAllocation(t *testing.T) {
 			if got.IDs != nil || got.ID != "" {
 				t.Errorf("OpenAllocation returned %+v with error", got)
 			}
-			if tc.wantIs != nil && !errors.Is(err, tc.wantIs) {
-				t.Errorf("error %v is not %v", err, tc.wantIs)
-			}
-			if tc.wantIs == nil && (errors.Is(err, ErrBadSeal) || errors.Is(err, ErrNoAllocation)) {
-				t.Errorf("error %v should be a parse error, not a sentinel", err)
-			}
-			if !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("error %q lacks %q", err, tc.wantErr)
-			}
+			checkOpenErr(t, err, tc.wantIs, tc.wantErr)
 		})
 	}
 }

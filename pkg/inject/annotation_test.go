@@ -21,6 +21,39 @@ func testKey(t testing.TB, fill byte) *Key {
 	return k
 }
 
+// with returns a copy of annotations m with the pairs kv set; the value
+// "<delete>" removes its key instead.
+func with(m map[string]string, kv ...string) map[string]string {
+	out := maps.Clone(m)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] == "<delete>" {
+			delete(out, kv[i])
+		} else {
+			out[kv[i]] = kv[i+1]
+		}
+	}
+	return out
+}
+
+// checkOpenErr checks an error of Open or OpenAllocation against a table
+// row: it wraps wantIs (when wantIs is nil, neither sentinel: a parse
+// error) and its text contains wantErr.
+func checkOpenErr(t *testing.T, err, wantIs error, wantErr string) {
+	t.Helper()
+	if wantIs != nil && !errors.Is(err, wantIs) {
+		t.Errorf("error %v is not %v", err, wantIs)
+	}
+	if wantIs == nil && (errors.Is(err, ErrBadSeal) || errors.Is(err, ErrNoAllocation)) {
+		t.Errorf("error %v should be a parse error, not a sentinel", err)
+	}
+	if !strings.Contains(err.Error(), wantErr) {
+		t.Errorf("error %q lacks %q", err, wantErr)
+	}
+}
+
 func TestParseIDs(t *testing.T) {
 	tests := map[string]struct {
 		in      string
@@ -160,20 +193,6 @@ func TestOpen(t *testing.T) {
 	k := testKey(t, 1)
 	other := testKey(t, 2)
 	good := k.Annotations([]string{"lpu7", "lpu0", "lpu1"})
-	with := func(m map[string]string, kv ...string) map[string]string {
-		out := map[string]string{}
-		for k, v := range m {
-			out[k] = v
-		}
-		for i := 0; i+1 < len(kv); i += 2 {
-			if kv[i+1] == "<delete>" {
-				delete(out, kv[i])
-			} else {
-				out[kv[i]] = kv[i+1]
-			}
-		}
-		return out
-	}
 	sealOf := func(value string) string { return k.Seal(value) }
 	flip := func(s string) string { // change the last hex digit
 		b := []byte(s)
@@ -227,15 +246,7 @@ func TestOpen(t *testing.T) {
 			if got != nil {
 				t.Errorf("Open returned IDs %q with error", got)
 			}
-			if tc.wantIs != nil && !errors.Is(err, tc.wantIs) {
-				t.Errorf("error %v is not %v", err, tc.wantIs)
-			}
-			if tc.wantIs == nil && (errors.Is(err, ErrBadSeal) || errors.Is(err, ErrNoAllocation)) {
-				t.Errorf("error %v should be a parse error, not a sentinel", err)
-			}
-			if !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("error %q lacks %q", err, tc.wantErr)
-			}
+			checkOpenErr(t, err, tc.wantIs, tc.wantErr)
 		})
 	}
 }
