@@ -124,12 +124,12 @@ func TestSpecNoDevices(t *testing.T) {
 	}
 }
 
-// TestSpecInRealCache: the written spec loads in a real CDI cache without
-// errors, its devices resolve by CDIDeviceNames, and injecting them into an
-// OCI spec gives the device nodes, cgroup rules, mounts and env.
-func TestSpecInRealCache(t *testing.T) {
+// loadSpec renders inv as a CDI spec, writes it to a fresh directory with
+// WriteSpec and loads that directory in a real CDI cache.
+func loadSpec(t *testing.T, inv *device.Inventory, opts Options) *cdi.Cache {
+	t.Helper()
 	dir := t.TempDir()
-	s, err := Spec(inventory(8, 8, 0), testOpts)
+	s, err := Spec(inv, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +140,14 @@ func TestSpecInRealCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cache
+}
+
+// TestSpecInRealCache: the written spec loads in a real CDI cache without
+// errors, its devices resolve by CDIDeviceNames, and injecting them into an
+// OCI spec gives the device nodes, cgroup rules, mounts and env.
+func TestSpecInRealCache(t *testing.T) {
+	cache := loadSpec(t, inventory(8, 8, 0), testOpts)
 	if errs := cache.GetErrors(); len(errs) != 0 {
 		t.Fatalf("cache errors: %v", errs)
 	}

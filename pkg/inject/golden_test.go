@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	oci "github.com/opencontainers/runtime-spec/specs-go"
-	"tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
@@ -121,18 +120,7 @@ func TestNRIAndCDIAgree(t *testing.T) {
 
 	// CDI side: the spec lpu-nri writes, the names and env the device
 	// plugin returns in CDI mode.
-	dir := t.TempDir()
-	spec, err := Spec(inv, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := WriteSpec(dir, spec); err != nil {
-		t.Fatal(err)
-	}
-	cache, err := cdi.NewCache(cdi.WithSpecDirs(dir), cdi.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cache := loadSpec(t, inv, opts)
 	visible, err := VisibleDevices(goldenIDs)
 	if err != nil {
 		t.Fatal(err)
