@@ -5,7 +5,8 @@
 # binaries are cached by version under $LPU_E2E_CACHE (outside the checkout),
 # so only the first run on a machine pays the ~15 min cold build.
 #
-# usage: test/e2e/tools.sh [apt|containerd|crictl|kubelet|helm|all]...
+# usage: test/e2e/tools.sh [apt|containerd|crictl|kubelet|helm|path|all]...
+#   path prints the cached tools' directories for PATH; all is every step but helm
 set -euo pipefail
 
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
