@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools.sh — installs and builds the pinned tools the end-to-end tests run on:
-# Debian packages (runc, busybox-static, umoci, podman) and, from the Go module
-# proxy, containerd + ctr + shim, crictl and a standalone kubelet. Built
+# Debian packages (runc, busybox-static, umoci, podman, jq, curl, iproute2)
+# and, from the Go module proxy, containerd + ctr + shim, crictl, a standalone
+# kubelet and helm (for the deploy tests). Built
 # binaries are cached by version under $LPU_E2E_CACHE (outside the checkout),
 # so only the first run on a machine pays the ~15 min cold build.
 #
