@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	oteltrace "go.opentelemetry.io/otel/trace"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
@@ -70,6 +71,7 @@ type setup struct {
 	injection string
 	policy    string
 	noKubelet bool
+	tracer    oteltrace.Tracer // nil traces nothing
 }
 
 // twoRings is 16 devices on rings lpu0..lpu7 and lpu8..lpu15 (sysfs ring
@@ -110,7 +112,7 @@ func start(t testing.TB, s setup) *node {
 	mon := health.New(device.NewSysfs(n.root), health.Options{ResyncInterval: time.Hour, ProbeInterval: 20 * time.Millisecond})
 	n.plugin, err = New(mon, Options{
 		ResourceName: resource, KubeletDir: n.dir, StateDir: n.state,
-		Injection: s.injection, Policy: s.policy, Key: key, Recorder: n.rec,
+		Injection: s.injection, Policy: s.policy, Key: key, Recorder: n.rec, Tracer: s.tracer,
 		PreStartTimeout: 500 * time.Millisecond,
 		Logger:          slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})

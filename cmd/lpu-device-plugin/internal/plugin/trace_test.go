@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -12,11 +11,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/health"
-	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/kubelettest"
-	"github.com/hyperaccel/lpu-node/pkg/device"
-	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
-	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/trace"
 )
 
@@ -35,28 +29,10 @@ func attr(s sdktrace.ReadOnlySpan, key attribute.Key) (attribute.Value, bool) {
 func TestAllocateSpan(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := trace.NewProvider(sdktrace.WithSyncer(exp))
-	defer tp.Shutdown(context.Background())
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) }) // after the plugin stops
 
-	root := devicetest.NewTree(t, eight()...)
-	dir, state := kubelettest.ShortDir(t), kubelettest.ShortDir(t)
-	key, err := inject.LoadOrCreateKey(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := kubelettest.Start(t, dir)
-	mon := health.New(device.NewSysfs(root), health.Options{ResyncInterval: time.Hour})
-	p, err := New(mon, Options{ResourceName: resource, KubeletDir: dir, StateDir: state, Injection: InjectionNRI,
-		Policy: PolicyStrict, Key: key, Tracer: tp.Tracer(trace.ScopeName)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 2)
-	go func() { done <- mon.Run(ctx) }()
-	<-mon.Ready()
-	go func() { done <- p.Run(ctx) }()
-	defer func() { cancel(); <-done; <-done }()
-	c := k.Dial(t, k.WaitRegistration(t, 5*time.Second))
+	n := start(t, setup{rows: eight(), policy: PolicyStrict, tracer: tp.Tracer(trace.ScopeName)})
+	c, key := n.client, n.key
 
 	resp, err := c.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{
 		{DevicesIds: []string{"lpu1", "lpu0"}}, {DevicesIds: []string{"lpu7", "lpu6", "lpu5"}},
