@@ -46,7 +46,8 @@
 // until an export succeeds again (one info record). An unreachable or TLS
 // mismatched collector therefore costs one log line.
 //
-// Endpoint, insecure and the export timeout come from config; the
+// Endpoint and insecure come from config (the export timeout is
+// DefaultExportTimeout unless Config.ExportTimeout sets another); the
 // exporter still reads the standard OTEL_EXPORTER_OTLP_* variables for
 // what config does not cover (CA and client certificates, headers such as
 // an auth token, compression), and OTEL_RESOURCE_ATTRIBUTES adds resource
