@@ -28,7 +28,8 @@ const DriverVersion = "1.0.0-test"
 type Ring struct{ ID, Position int }
 
 // Row describes one fake device. Zero values give a healthy device: status
-// READY, dev "<DefaultMajor>:<Index>", a device node, serial and firmware.
+// READY, dev "<DefaultMajor>:<Index>", a device node, serial, firmware and
+// model.
 type Row struct {
 	Index  int
 	Status string // written to status; "" means READY
