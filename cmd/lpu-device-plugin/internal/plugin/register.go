@@ -120,7 +120,6 @@ func (p *Plugin) Run(ctx context.Context) error {
 		}
 		gen, err := p.startGeneration(ctx)
 		if err != nil {
-			p.registered.Store(false)
 			if ctx.Err() != nil {
 				return nil
 			}
