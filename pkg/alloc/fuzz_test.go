@@ -197,6 +197,10 @@ func FuzzPreferred(f *testing.F) {
 		if !reflect.DeepEqual(p.IDs, got) {
 			t.Fatalf("result %v is not in ring order from its start: Check orders it %v", got, p.IDs)
 		}
+		if ids, contiguous := l.PreferredArc(available, must, size); !reflect.DeepEqual(ids, got) || contiguous != p.Contiguous {
+			t.Fatalf("PreferredArc(%v, %v, %d) = %v, %v; Preferred gave %v, Check says contiguous=%v",
+				available, must, size, ids, contiguous, got, p.Contiguous)
+		}
 
 		if want := bruteBest(rings, free, must, size); want != nil {
 			if !p.Contiguous {

@@ -110,12 +110,20 @@ func (a score) better(b score) bool {
 // size devices, or a mustInclude ID is not available. Unknown IDs are
 // ignored; unhealthy devices are simply absent from available.
 func (l *Layout) Preferred(available, mustInclude []string, size int) []string {
+	ids, _ := l.PreferredArc(available, mustInclude, size)
+	return ids
+}
+
+// PreferredArc is Preferred that also says whether its answer is one
+// ring-contiguous arc, which it knows for free, so a caller that only wants
+// to log a fragmented answer need not run Check on every request.
+func (l *Layout) PreferredArc(available, mustInclude []string, size int) (ids []string, contiguous bool) {
 	if size <= 0 {
-		return nil
+		return nil, false
 	}
 	free, nfree := l.freeMask(available)
 	if size > nfree {
-		return nil
+		return nil, false
 	}
 	var must []loc
 	mustRing := -1 // ring holding every must-include, -2 when they span rings
@@ -127,7 +135,7 @@ func (l *Layout) Preferred(available, mustInclude []string, size int) []string {
 		}
 		seen[id] = true
 		if !free[l.offset[lc.ring]+lc.pos] {
-			return nil
+			return nil, false
 		}
 		must = append(must, lc)
 		switch mustRing {
@@ -139,7 +147,7 @@ func (l *Layout) Preferred(available, mustInclude []string, size int) []string {
 		}
 	}
 	if len(must) > size {
-		return nil
+		return nil, false
 	}
 
 	st := l.stats(free)
@@ -150,10 +158,11 @@ func (l *Layout) Preferred(available, mustInclude []string, size int) []string {
 			for i := range out {
 				out[i] = ring[(start+i)%len(ring)]
 			}
-			return out
+			return out, true
 		}
 	}
-	return l.fallback(st, free, must, mustRing, size)
+	// bestArc considers every arc, so a fallback answer is never one.
+	return l.fallback(st, free, must, mustRing, size), false
 }
 
 // bestArc scores every candidate arc exactly and returns the best one's ring

@@ -315,13 +315,15 @@ func (p *Plugin) preferredOne(snap health.Snapshot, creq *pluginapi.ContainerPre
 			available = append(available, id)
 		}
 	}
-	ids := snap.Layout.Preferred(available, must, size)
+	ids, contiguous := snap.Layout.PreferredArc(available, must, size)
 	if len(ids) != size {
 		p.log.Info("no preferred allocation, kubelet chooses", "size", size,
 			"available", len(available), "mustInclude", must)
 		return nil
 	}
-	if pl, err := snap.Layout.Check(ids); err == nil && !pl.Contiguous {
+	if !contiguous {
+		// Rare, so only here is Check run, for the reason it gives.
+		pl, _ := snap.Layout.Check(ids)
 		p.log.Info("no contiguous arc free, preferring the least fragmented set", "ids", ids, "reason", pl.Reason)
 	}
 	return ids
