@@ -18,8 +18,9 @@ const (
 	InjectionAuto = "auto"
 )
 
-// Topology sources (Topology.Source). "auto" walks the others in DESIGN.md
-// order: config rings, network table, sysfs ring attributes, index order.
+// Topology sources (Topology.Source). "auto" walks the others in this
+// order, as pkg/device does: config rings, network table, sysfs ring
+// attributes, index order.
 const (
 	TopologyAuto   = "auto"
 	TopologyConfig = "config"

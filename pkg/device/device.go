@@ -59,9 +59,9 @@ type Inventory struct {
 
 // Device returns the device with the given ID.
 func (inv *Inventory) Device(id string) (Device, bool) {
-	for _, d := range inv.Devices {
-		if d.ID == id {
-			return d, true
+	for i := range inv.Devices { // by index: copy only the match
+		if inv.Devices[i].ID == id {
+			return inv.Devices[i], true
 		}
 	}
 	return Device{}, false

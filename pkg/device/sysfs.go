@@ -14,8 +14,9 @@ import (
 	"sync/atomic"
 )
 
-// Host paths of the layout this package reads (DESIGN.md §3). Discovery reads
-// them under its root; everything it reports uses them as written here.
+// Host paths of the layout this package reads (see the package doc).
+// Discovery reads them under its root; everything it reports uses them as
+// written here.
 const (
 	ClassDir       = "/sys/class/lpu"
 	DevDir         = "/dev"
