@@ -69,6 +69,10 @@ func allocationIDs(allocID string) (oteltrace.TraceID, oteltrace.SpanID, bool) {
 	return tid, sid, true
 }
 
+// serverKind is built once: with tracing off, a span option made per call
+// would be one more allocation on each request path.
+var serverKind = oteltrace.WithSpanKind(oteltrace.SpanKindServer)
+
 // StartAllocate starts the device plugin's Allocate span for one container
 // allocation. The span is a new root whose trace and span IDs are derived
 // from allocID (AllocationSpanContext), so lpu-nri can link to it knowing
@@ -80,7 +84,7 @@ func StartAllocate(ctx context.Context, tracer oteltrace.Tracer, resource string
 	if allocID != "" {
 		idCtx = context.WithValue(ctx, allocKey{}, allocID)
 	}
-	_, span := tracer.Start(idCtx, SpanAllocate, oteltrace.WithNewRoot(), oteltrace.WithSpanKind(oteltrace.SpanKindServer))
+	_, span := tracer.Start(idCtx, SpanAllocate, oteltrace.WithNewRoot(), serverKind)
 	// Attributes and links only for a recording span: with tracing off
 	// (no-op provider) the span costs next to nothing.
 	if span.IsRecording() {
@@ -107,7 +111,7 @@ func StartAllocate(ctx context.Context, tracer oteltrace.Tracer, resource string
 // allocation IDs). A span already in ctx stays the parent. When the ID is
 // known only later, pass "" and call LinkAllocation.
 func StartCreateContainer(ctx context.Context, tracer oteltrace.Tracer, pod, namespace, container, allocID string) (context.Context, oteltrace.Span) {
-	ctx, span := tracer.Start(ctx, SpanCreateContainer, oteltrace.WithSpanKind(oteltrace.SpanKindServer))
+	ctx, span := tracer.Start(ctx, SpanCreateContainer, serverKind)
 	if span.IsRecording() {
 		span.SetAttributes(
 			AttrPod.String(pod),
