@@ -6,14 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
 
 func TestResolveInjection(t *testing.T) {
-	dir, err := os.MkdirTemp("/tmp", "lpucfg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := sockettest.ShortDir(t)
 	sock := filepath.Join(dir, "nri.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 
 	"google.golang.org/grpc"
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
 
 // kubelet answers List with one pod, over a real unix socket.
@@ -20,16 +22,6 @@ type kubelet struct {
 
 func (kubelet) List(context.Context, *podresv1.ListPodResourcesRequest) (*podresv1.ListPodResourcesResponse, error) {
 	return &podresv1.ListPodResourcesResponse{PodResources: []*podresv1.PodResources{{Name: "trainer", Namespace: "team"}}}, nil
-}
-
-func shortDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "lpuprc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
 }
 
 // serve starts the kubelet on path and returns its stop function.
@@ -144,7 +136,7 @@ func TestConn(t *testing.T) {
 	}
 	for name, run := range tests {
 		t.Run(name, func(t *testing.T) {
-			sock := filepath.Join(shortDir(t), "kubelet.sock")
+			sock := filepath.Join(sockettest.ShortDir(t), "kubelet.sock")
 			run(t, sock)
 		})
 	}

@@ -9,18 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// shortDir returns a temp dir short enough for unix socket paths.
-func shortDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "lpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
+	"github.com/hyperaccel/lpu-node/internal/sockettest"
+)
 
 func TestPath(t *testing.T) {
 	if got, want := Path("/var/lib/lpu"), "/var/lib/lpu/nri-ready.sock"; got != want {
@@ -29,7 +20,7 @@ func TestPath(t *testing.T) {
 }
 
 func TestListenSetCheck(t *testing.T) {
-	dir := shortDir(t)
+	dir := sockettest.ShortDir(t)
 	path := Path(filepath.Join(dir, "state")) // Listen creates the missing state dir
 	s, err := Listen(path)
 	if err != nil {
@@ -97,7 +88,7 @@ func TestCheckErrors(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			path := filepath.Join(shortDir(t), SocketName)
+			path := filepath.Join(sockettest.ShortDir(t), SocketName)
 			tc.setup(t, path)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
@@ -128,7 +119,7 @@ func staleSocket(t *testing.T, path string) {
 // (into the backlog) but nobody ever answers, until the test ends.
 func hungSocket(t *testing.T) string {
 	t.Helper()
-	path := filepath.Join(shortDir(t), SocketName)
+	path := filepath.Join(sockettest.ShortDir(t), SocketName)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +163,7 @@ func TestCheckHungServerHonoursDeadline(t *testing.T) {
 }
 
 func TestListenReplacesStaleSocket(t *testing.T) {
-	dir := shortDir(t)
+	dir := sockettest.ShortDir(t)
 	path := Path(dir)
 	staleSocket(t, path)
 
@@ -196,7 +187,7 @@ func TestListenReplacesStaleSocket(t *testing.T) {
 }
 
 func TestListenErrors(t *testing.T) {
-	dir := shortDir(t)
+	dir := sockettest.ShortDir(t)
 	file := filepath.Join(dir, "file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -238,7 +229,7 @@ func TestCheckDefaultTimeout(t *testing.T) {
 }
 
 func TestConcurrentChecks(t *testing.T) {
-	path := Path(shortDir(t))
+	path := Path(sockettest.ShortDir(t))
 	s, err := Listen(path)
 	if err != nil {
 		t.Fatal(err)

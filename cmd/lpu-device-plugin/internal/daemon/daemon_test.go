@@ -20,6 +20,8 @@ import (
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
+
+	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
 
 func freeAddr(t *testing.T) string {
@@ -90,7 +92,7 @@ func startDaemon(t *testing.T, n int, args ...string) *daemon {
 // startDaemonWith is startDaemon with a config file edit.
 func startDaemonWith(t *testing.T, n int, edit func(*config.Config), args ...string) *daemon {
 	t.Helper()
-	d := &daemon{state: kubelettest.ShortDir(t), kdir: kubelettest.ShortDir(t), metrics: freeAddr(t)}
+	d := &daemon{state: sockettest.ShortDir(t), kdir: sockettest.ShortDir(t), metrics: freeAddr(t)}
 	d.nfdFile = filepath.Join(t.TempDir(), "features.d", "lpu")
 	d.kubelet = kubelettest.Start(t, d.kdir)
 	args = append([]string{

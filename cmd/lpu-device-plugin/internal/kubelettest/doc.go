@@ -14,7 +14,7 @@
 //
 // Example:
 //
-//	dir := kubelettest.ShortDir(t)
+//	dir := sockettest.ShortDir(t)
 //	k := kubelettest.Start(t, dir)
 //	// start the plugin with kubelet dir = dir
 //	req := k.WaitRegistration(t, 5*time.Second)

@@ -211,15 +211,3 @@ func (k *Kubelet) Dial(t testing.TB, req *pluginapi.RegisterRequest) *Client {
 	t.Helper()
 	return Dial(t, filepath.Join(k.Dir, req.GetEndpoint()))
 }
-
-// ShortDir makes a directory under /tmp whose paths fit unix socket limits
-// (108 bytes) and removes it when the test ends.
-func ShortDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "lpu")
-	if err != nil {
-		t.Fatalf("short dir: %v", err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}

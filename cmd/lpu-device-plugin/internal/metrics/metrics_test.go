@@ -16,6 +16,8 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/kubelettest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
+
+	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
 
 // Value finds the sample of name whose labels include every label given as
@@ -99,7 +101,7 @@ func TestDeviceMetrics(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	<-mon.Ready()
 
-	sock := filepath.Join(kubelettest.ShortDir(t), "pr.sock")
+	sock := filepath.Join(sockettest.ShortDir(t), "pr.sock")
 	pr := kubelettest.StartPodResources(t, sock)
 	pr.SetPods(kubelettest.Holding{Namespace: "ml", Pod: "train-0", Container: "main", Resource: "hyperaccel.ai/lpu", DeviceIDs: []string{"lpu2", "lpu3"}},
 		kubelettest.Holding{Namespace: "ml", Pod: "other", Container: "c", Resource: "example.com/gpu", DeviceIDs: []string{"lpu4"}})
@@ -169,7 +171,7 @@ func TestPodResourcesUnavailable(t *testing.T) {
 	go func() { done <- mon.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	<-mon.Ready()
-	holders := NewPodResources(filepath.Join(kubelettest.ShortDir(t), "absent.sock"), "hyperaccel.ai/lpu")
+	holders := NewPodResources(filepath.Join(sockettest.ShortDir(t), "absent.sock"), "hyperaccel.ai/lpu")
 	defer holders.Close()
 	m := New(Options{Node: "n1", Devices: mon, Telemetry: sysfs, Holders: holders, HoldersTimeout: 100 * time.Millisecond})
 	url := serve(t, m, nil, nil)

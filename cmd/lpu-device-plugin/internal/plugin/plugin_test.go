@@ -21,6 +21,8 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
+
+	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
 
 const resource = "hyperaccel.ai/lpu"
@@ -94,7 +96,7 @@ func eight() []devicetest.Row {
 
 func start(t testing.TB, s setup) *node {
 	t.Helper()
-	n := &node{root: devicetest.NewTree(t, s.rows...), dir: kubelettest.ShortDir(t), state: kubelettest.ShortDir(t), rec: &counts{}}
+	n := &node{root: devicetest.NewTree(t, s.rows...), dir: sockettest.ShortDir(t), state: sockettest.ShortDir(t), rec: &counts{}}
 	if s.injection == "" {
 		s.injection = InjectionNRI
 	}

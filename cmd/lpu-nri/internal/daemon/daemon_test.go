@@ -24,6 +24,8 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
+
+	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -176,7 +178,7 @@ func TestRunNRIModeSimulated(t *testing.T) {
 }
 
 func TestRunCDIModeSimulated(t *testing.T) {
-	dir := nritest.ShortDir(t)
+	dir := sockettest.ShortDir(t)
 	cfg := config.Default()
 	cfg.StateDir = filepath.Join(dir, "state")
 	cfg.CDI.SpecDir = filepath.Join(dir, "cdi")
@@ -216,7 +218,7 @@ func TestRunCDIModeSimulated(t *testing.T) {
 }
 
 func TestCommands(t *testing.T) {
-	dir := nritest.ShortDir(t)
+	dir := sockettest.ShortDir(t)
 	cfg := config.Default()
 	cfg.StateDir = filepath.Join(dir, "state")
 	cfg.CDI.SpecDir = filepath.Join(dir, "cdi")

@@ -15,6 +15,8 @@ import (
 	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
 	nrilog "github.com/containerd/nri/pkg/log"
+
+	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
 
 // Runtime is a fake container runtime around a real NRI adaptation.
@@ -38,7 +40,7 @@ type Runtime struct {
 // removed when the test ends. It silences NRI's global logger.
 func New(t testing.TB) *Runtime {
 	t.Helper()
-	dir := ShortDir(t)
+	dir := sockettest.ShortDir(t)
 	quietOnce.Do(func() { nrilog.Set(quiet{}) })
 	rt := &Runtime{
 		Dir:       dir,
@@ -50,19 +52,6 @@ func New(t testing.TB) *Runtime {
 	}
 	t.Cleanup(rt.Stop)
 	return rt
-}
-
-// ShortDir returns a new directory under /tmp, removed when the test ends.
-// Unix socket paths must stay under ~100 bytes, which a t.TempDir() path
-// named after a long test does not promise.
-func ShortDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "lpunri")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
 }
 
 // Start creates and starts the adaptation: it listens on Socket.

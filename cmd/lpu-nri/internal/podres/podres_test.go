@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
 
 const resource = "hyperaccel.ai/lpu"
@@ -56,11 +57,7 @@ func (k *kubelet) Get(_ context.Context, req *podresv1.GetPodResourcesRequest) (
 
 func serve(t *testing.T, k *kubelet) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "lpupr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := sockettest.ShortDir(t)
 	sock := filepath.Join(dir, "kubelet.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
@@ -126,16 +123,12 @@ func TestCheck(t *testing.T) {
 }
 
 func TestCheckUnavailable(t *testing.T) {
-	dir, err := os.MkdirTemp("/tmp", "lpupr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
+	dir := sockettest.ShortDir(t)
 	c := New(filepath.Join(dir, "missing.sock"), resource)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	err = c.Check(ctx, "team", "trainer", "main", []string{"lpu2"})
+	err := c.Check(ctx, "team", "trainer", "main", []string{"lpu2"})
 	if err == nil || errors.Is(err, ErrMismatch) {
 		t.Fatalf("Check without a kubelet = %v, want a connection error", err)
 	}
