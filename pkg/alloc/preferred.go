@@ -165,10 +165,24 @@ func (l *Layout) PreferredArc(available, mustInclude []string, size int) (ids []
 	return l.fallback(st, free, must, mustRing, size), false
 }
 
-// bestArc scores every candidate arc exactly and returns the best one's ring
-// and start. Removing an arc only changes its own segment, so each candidate
-// is scored in constant time from the per-ring summaries.
+// bestArc scores every candidate arc exactly (eachArc) and returns the best
+// one's ring and start.
 func (l *Layout) bestArc(st []ringStats, must []loc, mustRing, size int) (int, int, bool) {
+	var best score
+	found := false
+	l.eachArc(st, must, mustRing, size, func(c score) {
+		if !found || c.better(best) {
+			best, found = c, true
+		}
+	})
+	return best.ring, best.start, found
+}
+
+// eachArc calls consider with the score of every candidate arc of size free
+// positions covering must (on mustRing when it is ≥ 0). Removing an arc only
+// changes its own segment, so each candidate is scored in constant time from
+// the per-ring summaries.
+func (l *Layout) eachArc(st []ringStats, must []loc, mustRing, size int, consider func(score)) {
 	totalSegs, totalCap := 0, 0
 	top1, top1Ring, top2 := 0, -1, 0 // longest segment over rings, its ring, longest on any other ring
 	for r := range st {
@@ -184,13 +198,6 @@ func (l *Layout) bestArc(st []ringStats, must []loc, mustRing, size int) (int, i
 	}
 	align := 1 << bits.Len(uint(size-1)) // smallest power of two ≥ size
 
-	var best score
-	found := false
-	consider := func(c score) {
-		if !found || c.better(best) {
-			best, found = c, true
-		}
-	}
 	covers := func(n, start int) bool {
 		for _, m := range must {
 			if (m.pos-start+n)%n >= size {
@@ -268,7 +275,6 @@ func (l *Layout) bestArc(st []ringStats, must []loc, mustRing, size int) (int, i
 			}
 		}
 	}
-	return best.ring, best.start, found
 }
 
 // fallback picks size free positions covering must with the fewest
