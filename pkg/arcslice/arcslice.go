@@ -41,7 +41,42 @@ type Options struct {
 // Build returns the slices of one node's pool for inv: device slices in
 // priority order, then counter slices. It fails, naming the ring, when a
 // ring is longer than MaxCountersPerSet or names an LPU discovery lacks.
+// It is NewBuilder then Slices with the unhealthy LPUs of inv.
 func Build(inv *device.Inventory, opts Options) ([]resourceslice.Slice, error) {
+	b, err := NewBuilder(inv, opts)
+	if err != nil {
+		return nil, err
+	}
+	var sick map[string]bool
+	for _, d := range inv.Devices {
+		if !d.Health.Healthy {
+			if sick == nil {
+				sick = map[string]bool{}
+			}
+			sick[d.ID] = true
+		}
+	}
+	return b.Slices(opts.Held, sick), nil
+}
+
+// Builder holds the rendered devices of one inventory, so that a republish
+// after a Prepare or a health change only orders and taints them.
+type Builder struct {
+	layout  *alloc.Layout
+	sets    []resourceapi.CounterSet
+	devices []resourceapi.Device // untainted, in alloc.Layout.Arcs order
+	base    []int                // index in devices of each ring's first arc
+	ringLen []int
+}
+
+// index is the position of a in devices: on a ring of n, size k < n at
+// start s is (k-1)·n + s, the whole ring (k-1)·n.
+func (b *Builder) index(a alloc.Arc) int {
+	return b.base[a.Ring] + (a.Size-1)*b.ringLen[a.Ring] + a.Start
+}
+
+// NewBuilder renders every arc of inv once. It fails like Build.
+func NewBuilder(inv *device.Inventory, opts Options) (*Builder, error) {
 	layout, err := alloc.NewLayout(inv.Rings)
 	if err != nil {
 		return nil, fmt.Errorf("rings: %w", err)
@@ -66,28 +101,68 @@ func Build(inv *device.Inventory, opts Options) ([]resourceslice.Slice, error) {
 		}
 		sets[r] = resourceapi.CounterSet{Name: CounterSetName(r), Counters: counters}
 	}
-
-	held := append([]string(nil), opts.Held...)
-	for _, d := range inv.Devices {
-		if !d.Health.Healthy {
-			held = append(held, d.ID)
+	rb := builder{inv: inv, devs: devs, one: one, opts: opts, roots: map[string]string{},
+		ints: map[int]resourceapi.DeviceAttribute{}, strs: map[string]resourceapi.DeviceAttribute{}}
+	arcs := layout.Arcs()
+	b := &Builder{layout: layout, sets: sets, devices: make([]resourceapi.Device, len(arcs)),
+		base: make([]int, len(inv.Rings)), ringLen: make([]int, len(inv.Rings))}
+	for r, ring := range inv.Rings {
+		b.ringLen[r] = len(ring)
+		if r > 0 {
+			n := len(inv.Rings[r-1])
+			b.base[r] = b.base[r-1] + n*(n-1) + 1
 		}
 	}
-	b := builder{inv: inv, devs: devs, one: one, opts: opts, roots: map[string]string{}}
-	order := layout.ArcOrder(held)
-	slices := make([]resourceslice.Slice, 0, (len(order)+MaxDevicesPerSlice-1)/MaxDevicesPerSlice+(len(sets)+MaxCounterSetsPerSlice-1)/MaxCounterSetsPerSlice)
+	for i, a := range arcs {
+		b.devices[i] = rb.device(a, layout.ArcIDs(a))
+	}
+	return b, nil
+}
+
+// Layout is the ring layout the builder publishes.
+func (b *Builder) Layout() *alloc.Layout { return b.layout }
+
+// Slices returns the pool's slices: devices in alloc.ArcOrder for held
+// (unhealthy LPUs count as held), 64 to a slice, then the counter sets, 8
+// to a slice. An arc holding an LPU of unhealthy carries the TaintKey
+// taint. The slices share read-only maps with the builder and with each
+// other; PublishResources copies them.
+func (b *Builder) Slices(held []string, unhealthy map[string]bool) []resourceslice.Slice {
+	all := held
+	if len(unhealthy) > 0 {
+		all = append(append([]string(nil), held...), mapsKeys(unhealthy)...)
+	}
+	order := b.layout.ArcOrder(all)
+	out := make([]resourceslice.Slice, 0, (len(order)+MaxDevicesPerSlice-1)/MaxDevicesPerSlice+(len(b.sets)+MaxCounterSetsPerSlice-1)/MaxCounterSetsPerSlice)
 	for i := 0; i < len(order); i += MaxDevicesPerSlice {
 		part := order[i:min(i+MaxDevicesPerSlice, len(order))]
-		out := make([]resourceapi.Device, len(part))
+		devs := make([]resourceapi.Device, len(part))
 		for j, a := range part {
-			out[j] = b.device(a, layout.ArcIDs(a))
+			devs[j] = b.devices[b.index(a)]
+			if len(unhealthy) == 0 {
+				continue
+			}
+			for _, id := range b.layout.ArcIDs(a) {
+				if unhealthy[id] {
+					devs[j].Taints = []resourceapi.DeviceTaint{{Key: TaintKey, Value: id, Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+					break
+				}
+			}
 		}
-		slices = append(slices, resourceslice.Slice{Devices: out})
+		out = append(out, resourceslice.Slice{Devices: devs})
 	}
-	for i := 0; i < len(sets); i += MaxCounterSetsPerSlice {
-		slices = append(slices, resourceslice.Slice{SharedCounters: sets[i:min(i+MaxCounterSetsPerSlice, len(sets))]})
+	for i := 0; i < len(b.sets); i += MaxCounterSetsPerSlice {
+		out = append(out, resourceslice.Slice{SharedCounters: b.sets[i:min(i+MaxCounterSetsPerSlice, len(b.sets))]})
 	}
-	return slices, nil
+	return out
+}
+
+func mapsKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
 
 // CounterSetName names the counter set of ring r.
@@ -142,33 +217,46 @@ type builder struct {
 	one   resource.Quantity
 	opts  Options
 	roots map[string]string // PCI bus ID → PCIe root, memoised per Build
+	// Attribute values are read-only once built, so devices share them:
+	// this halves the allocations of a 32×8 node.
+	ints map[int]resourceapi.DeviceAttribute
+	strs map[string]resourceapi.DeviceAttribute
 }
 
-func intAttr(v int) resourceapi.DeviceAttribute {
-	x := int64(v)
-	return resourceapi.DeviceAttribute{IntValue: &x}
+func (b *builder) intAttr(v int) resourceapi.DeviceAttribute {
+	a, ok := b.ints[v]
+	if !ok {
+		x := int64(v)
+		a = resourceapi.DeviceAttribute{IntValue: &x}
+		b.ints[v] = a
+	}
+	return a
 }
 
-func strAttr(v string) resourceapi.DeviceAttribute {
-	return resourceapi.DeviceAttribute{StringValue: &v}
+func (b *builder) strAttr(v string) resourceapi.DeviceAttribute {
+	a, ok := b.strs[v]
+	if !ok {
+		a = resourceapi.DeviceAttribute{StringValue: &v}
+		b.strs[v] = a
+	}
+	return a
 }
 
 // device renders one arc.
 func (b *builder) device(a alloc.Arc, ids []string) resourceapi.Device {
-	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-		"size":  intAttr(a.Size),
-		"ring":  intAttr(a.Ring),
-		"start": intAttr(a.Start),
-		"lpus":  strAttr(strings.Join(ids, ",")),
-	}
+	lpus := strings.Join(ids, ",")
+	attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, 10)
+	attrs["size"] = b.intAttr(a.Size)
+	attrs["ring"] = b.intAttr(a.Ring)
+	attrs["start"] = b.intAttr(a.Start)
+	attrs["lpus"] = resourceapi.DeviceAttribute{StringValue: &lpus}
 	if b.inv.DriverVersion != "" {
-		attrs["driverVersion"] = strAttr(b.inv.DriverVersion)
+		attrs["driverVersion"] = b.strAttr(b.inv.DriverVersion)
 	}
 	first := b.devs[ids[0]]
 	model, firmware, numa := first.Model, first.Firmware, first.NUMANode
 	root := b.root(first.PCIBusID)
 	counters := make(map[string]resourceapi.Counter, len(ids))
-	var sick string
 	for _, id := range ids {
 		d := b.devs[id]
 		counters[id] = resourceapi.Counter{Value: b.one}
@@ -184,29 +272,23 @@ func (b *builder) device(a alloc.Arc, ids []string) resourceapi.Device {
 		if root != "" && b.root(d.PCIBusID) != root {
 			root = ""
 		}
-		if !d.Health.Healthy && sick == "" {
-			sick = id
-		}
 	}
 	if model != "" {
-		attrs["model"] = strAttr(model)
+		attrs["model"] = b.strAttr(model)
 	}
 	if firmware != "" {
-		attrs["firmware"] = strAttr(firmware)
+		attrs["firmware"] = b.strAttr(firmware)
 	}
 	if numa >= 0 {
-		attrs["numaNode"] = intAttr(numa)
+		attrs["numaNode"] = b.intAttr(numa)
 	}
 	if root != "" {
-		attrs[PCIeRootAttribute] = strAttr(root)
+		attrs[PCIeRootAttribute] = b.strAttr(root)
 	}
 	dev := resourceapi.Device{
 		Name:             DeviceName(a),
 		Attributes:       attrs,
 		ConsumesCounters: []resourceapi.DeviceCounterConsumption{{CounterSet: CounterSetName(a.Ring), Counters: counters}},
-	}
-	if sick != "" {
-		dev.Taints = []resourceapi.DeviceTaint{{Key: TaintKey, Value: sick, Effect: resourceapi.DeviceTaintEffectNoSchedule}}
 	}
 	return dev
 }

@@ -276,3 +276,16 @@ func BenchmarkBuild32x8(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkRepublish32x8(b *testing.B) {
+	bld, err := NewBuilder(inventory(32, 8), Options{PCIeRoot: rootOf})
+	if err != nil {
+		b.Fatal(err)
+	}
+	held := []string{"lpu0", "lpu1", "lpu9", "lpu100", "lpu200", "lpu201"}
+	sick := map[string]bool{"lpu17": true}
+	b.ReportAllocs()
+	for b.Loop() {
+		bld.Slices(held, sick)
+	}
+}
