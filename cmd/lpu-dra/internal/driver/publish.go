@@ -82,6 +82,9 @@ func (d *Driver) Publish(ctx context.Context, p Publisher) error {
 		return err
 	}
 	if err := p.PublishResources(ctx, res); err != nil {
+		if ctx.Err() != nil {
+			return nil // shutting down
+		}
 		return fmt.Errorf("publish resource slices: %w", err)
 	}
 	d.opts.Metrics.republished()
@@ -89,17 +92,18 @@ func (d *Driver) Publish(ctx context.Context, p Publisher) error {
 }
 
 // RunPublisher publishes now and again whenever Prepare, Unprepare or the
-// devices change, until ctx ends. The first publication must succeed (a
-// node whose rings cannot be published is a configuration error); later
-// failures are logged and retried on the next change or after a second.
+// devices change, until ctx ends. A node whose rings cannot be published
+// at start is an error (a configuration problem); every other failure (the
+// API server away) is logged and retried with backoff from 1 s to 30 s,
+// while prepared claims keep being served.
 func (d *Driver) RunPublisher(ctx context.Context, p Publisher) error {
-	if err := d.Publish(ctx, p); err != nil {
+	if _, err := d.Resources(); err != nil {
 		return err
 	}
-	_, changed := d.devices.Snapshot()
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
+	retry := time.NewTimer(0)
 	defer retry.Stop()
+	backoff := time.Second
+	_, changed := d.devices.Snapshot()
 	for {
 		select {
 		case <-ctx.Done():
@@ -110,9 +114,12 @@ func (d *Driver) RunPublisher(ctx context.Context, p Publisher) error {
 		case <-retry.C:
 		}
 		if err := d.Publish(ctx, p); err != nil {
-			d.log.Error("cannot publish resource slices", "err", err)
-			retry.Reset(time.Second)
+			d.log.Error("cannot publish resource slices, retrying", "err", err, "in", backoff)
+			retry.Reset(backoff)
+			backoff = min(2*backoff, 30*time.Second)
+			continue
 		}
+		backoff = time.Second
 	}
 }
 

@@ -1,0 +1,44 @@
+// Command lpu-dra is the kubelet DRA driver for LPUs: it publishes every
+// ring arc as a device and prepares claims as per-claim CDI specs. See
+// --help.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/cli"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/daemon"
+	"github.com/hyperaccel/lpu-node/pkg/startup"
+)
+
+// version is set at build time: -ldflags "-X main.version=$(git describe)".
+var version = "dev"
+
+func main() {
+	if err := run(); err != nil {
+		slog.Error("exiting", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	p := startup.Program{Name: "lpu-dra", Version: version, Usage: cli.Usage}
+	opts, err := cli.Parse(os.Args[1:], os.LookupEnv)
+	if err != nil {
+		return p.ParseError(err)
+	}
+	if opts.Version {
+		return p.PrintVersion()
+	}
+	cfg, log, err := p.Config(opts.ConfigFile, opts.Apply)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return daemon.Run(ctx, daemon.Params{Config: cfg, Options: opts, Logger: log, Version: version})
+}
