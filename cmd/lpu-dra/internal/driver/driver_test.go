@@ -664,4 +664,3 @@ func BenchmarkPrepare4Arc(b *testing.B) {
 		b.StartTimer()
 	}
 }
-
