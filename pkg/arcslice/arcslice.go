@@ -2,6 +2,7 @@ package arcslice
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -102,7 +103,8 @@ func NewBuilder(inv *device.Inventory, opts Options) (*Builder, error) {
 		sets[r] = resourceapi.CounterSet{Name: CounterSetName(r), Counters: counters}
 	}
 	rb := builder{inv: inv, devs: devs, one: one, opts: opts, roots: map[string]string{},
-		ints: map[int]resourceapi.DeviceAttribute{}, strs: map[string]resourceapi.DeviceAttribute{}}
+		ints: map[int]resourceapi.DeviceAttribute{}, strs: map[string]resourceapi.DeviceAttribute{},
+		templates: map[shared]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}}
 	arcs := layout.Arcs()
 	b := &Builder{layout: layout, sets: sets, devices: make([]resourceapi.Device, len(arcs)),
 		base: make([]int, len(inv.Rings)), ringLen: make([]int, len(inv.Rings))}
@@ -219,8 +221,9 @@ type builder struct {
 	roots map[string]string // PCI bus ID → PCIe root, memoised per Build
 	// Attribute values are read-only once built, so devices share them:
 	// this halves the allocations of a 32×8 node.
-	ints map[int]resourceapi.DeviceAttribute
-	strs map[string]resourceapi.DeviceAttribute
+	ints      map[int]resourceapi.DeviceAttribute
+	strs      map[string]resourceapi.DeviceAttribute
+	templates map[shared]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
 }
 
 func (b *builder) intAttr(v int) resourceapi.DeviceAttribute {
@@ -242,17 +245,10 @@ func (b *builder) strAttr(v string) resourceapi.DeviceAttribute {
 	return a
 }
 
-// device renders one arc.
+// device renders one arc. The attributes every arc of a ring shares come
+// from a template map that is cloned (a bulk copy, no rehashing) and then
+// given the arc's own size, start and lpus.
 func (b *builder) device(a alloc.Arc, ids []string) resourceapi.Device {
-	lpus := strings.Join(ids, ",")
-	attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, 10)
-	attrs["size"] = b.intAttr(a.Size)
-	attrs["ring"] = b.intAttr(a.Ring)
-	attrs["start"] = b.intAttr(a.Start)
-	attrs["lpus"] = resourceapi.DeviceAttribute{StringValue: &lpus}
-	if b.inv.DriverVersion != "" {
-		attrs["driverVersion"] = b.strAttr(b.inv.DriverVersion)
-	}
 	first := b.devs[ids[0]]
 	model, firmware, numa := first.Model, first.Firmware, first.NUMANode
 	root := b.root(first.PCIBusID)
@@ -273,24 +269,52 @@ func (b *builder) device(a alloc.Arc, ids []string) resourceapi.Device {
 			root = ""
 		}
 	}
-	if model != "" {
-		attrs["model"] = b.strAttr(model)
-	}
-	if firmware != "" {
-		attrs["firmware"] = b.strAttr(firmware)
-	}
-	if numa >= 0 {
-		attrs["numaNode"] = b.intAttr(numa)
-	}
-	if root != "" {
-		attrs[PCIeRootAttribute] = b.strAttr(root)
-	}
-	dev := resourceapi.Device{
+	lpus := strings.Join(ids, ",")
+	attrs := maps.Clone(b.template(shared{ring: a.Ring, model: model, firmware: firmware, numa: numa, root: root}))
+	attrs["size"] = b.intAttr(a.Size)
+	attrs["start"] = b.intAttr(a.Start)
+	attrs["lpus"] = resourceapi.DeviceAttribute{StringValue: &lpus}
+	return resourceapi.Device{
 		Name:             DeviceName(a),
 		Attributes:       attrs,
 		ConsumesCounters: []resourceapi.DeviceCounterConsumption{{CounterSet: CounterSetName(a.Ring), Counters: counters}},
 	}
-	return dev
+}
+
+// shared are the attribute values an arc has in common with others.
+type shared struct {
+	ring            int
+	model, firmware string
+	numa            int
+	root            string
+}
+
+// template returns the attribute map of s, with placeholders for size,
+// start and lpus so that a clone never grows.
+func (b *builder) template(s shared) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	if t, ok := b.templates[s]; ok {
+		return t
+	}
+	t := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, 9)
+	t["size"], t["start"], t["lpus"] = resourceapi.DeviceAttribute{}, resourceapi.DeviceAttribute{}, resourceapi.DeviceAttribute{}
+	t["ring"] = b.intAttr(s.ring)
+	if b.inv.DriverVersion != "" {
+		t["driverVersion"] = b.strAttr(b.inv.DriverVersion)
+	}
+	if s.model != "" {
+		t["model"] = b.strAttr(s.model)
+	}
+	if s.firmware != "" {
+		t["firmware"] = b.strAttr(s.firmware)
+	}
+	if s.numa >= 0 {
+		t["numaNode"] = b.intAttr(s.numa)
+	}
+	if s.root != "" {
+		t[PCIeRootAttribute] = b.strAttr(s.root)
+	}
+	b.templates[s] = t
+	return t
 }
 
 // root is the PCIe root of a bus ID, "" when unknown.
