@@ -21,6 +21,7 @@ const (
 	MaxDevicesPerSlice     = 64 // once devices consume counters or carry taints
 	MaxCounterSetsPerSlice = 8
 	MaxCountersPerSet      = 32
+	MaxStringAttribute     = 64 // bytes of a string attribute value
 )
 
 // TaintKey marks arcs holding an unhealthy LPU; the value is the LPU ID.
@@ -273,7 +274,11 @@ func (b *builder) device(a alloc.Arc, ids []string) resourceapi.Device {
 	attrs := maps.Clone(b.template(shared{ring: a.Ring, model: model, firmware: firmware, numa: numa, root: root}))
 	attrs["size"] = b.intAttr(a.Size)
 	attrs["start"] = b.intAttr(a.Start)
-	attrs["lpus"] = resourceapi.DeviceAttribute{StringValue: &lpus}
+	if len(lpus) <= MaxStringAttribute {
+		attrs["lpus"] = resourceapi.DeviceAttribute{StringValue: &lpus}
+	} else {
+		delete(attrs, "lpus") // the API rejects it; ring, start and size still say which LPUs
+	}
 	return resourceapi.Device{
 		Name:             DeviceName(a),
 		Attributes:       attrs,

@@ -15,7 +15,9 @@
 //
 // and resource.kubernetes.io/pcieRoot when the PCIe root of its LPUs is
 // known. An attribute whose value differs between the arc's LPUs, or is
-// unknown, is left out.
+// unknown, is left out; so is lpus when the joined IDs exceed the API's
+// 64-byte limit for string attributes (an arc of more than about ten LPUs:
+// ring, start and size still name its LPUs).
 //
 // # Layout and limits
 //
