@@ -30,6 +30,10 @@ do_lint() {
 do_unit() {
   log "go test -race ./..."
   HELM=${HELM:-$(bash test/e2e/tools.sh path | tr ':' '\n' | grep helm)/helm} go test -race -count=1 ./...
+  # A module of its own (it imports k8s.io/kubernetes for the API server's
+  # validation code): lpu-dra's slices and chart objects, validated for real.
+  log "go test ./test/dravalidate (v1.37.2 API validation)"
+  (cd test/dravalidate && go vet ./... && go test -count=1 ./...)
 }
 
 # Smoke budgets are execution counts, about 2-7 s each on 2 cores. A
