@@ -51,16 +51,6 @@ func (s *static) Snapshot() (health.Snapshot, <-chan struct{}) {
 	return s.snap, s.ch
 }
 
-// set replaces the inventory and wakes the waiters.
-func (s *static) set(inv *device.Inventory) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.snap.Inventory = inv
-	s.snap.Generation++
-	close(s.ch)
-	s.ch = make(chan struct{})
-}
-
 func ring8() *device.Inventory {
 	inv := &device.Inventory{DriverVersion: "1.4.2"}
 	var ring []string

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Metrics are lpu-dra's Prometheus metrics. A nil *Metrics records nothing.
@@ -49,7 +50,7 @@ func NewMetrics(node string) *Metrics {
 		m.refusals.WithLabelValues(r)
 	}
 	reg.MustRegister(m.prepared, m.prepare, m.unprepare, m.refusals, m.republishes,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
