@@ -21,7 +21,7 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/checkpoint"
+	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
 	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"

@@ -19,7 +19,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/checkpoint"
+	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
 	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
