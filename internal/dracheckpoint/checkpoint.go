@@ -40,6 +40,9 @@ type Claim struct {
 	LPUs      []string `json:"lpus"`        // every LPU of the claim, ring order
 	CDIDevice string   `json:"cdiDevice"`   // fully qualified CDI device ID
 	SpecName  string   `json:"cdiSpecName"` // file name of its spec in the CDI dir
+	// Pods are the UIDs of the pods the claim was prepared for (its
+	// reservedFor): lpu-nri admits the claim's CDI device only for them.
+	Pods []string `json:"pods,omitempty"`
 }
 
 // State is the checkpoint's content: prepared claims by UID.
@@ -70,6 +73,26 @@ func (s *State) Holder(id string) string {
 		}
 	}
 	return ""
+}
+
+// Verify reports whether every claim UID is prepared in the checkpoint in
+// dir for the pod podUID; the error names the first claim that is not.
+// lpu-nri calls it for a container whose CDI devices name claims.
+func Verify(dir, podUID string, claimUIDs []string) error {
+	s, err := Load(dir)
+	if err != nil {
+		return err
+	}
+	for _, uid := range claimUIDs {
+		c, ok := s.Claims[uid]
+		if !ok {
+			return fmt.Errorf("claim %s is not prepared by lpu-dra on this node", uid)
+		}
+		if podUID == "" || !slices.Contains(c.Pods, podUID) {
+			return fmt.Errorf("claim %s/%s (%s) was not prepared for pod %s", c.Namespace, c.Name, uid, podUID)
+		}
+	}
+	return nil
 }
 
 // Parse decodes and checks a checkpoint.
@@ -114,6 +137,9 @@ func Parse(data []byte) (*State, error) {
 		}
 		if c.CDIDevice == "" || c.SpecName == "" || c.SpecName != filepath.Base(c.SpecName) || c.SpecName == "." || c.SpecName == ".." {
 			return nil, fmt.Errorf("claim %s: bad cdi device %q or spec name %q", c.UID, c.CDIDevice, c.SpecName)
+		}
+		if len(c.Pods) == 0 {
+			c.Pods = nil // "pods": [] and no pods are the same state
 		}
 		s.Claims[c.UID] = c
 	}

@@ -11,7 +11,8 @@ import (
 func sample() *State {
 	return &State{Claims: map[string]Claim{
 		"uid-a": {UID: "uid-a", Namespace: "ns", Name: "a", Devices: []Device{{Request: "lpus", Pool: "node-1", Device: "ring0-start4-size4"}},
-			LPUs: []string{"lpu4", "lpu5", "lpu6", "lpu7"}, CDIDevice: "lpu.hyperaccel.ai/claim=uid-a", SpecName: "lpu.hyperaccel.ai-claim_uid-a.json"},
+			LPUs: []string{"lpu4", "lpu5", "lpu6", "lpu7"}, CDIDevice: "lpu.hyperaccel.ai/claim=uid-a", SpecName: "lpu.hyperaccel.ai-claim_uid-a.json",
+			Pods: []string{"pod-1"}},
 		"uid-b": {UID: "uid-b", Namespace: "ns", Name: "b", Devices: []Device{{Request: "lpus/singles", Pool: "node-1", Device: "ring0-start0-size1"}, {Request: "lpus/singles", Pool: "node-1", Device: "ring0-start2-size1"}},
 			LPUs: []string{"lpu0", "lpu2"}, CDIDevice: "lpu.hyperaccel.ai/claim=uid-b", SpecName: "lpu.hyperaccel.ai-claim_uid-b.json"},
 	}}
@@ -138,4 +139,39 @@ func FuzzParse(f *testing.F) {
 			seen[id] = true
 		}
 	})
+}
+
+func TestVerify(t *testing.T) {
+	dir := t.TempDir()
+	if err := Save(dir, sample()); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		pod    string
+		claims []string
+		want   string
+	}{
+		"prepared for the pod": {pod: "pod-1", claims: []string{"uid-a"}},
+		"another pod":          {pod: "pod-2", claims: []string{"uid-a"}, want: "claim ns/a (uid-a) was not prepared for pod pod-2"},
+		"no pods recorded":     {pod: "pod-1", claims: []string{"uid-b"}, want: "was not prepared for pod pod-1"},
+		"unknown claim":        {pod: "pod-1", claims: []string{"uid-a", "uid-x"}, want: "claim uid-x is not prepared by lpu-dra on this node"},
+		"empty pod uid":        {pod: "", claims: []string{"uid-a"}, want: "was not prepared for pod"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := Verify(dir, tc.pod, tc.claims)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if err := Verify(t.TempDir(), "pod-1", []string{"uid-a"}); err == nil {
+		t.Fatal("verified against an empty state dir")
+	}
 }

@@ -265,10 +265,14 @@ func (d *Driver) prepareLocked(claim *resourceapi.ResourceClaim) (kubeletplugin.
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	pods := podUIDs(claim)
 	if c, ok := d.state.Claims[uid]; ok {
 		if !slices.Equal(c.Devices, ours) {
 			return kubeletplugin.PrepareResult{}, false, c.LPUs,
 				refuse(ReasonChanged, "already prepared with devices %v, now asked for %v", names(c.Devices), names(ours))
+		}
+		if err := d.addPods(c, pods); err != nil {
+			return kubeletplugin.PrepareResult{}, false, c.LPUs, refuse(ReasonWrite, "%w", err)
 		}
 		return result(c), false, c.LPUs, nil
 	}
@@ -321,7 +325,7 @@ func (d *Driver) prepareLocked(claim *resourceapi.ResourceClaim) (kubeletplugin.
 		return kubeletplugin.PrepareResult{}, false, p.IDs, refuse(ReasonWrite, "%w", err)
 	}
 	c := checkpoint.Claim{UID: uid, Namespace: claim.Namespace, Name: claim.Name, Devices: ours, LPUs: p.IDs,
-		CDIDevice: inject.ClaimDeviceID(uid), SpecName: specFile(uid)}
+		CDIDevice: inject.ClaimDeviceID(uid), SpecName: specFile(uid), Pods: pods}
 	d.state.Claims[uid] = c
 	if err := checkpoint.Save(d.opts.StateDir, d.state); err != nil {
 		delete(d.state.Claims, uid)
@@ -333,6 +337,35 @@ func (d *Driver) prepareLocked(claim *resourceapi.ResourceClaim) (kubeletplugin.
 	d.opts.Metrics.setPrepared(len(d.state.Claims))
 	d.log.Info("prepared claim", "claim", claim.Namespace+"/"+claim.Name, "uid", uid, "lpus", p.IDs, "contiguous", p.Contiguous, "cdiDevice", c.CDIDevice)
 	return result(c), true, p.IDs, nil
+}
+
+// podUIDs are the pods a claim is reserved for, sorted.
+func podUIDs(claim *resourceapi.ResourceClaim) []string {
+	var out []string
+	for _, r := range claim.Status.ReservedFor {
+		if r.Resource == "pods" && r.UID != "" {
+			out = append(out, string(r.UID))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// addPods records pods a shared claim gained since it was prepared, so
+// that lpu-nri admits its CDI device in their containers too. d.mu is held.
+func (d *Driver) addPods(c checkpoint.Claim, pods []string) error {
+	merged := slices.Compact(slices.Sorted(slices.Values(append(append([]string(nil), c.Pods...), pods...))))
+	if slices.Equal(merged, c.Pods) {
+		return nil
+	}
+	old := c
+	c.Pods = merged
+	d.state.Claims[c.UID] = c
+	if err := checkpoint.Save(d.opts.StateDir, d.state); err != nil {
+		d.state.Claims[c.UID] = old
+		return err
+	}
+	return nil
 }
 
 func names(devs []checkpoint.Device) []string {
