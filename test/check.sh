@@ -16,7 +16,9 @@ log() { printf '[%(%H:%M:%S)T] check: %s\n' -1 "$*" >&2; }
 do_tools() {
   command -v staticcheck >/dev/null || { log "installing staticcheck $STATICCHECK_VERSION"; go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"; }
   # helm renders the chart in deploy tests; the rest runs the e2e node.
-  bash test/e2e/tools.sh helm apt containerd crictl kubelet
+  # etcd and kube (apiserver, scheduler, controller-manager, kubectl) run the
+  # cluster tests: internal/clustertest and the e2e DRA scenarios.
+  bash test/e2e/tools.sh helm apt containerd crictl kubelet kube etcd
 }
 
 do_lint() {
