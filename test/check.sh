@@ -60,7 +60,13 @@ do_fuzz() {
   done < <(git grep -o -E '^func Fuzz[A-Za-z0-9_]+' -- '*_test.go' | sed -E 's/:func /:/' | sort -u || true)
 }
 
-do_e2e() { bash test/e2e/run.sh all; }
+# The node scenarios, then the DRA ones on their own cluster; both always run.
+do_e2e() {
+  local rc=0
+  bash test/e2e/run.sh all || rc=1
+  bash test/e2e/run.sh dra || rc=1
+  return "$rc"
+}
 
 [ $# -eq 0 ] && set -- all
 for step in "$@"; do
