@@ -109,11 +109,13 @@ func Start(t testing.TB, opts Options) *Cluster {
 
 // New starts a cluster and returns when every component is ready, or an
 // error after stopping whatever it had started.
-func New(ctx context.Context, opts Options) (c *Cluster, err error) {
+func New(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Binaries == (Binaries{}) {
-		if opts.Binaries, err = FindBinaries(); err != nil {
+		b, err := FindBinaries()
+		if err != nil {
 			return nil, err
 		}
+		opts.Binaries = b
 	} else if err := opts.Binaries.check(); err != nil {
 		return nil, err
 	}
@@ -123,19 +125,16 @@ func New(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	c = &Cluster{Dir: opts.Dir}
+	c := &Cluster{Dir: opts.Dir}
 	if c.Dir == "" {
-		if c.Dir, err = os.MkdirTemp("", "clustertest-"); err != nil {
+		dir, err := os.MkdirTemp("", "clustertest-")
+		if err != nil {
 			return nil, fmt.Errorf("cluster dir: %w", err)
 		}
-		c.ownDir = true
+		c.Dir, c.ownDir = dir, true
 	}
-	defer func() {
-		if err != nil {
-			_ = c.Stop()
-		}
-	}()
 	if err := c.start(ctx, opts); err != nil {
+		_ = c.Stop()
 		return nil, err
 	}
 	return c, nil

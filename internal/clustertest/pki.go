@@ -111,12 +111,14 @@ func (c *ca) sign(subject pkix.Name, hosts ...string) (leaf, error) {
 	return leaf{certPEM: pemBlock("CERTIFICATE", der), keyPEM: keyPEM}, nil
 }
 
+// keyPEM encodes key in SEC 1 form, the one every component reads (the
+// apiserver's --service-account-key-file takes no PKCS #8).
 func keyPEM(key *ecdsa.PrivateKey) ([]byte, error) {
-	der, err := x509.MarshalPKCS8PrivateKey(key)
+	der, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		return nil, err
 	}
-	return pemBlock("PRIVATE KEY", der), nil
+	return pemBlock("EC PRIVATE KEY", der), nil
 }
 
 func pemBlock(typ string, der []byte) []byte {

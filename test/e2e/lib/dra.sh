@@ -166,7 +166,7 @@ unschedulable() {
 # delete_pod NAME: delete and wait until the kubelet let go of the container.
 delete_pod() {
   kc delete pod "$1" --grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1
-  wait_for 30 eval '! has_running "$1"'
+  wait_for 30 eval "! has_running $1"
 }
 delete_all_pods() {
   kc delete pods --all -n default --grace-period=1 --wait=true --timeout=90s >/dev/null 2>&1
@@ -227,7 +227,7 @@ check_dra_container() {
     expect "$name: sees exactly $count LPU device nodes" "sees [$GOT]" test "$(wc -w <<<"$GOT")" = "$count"
     env=$(ctr_env "$name" LPU_VISIBLE_DEVICES)
     expect "$name: LPU_VISIBLE_DEVICES lists all $count in ring order" "LPU_VISIBLE_DEVICES=$env, ring [${RING[*]}]" \
-      eval 'ring_pos_sorted "$(visible_list "$env")" && [ "$(visible_list "$env" | tr " " "\n" | sort -n | tr "\n" " ")" = "$(tr " " "\n" <<<"$GOT" | sort -n | tr "\n" " ") " ]'
+      eval 'ring_pos_sorted "$(visible_list "$env")" && [ "$(visible_list "$env" | tr " " "\n" | sort -n | tr "\n" " ")" = "$(tr " " "\n" <<<"$GOT" | sort -n | tr "\n" " ")" ]'
   fi
   want=$(claim_lpus "$CLAIM" | tr ' ' '\n' | sort -n | tr '\n' ' ')
   expect "$name: holds exactly the LPUs of claim $CLAIM" "container [$GOT], claim [${want% }] ($(claim_results "$CLAIM" | tr '\n' ';'))" \
