@@ -10,7 +10,8 @@
 #   dra       d1..d7 on a real cluster (etcd, apiserver, scheduler, ...)
 #   demo-dra  d1 d2, printing what each pod sees and its claim
 # env: BASE (private base dir; default a fresh /tmp/lpu-e2e.XXXX), KEEP=1
-#      (leave $BASE on disk), PERF_ROUNDS, PERF_BLOCK.
+#      (leave $BASE on disk), PERF_ROUNDS, PERF_BLOCK, LPU_DRA (a prebuilt
+#      lpu-dra for the DRA run instead of the checkout's).
 #
 # Must run as root. Every assertion prints "ok - ..." or "not ok - ...: ...";
 # the last line is "e2e: N passed, M failed"; the exit status is non-zero when
@@ -43,7 +44,7 @@ DRA_ORDER=(d1 d2 d3 d4 d5 d6 d7)
 CLUSTER=0
 
 usage() {
-  sed -n '4,11p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '4,14p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 

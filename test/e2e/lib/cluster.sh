@@ -18,7 +18,7 @@ DRA_DRIVER=lpu.hyperaccel.ai
 KUBELET_C=$BASE/kubelet-c             # the registered kubelet's files
 DRA_PLUGIN_DIR=$KUBELET_C/root/plugins/$DRA_DRIVER
 DRA_REGISTRY_DIR=$KUBELET_C/root/plugins_registry
-DRA_STATE=$BASE/dra-state
+DRA_STATE=$STATE                      # shared with lpu-nri, as the chart shares stateDir
 DRA_CFG=""
 DRA_CDI=$BASE/ctd-a/cdi               # the CDI dir containerd a reads
 DRA_METRICS=""
@@ -97,10 +97,16 @@ setup_cluster_tools() {
   done
 }
 
-# build_lpu_dra: lpu-dra from this checkout; false (and a note) while the
-# checkout has no cmd/lpu-dra.
+# build_lpu_dra: lpu-dra from this checkout; false while the checkout has
+# no cmd/lpu-dra command. LPU_DRA=/path/to/lpu-dra runs that binary instead
+# (to try a driver from another tree; the run says so).
 build_lpu_dra() {
-  [ -d "$REPO/cmd/lpu-dra" ] || return 1
+  if [ -n "${LPU_DRA:-}" ]; then
+    cp "$LPU_DRA" "$BASE/bin/lpu-dra" || fatal "lpu-dra" "LPU_DRA=$LPU_DRA: cannot copy it"
+    echo "# lpu-dra from LPU_DRA=$LPU_DRA, not built from this checkout"
+    return 0
+  fi
+  ls "$REPO"/cmd/lpu-dra/*.go >/dev/null 2>&1 || return 1
   local out
   out=$(cd "$REPO" && GOFLAGS=-buildvcs=false go build -o "$BASE/bin/lpu-dra" ./cmd/lpu-dra 2>&1) ||
     fatal "build ./cmd/lpu-dra" "$out"
