@@ -9,6 +9,7 @@
 #   SCENARIO  any of 1 2 3 4 5 6 perf image, run in that canonical order
 #   dra       d1..d7 on a real cluster (etcd, apiserver, scheduler, ...)
 #   demo-dra  d1 d2, printing what each pod sees and its claim
+#   install   the image and chart installed on that cluster (scaffolding)
 # env: BASE (private base dir; default a fresh /tmp/lpu-e2e.XXXX), KEEP=1
 #      (leave $BASE on disk), PERF_ROUNDS, PERF_BLOCK, LPU_DRA (a prebuilt
 #      lpu-dra for the DRA run instead of the checkout's).
@@ -38,13 +39,15 @@ source "$E2E_DIR/lib/perf.sh"
 source "$E2E_DIR/lib/cluster.sh"
 # shellcheck source=lib/dra.sh
 source "$E2E_DIR/lib/dra.sh"
+# shellcheck source=lib/install.sh
+source "$E2E_DIR/lib/install.sh"
 
 ORDER=(1 2 3 4 5 perf image 6)
 DRA_ORDER=(d1 d2 d3 d4 d5 d6 d7)
 CLUSTER=0
 
 usage() {
-  sed -n '4,14p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '4,15p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -112,6 +115,18 @@ main_dra() {
   record_dra_rss
 }
 
+# main_install: the chart on a cluster node without the host daemons.
+main_install() {
+  CLUSTER=1
+  preflight
+  setup_tools
+  setup_cluster_tools
+  build_images
+  echo "fake LPU runtime library" >"$DRIVER_DIR/$DRIVER_MARKER"
+  cluster_up bare
+  scenario_install
+}
+
 main() {
   local want=() want_dra=() s
   [ $# -eq 0 ] && set -- all
@@ -124,6 +139,7 @@ main() {
       dra) want_dra+=("${DRA_ORDER[@]}") ;;
       demo-dra) DEMO=1 && want_dra+=(d1 d2) ;;
       d1 | d2 | d3 | d4 | d5 | d6 | d7) want_dra+=("$s") ;;
+      install) want_dra+=(install) ;;
       -h | --help) usage ;;
       *) echo "unknown scenario: $s" >&2 && usage ;;
     esac
@@ -134,6 +150,10 @@ main() {
   fi
   trap finish EXIT
   trap 'exit 130' INT TERM
+  if [ "${want_dra[*]}" = install ]; then
+    main_install
+    return
+  fi
   if [ ${#want_dra[@]} -gt 0 ]; then
     main_dra "${want_dra[@]}"
     return

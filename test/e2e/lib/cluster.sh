@@ -22,6 +22,8 @@ DRA_STATE=$STATE                      # shared with lpu-nri, as the chart shares
 DRA_CFG=""
 DRA_CDI=$BASE/ctd-a/cdi               # the CDI dir containerd a reads
 DRA_METRICS=""
+CNI_BRIDGE=lpue2e0
+CHART=${CHART:-$REPO/deploy/helm/lpu-node}   # DRA objects and RBAC come from it
 ETCD_PORT="" API_PORT="" CM_PORT="" SCHED_PORT=""
 
 kc() { kubectl --kubeconfig "$CL/admin.kubeconfig" "$@"; }
@@ -163,7 +165,7 @@ control_plane_up() {
 }
 
 # ---------------------------------------------------------------- the node
-# registered_kubelet_config: the e2e kubelet in cluster mode: API server
+# registered_kubelet_config [bridge]: the e2e kubelet in cluster mode: API server
 # kubeconfig, webhook authn/authz so kubectl logs/exec go through RBAC.
 registered_kubelet_config() {
   local k=$KUBELET_C
@@ -196,12 +198,26 @@ evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.availabl
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 EOF
-  # a loopback-only CNI config: the node turns Ready; pods use the host network
   mkdir -p "$BASE/ctd-a/cni/net.d" "$BASE/ctd-a/cni/bin"
-  ln -sf /usr/lib/cni/loopback "$BASE/ctd-a/cni/bin/loopback"
-  cat >"$BASE/ctd-a/cni/net.d/10-loopback.conflist" <<EOF
+  local p
+  for p in loopback bridge host-local; do ln -sf "/usr/lib/cni/$p" "$BASE/ctd-a/cni/bin/$p"; done
+  if [ "${1:-}" = bridge ]; then
+    # a pod network on a host-only bridge (no route off the machine), for
+    # pods that do not use the host network, like the chart's DaemonSet
+    ip link show "$CNI_BRIDGE" >/dev/null 2>&1 && fatal "cni" "bridge $CNI_BRIDGE already exists; not touching it"
+    touch "$BASE/cni-bridge-ours"
+    cat >"$BASE/ctd-a/cni/net.d/10-bridge.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "lpu-e2e-br", "plugins": [
+  {"type": "bridge", "bridge": "$CNI_BRIDGE", "isGateway": true, "ipMasq": false,
+   "ipam": {"type": "host-local", "dataDir": "$BASE/cni-ipam", "ranges": [[{"subnet": "10.244.77.0/24"}]]}},
+  {"type": "loopback"}]}
+EOF
+  else
+    # loopback only: the node turns Ready; pods use the host network
+    cat >"$BASE/ctd-a/cni/net.d/10-loopback.conflist" <<EOF
 {"cniVersion": "1.0.0", "name": "lpu-e2e-lo", "plugins": [{"type": "loopback"}]}
 EOF
+  fi
 }
 
 registered_kubelet_start() {
@@ -241,9 +257,9 @@ kubelet_saw_dra() { grep -q "Register new plugin.*$DRA_DRIVER\|$DRA_DRIVER.*[Rr]
 lpu_dra_rbac() {
   local role=""
   local helm=${HELM:-$(command -v helm)}
-  if [ -n "$helm" ] && [ -d "$REPO/deploy/helm/lpu-node" ]; then
-    role=$("$helm" template e2e "$REPO/deploy/helm/lpu-node" --set mode=dra 2>/dev/null |
-      awk 'BEGIN{RS="\n---"} /kind: ClusterRole\n/ && /resourceslices/' | head -c 20000)
+  if [ -n "$helm" ] && [ -d "$CHART" ]; then
+    role=$("$helm" template e2e "$CHART" --set mode=dra 2>/dev/null |
+      awk 'BEGIN{RS="\n---"} /kind: ClusterRole\n/ && /resourceslices/' | head -c 20000) || role=""
   fi
   if [ -n "$role" ]; then
     DRA_ROLE_SOURCE=chart
@@ -270,13 +286,15 @@ EOF
   fi
   local name
   name=$(kc get clusterroles -o json | jq -r '.items[] | select(any(.rules[]?; (.resources // []) | index("resourceslices"))) | .metadata.name' |
-    grep -v '^system:' | head -1)
+    grep -v '^system:' | head -1) || name=""
   kc create clusterrolebinding lpu-dra-e2e --clusterrole "$name" --user lpu-dra >>"$LOGS/kubectl.log" 2>&1 ||
     fatal "lpu-dra rbac" "binding $name: $(tail -2 "$LOGS/kubectl.log")"
   log "lpu-dra runs as user lpu-dra with ClusterRole $name (from the $DRA_ROLE_SOURCE)"
 }
 
-# cluster_up: the control plane and the registered node, in dependency order.
+# cluster_up [bare]: the control plane and the registered node, in
+# dependency order; bare leaves lpu-nri off the node (the chart brings its
+# own) and gives pods a network on a host-only bridge.
 cluster_up() {
   control_plane_up
   # one config for lpu-nri and lpu-dra, the e2e's usual one (health: 1 s
@@ -284,17 +302,19 @@ cluster_up() {
   write_config "$CFG" nri "$DRA_CDI"
   DRA_CFG=$CFG
   ctd_config a on
-  registered_kubelet_config
+  registered_kubelet_config "$([ "${1:-}" = bare ] && echo bridge)"
   ctd_start a
-  start_lpu_nri nri
-  wait_for 20 nri_ready || fatal "lpu-nri" "not connected to containerd after 20s: $(tail -5 "$LOGS/lpu-nri.log")"
+  if [ "${1:-}" != bare ]; then
+    start_lpu_nri nri
+    wait_for 20 nri_ready || fatal "lpu-nri" "not connected to containerd after 20s: $(tail -5 "$LOGS/lpu-nri.log")"
+  fi
   ls -A "$DP_DIR" 2>/dev/null >"$BASE/dp-before" || : >"$BASE/dp-before"
   [ -e /run/netns ] || record dir /run/netns
   registered_kubelet_start
   wait_for 90 node_ready || fatal "node $KNODE" "not Ready after 90s: $(kc get node "$KNODE" -o wide 2>&1 | tail -1); $(tail -3 "$KUBELET_LOG")"
   wait_for 60 kc get serviceaccount default -n default ||
     fatal "cluster" "no default ServiceAccount after 60s (controller-manager): $(tail -3 "$LOGS/kube-controller-manager.log")"
-  ok "node $KNODE registered and Ready (kubelet $(kubelet --version | awk '{print $2}'), containerd with NRI, lpu-nri connected)"
+  ok "node $KNODE registered and Ready (kubelet $(kubelet --version | awk '{print $2}'), containerd with NRI$([ "${1:-}" = bare ] || echo ", lpu-nri connected"))"
 }
 
 # dra_up: lpu-dra on the node, with the chart's RBAC.
@@ -329,4 +349,8 @@ cluster_teardown() {
   teardown
   local n
   for n in kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_daemon "$n" 5; done
+  if [ -f "$BASE/cni-bridge-ours" ]; then
+    ip link del "$CNI_BRIDGE" 2>/dev/null
+    rm -f "$BASE/cni-bridge-ours"
+  fi
 }

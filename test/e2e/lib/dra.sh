@@ -15,22 +15,24 @@ DRA_OBJECTS_SOURCE=""
 sel() { printf '{cel: {expression: %s}}' "'$1'"; }
 attr() { printf 'device.attributes["%s"].%s' "$DRA_DRIVER" "$1"; }
 
-# dra_objects: the DeviceClasses (the chart's, when it renders them for
-# mode=dra; else written here) and the claim templates the scenarios use.
-# The templates are the documented shapes of issue 10: a strict 4-arc, a
-# best-effort 4 (one arc, else four singles), 1 and 8, and for test setup a
-# claim pinned to the odd ring positions.
+TPL_STRICT4=lpu-arc-4                  # the chart's names for issue 10's two templates
+TPL_BE4=lpu-4-best-effort
+
+# dra_objects: the DeviceClasses and the two documented claim templates
+# (strict 4-arc, best-effort 4) from the chart rendered for mode=dra, or,
+# while the chart has none, written here in the same shapes; plus the
+# templates only the tests use (1, 8, and the odd ring positions for setup).
 dra_objects() {
-  local helm=${HELM:-$(command -v helm)} classes=""
-  if [ -n "$helm" ] && [ -d "$REPO/deploy/helm/lpu-node" ]; then
-    classes=$("$helm" template e2e "$REPO/deploy/helm/lpu-node" --set mode=dra 2>/dev/null |
-      awk 'BEGIN{RS="\n---"} /kind: DeviceClass/ {print "---"; print}')
+  local helm=${HELM:-$(command -v helm)} objs="" t
+  if [ -n "$helm" ] && [ -d "$CHART" ]; then
+    objs=$("$helm" template e2e "$CHART" -n default --set mode=dra 2>/dev/null |
+      awk 'BEGIN{RS="\n---"} /\nkind: (DeviceClass|ResourceClaimTemplate)\n/ {print "---"; print}') || objs=""
   fi
-  if [ -n "$classes" ] && grep -q "name: $DRA_CLASS\$" <<<"$classes" && grep -q "extendedResourceName: $ARC_EXT" <<<"$classes"; then
-    DRA_OBJECTS_SOURCE="the chart (deploy/helm/lpu-node, mode=dra)"
-    printf '%s\n' "$classes" | kc apply -f - >>"$LOGS/kubectl.log" 2>&1 || fatal "DeviceClasses" "$(tail -3 "$LOGS/kubectl.log")"
+  if [ -n "$objs" ] && grep -q "extendedResourceName: $ARC_EXT" <<<"$objs"; then
+    DRA_OBJECTS_SOURCE="the chart ($CHART, mode=dra)"
+    printf '%s\n' "$objs" | kc apply -f - >>"$LOGS/kubectl.log" 2>&1 || fatal "chart DRA objects" "$(tail -3 "$LOGS/kubectl.log")"
   else
-    DRA_OBJECTS_SOURCE="test/e2e/lib/dra.sh (the chart renders no DeviceClass $DRA_CLASS with $ARC_EXT yet)"
+    DRA_OBJECTS_SOURCE="test/e2e/lib/dra.sh (the chart renders no DeviceClass with $ARC_EXT for mode=dra)"
     kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF || fatal "DeviceClasses" "$(tail -3 "$LOGS/kubectl.log")"
 apiVersion: resource.k8s.io/v1
 kind: DeviceClass
@@ -41,25 +43,51 @@ spec:
 ---
 apiVersion: resource.k8s.io/v1
 kind: DeviceClass
-metadata: {name: arc-4.$DRA_CLASS}
+metadata: {name: lpu-arc-4.hyperaccel.ai}
 spec:
   extendedResourceName: $ARC_EXT
   selectors:
   - cel: {expression: 'device.driver == "$DRA_DRIVER" && $(attr size) == 4'}
 EOF
   fi
-  log "DeviceClasses from $DRA_OBJECTS_SOURCE"
-  kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF || fatal "claim templates" "$(tail -3 "$LOGS/kubectl.log")"
+  for t in "$TPL_STRICT4" "$TPL_BE4"; do
+    kc get resourceclaimtemplate "$t" -n default >/dev/null 2>&1 && continue
+    DRA_OBJECTS_SOURCE+="; template $t from test/e2e/lib/dra.sh"
+    case $t in
+      "$TPL_STRICT4") kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF ;;
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
-metadata: {name: lpu-arc-4, namespace: default}
+metadata: {name: $t, namespace: default}
 spec:
   spec:
     devices:
       requests:
       - name: lpus
         exactly: {deviceClassName: $DRA_CLASS, selectors: [$(sel "$(attr size) == 4")]}
----
+EOF
+      "$TPL_BE4") kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF ;;
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: $t, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: lpus
+        firstAvailable:
+        - name: arc
+          deviceClassName: $DRA_CLASS
+          selectors: [$(sel "$(attr size) == 4")]
+        - name: singles
+          deviceClassName: $DRA_CLASS
+          allocationMode: ExactCount
+          count: 4
+          selectors: [$(sel "$(attr size) == 1")]
+EOF
+    esac
+  done
+  log "DRA objects from $DRA_OBJECTS_SOURCE"
+  kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF || fatal "claim templates" "$(tail -3 "$LOGS/kubectl.log")"
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
 metadata: {name: lpu-arc-1, namespace: default}
@@ -79,24 +107,6 @@ spec:
       requests:
       - name: lpus
         exactly: {deviceClassName: $DRA_CLASS, selectors: [$(sel "$(attr size) == 8")]}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: lpu-best-effort-4, namespace: default}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: lpus
-        firstAvailable:
-        - name: arc
-          deviceClassName: $DRA_CLASS
-          selectors: [$(sel "$(attr size) == 4")]
-        - name: singles
-          deviceClassName: $DRA_CLASS
-          allocationMode: ExactCount
-          count: 4
-          selectors: [$(sel "$(attr size) == 1")]
 ---
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
@@ -269,17 +279,17 @@ dra_show() {
 scenario_d1() {
   log "DRA d1: strict 4-arcs, Pending, churn"
   local p got_a got_b both
-  dra_pod arc-a template lpu-arc-4
+  dra_pod arc-a template "$TPL_STRICT4"
   if wait_pod arc-a 90; then ok "arc-a: pod with a strict 4-arc claim is running"; else nok "arc-a: pod with a strict 4-arc claim is running" "$(pod_why arc-a)"; return; fi
   check_dra_container arc-a 4
   got_a=$GOT
-  dra_pod arc-b template lpu-arc-4
+  dra_pod arc-b template "$TPL_STRICT4"
   if wait_pod arc-b 60; then ok "arc-b: second 4-arc pod is running"; else nok "arc-b: second 4-arc pod is running" "$(pod_why arc-b)"; return; fi
   check_dra_container arc-b 4
   got_b=$GOT
   both=$(printf '%s\n' $got_a $got_b | sort -n | uniq -d | tr '\n' ' ')
   expect "arc-a and arc-b hold disjoint halves of the ring" "both hold [$both]" test -z "$both"
-  dra_pod arc-c template lpu-arc-4
+  dra_pod arc-c template "$TPL_STRICT4"
   if wait_for 30 unschedulable arc-c; then
     sleep 5
     expect "arc-c: a third 4-arc stays Pending (Unschedulable), not Failed" "$(pod_why arc-c)" unschedulable arc-c
@@ -316,7 +326,7 @@ scenario_d1() {
 scenario_d2() {
   log "DRA d2: best-effort template falls back to singles only without an arc"
   local res n
-  dra_pod be-arc template lpu-best-effort-4
+  dra_pod be-arc template "$TPL_BE4"
   if wait_pod be-arc 60; then
     res=$(claim_results "$(claim_of be-arc)")
     expect "be-arc: on an empty ring the best-effort claim gets one 4-arc" "results: $(tr '\n' ';' <<<"$res")" \
@@ -335,7 +345,7 @@ scenario_d2() {
     return
   fi
   check_dra_container holder 4 any
-  dra_pod be-singles template lpu-best-effort-4
+  dra_pod be-singles template "$TPL_BE4"
   if wait_pod be-singles 60; then
     res=$(claim_results "$(claim_of be-singles)")
     n=$(grep -c "/singles " <<<"$res")
@@ -431,7 +441,7 @@ scenario_d4() {
 scenario_d5() {
   log "DRA d5: lpu-dra restart"
   local before after uid
-  dra_pod keep template lpu-arc-4
+  dra_pod keep template "$TPL_STRICT4"
   wait_pod keep 60 || { nok "d5 setup: pod keep runs" "$(pod_why keep)"; return; }
   before=$(lpu_nodes keep | sort -n | tr '\n' ' ')
   uid=$(kc get resourceclaim "$(claim_of keep)" -o jsonpath='{.metadata.uid}')
@@ -466,7 +476,7 @@ scenario_d5() {
 scenario_d6() {
   log "DRA d6: no CDI spec outlives its pod"
   local p
-  for p in s1 s2; do dra_pod "$p" template lpu-arc-4; done
+  for p in s1 s2; do dra_pod "$p" template "$TPL_STRICT4"; done
   wait_pod s1 60 && wait_pod s2 60 || nok "d6 setup: two 4-arc pods run" "$(pod_why s1); $(pod_why s2)"
   local n
   n=$(find "$DRA_CDI" -type f | wc -l)
