@@ -249,7 +249,9 @@ dra_slices_published() {
   [ "$(kc get resourceslices -o json 2>/dev/null | jq --arg d "$DRA_DRIVER" --arg n "$KNODE" \
     '[.items[] | select(.spec.driver == $d and .spec.nodeName == $n) | (.spec.devices // [])[]] | length')" -gt 0 ]
 }
-kubelet_saw_dra() { grep -q "Register new plugin.*$DRA_DRIVER\|$DRA_DRIVER.*[Rr]egist" "$KUBELET_LOG"; }
+# dra_connects: how often the kubelet connected to lpu-dra's plugin socket.
+dra_connects() { grep -c "Connection changed.*driverName=\"$DRA_DRIVER\".*connected=true" "$KUBELET_LOG" || true; }
+kubelet_saw_dra() { [ "$(dra_connects)" -gt 0 ]; }
 
 # lpu_dra_rbac: what the chart grants lpu-dra, bound to the e2e's lpu-dra
 # client certificate (user "lpu-dra"), so the driver runs with exactly those
