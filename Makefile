@@ -32,6 +32,7 @@ bench: ## Go benchmarks of the hot paths
 e2e: ## end-to-end scenarios on a real kubelet + containerd + podman, then the DRA cluster ones (root)
 	bash test/e2e/run.sh all
 	bash test/e2e/run.sh dra
+	bash test/e2e/run.sh install
 
 e2e-dra: ## the DRA scenarios on a real single-node cluster (root)
 	bash test/e2e/run.sh dra

@@ -60,11 +60,13 @@ do_fuzz() {
   done < <(git grep -o -E '^func Fuzz[A-Za-z0-9_]+' -- '*_test.go' | sed -E 's/:func /:/' | sort -u || true)
 }
 
-# The node scenarios, then the DRA ones on their own cluster; both always run.
+# The node scenarios, then the DRA ones and the chart install, each on its
+# own cluster; all always run.
 do_e2e() {
   local rc=0
   bash test/e2e/run.sh all || rc=1
   bash test/e2e/run.sh dra || rc=1
+  bash test/e2e/run.sh install || rc=1
   return "$rc"
 }
 

@@ -45,8 +45,6 @@ scenario_install() {
     nok "install: image $ref imported into the node's containerd" "$out"
     return
   fi
-  # the DaemonSet selects nodes by a label a person sets (NFD rule: not yet)
-  kc label node "$KNODE" hyperaccel.ai/lpu.present=true --overwrite >/dev/null
   if ! out=$("$helm" install lpu-node "$chart" --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --create-namespace \
     --set image.repository=localhost/lpu-node --set image.tag=e2e --set image.pullPolicy=Never \
     --set simulate=8 --set config.stateDir="$CHART_STATE" --set config.nri.socket="$(nri_sock a)" \
@@ -57,6 +55,12 @@ scenario_install() {
     return
   fi
   ok "install: helm install lpu-node (chart $(sed -n 's/^version: //p' "$chart/Chart.yaml"))"
+  # the node carries the labels the DaemonSets select on, as a person (or
+  # NFD, which this cluster does not run) would set them
+  local sel
+  for sel in $(kc get ds -n "$CHART_NS" -o json | jq -r '.items[].spec.template.spec.nodeSelector // {} | to_entries[] | "\(.key)=\(.value)"' | sort -u); do
+    kc label node "$KNODE" "$sel" --overwrite >/dev/null || nok "install: label node $sel" "$(kc label node "$KNODE" "$sel" --overwrite 2>&1)"
+  done
   if wait_for 180 ds_ready; then
     ok "install: the DaemonSet's pods are Ready on $KNODE"
   else
