@@ -10,6 +10,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
 	"github.com/hyperaccel/lpu-node/internal/dracheckpoint"
+	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -69,5 +70,35 @@ func TestDRAClaimContainers(t *testing.T) {
 				t.Fatalf("adjustment %+v for a claim container, want none", viewOf(adj))
 			}
 		})
+	}
+}
+
+// The Synchronize audit does not count a container holding LPUs from a
+// claim lpu-dra prepared for its pod, and does count one whose claim
+// belongs to another pod.
+func TestAuditDRAClaims(t *testing.T) {
+	stateDir := t.TempDir()
+	if err := dracheckpoint.Save(stateDir, &dracheckpoint.State{Claims: map[string]dracheckpoint.Claim{"c1": {
+		UID: "c1", Namespace: "team", Name: "lpus", LPUs: []string{"lpu4"},
+		Devices:   []dracheckpoint.Device{{Request: "lpus", Pool: "node-a", Device: "ring0-start4-size1"}},
+		CDIDevice: inject.ClaimDeviceID("c1"), SpecName: "lpu.hyperaccel.ai-claim_c1.json", Pods: []string{"uid-mine"},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, 8, false, func(c *Config) {
+		c.Claims = func(pod string, claims []string) error { return dracheckpoint.Verify(stateDir, pod, claims) }
+	})
+	var pods []*api.PodSandbox
+	var ctrs []*api.Container
+	for _, name := range []string{"mine", "theirs"} {
+		pods = append(pods, pod(name, nil))
+		c := ctr(name, nil)
+		c.State = api.ContainerState_CONTAINER_RUNNING
+		c.CDIDevices = []*api.CDIDevice{{Name: inject.ClaimDeviceID("c1")}}
+		c.Linux = &api.LinuxContainer{Devices: []*api.LinuxDevice{{Path: "/dev/lpu4", Type: "c", Major: device.DefaultMajor, Minor: 4}}}
+		ctrs = append(ctrs, c)
+	}
+	if got := f.p.Audit(pods, ctrs); got != 1 {
+		t.Fatalf("Audit = %d unallocated holders, want 1 (the other pod's)", got)
 	}
 }
