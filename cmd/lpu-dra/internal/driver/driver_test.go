@@ -674,3 +674,14 @@ func TestPrepareRecordsPods(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestNodeWithoutLPUsPublishesAnEmptyPool(t *testing.T) {
+	e := newEnv(t, newStatic(t, &device.Inventory{}))
+	res, err := e.d.Resources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := res.Pools[node]; len(p.Slices) != 1 || len(p.Slices[0].Devices) != 0 {
+		t.Fatalf("pool %+v, want one empty slice", p)
+	}
+}

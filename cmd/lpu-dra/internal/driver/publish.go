@@ -42,8 +42,14 @@ func (d *Driver) Resources() (resourceslice.DriverResources, error) {
 			sick[dev.ID] = true
 		}
 	}
+	sl := b.Slices(d.held(), sick)
+	if len(sl) == 0 {
+		// A node without LPUs still publishes its pool, empty: "no
+		// devices" is news, "no pool" is not.
+		sl = []resourceslice.Slice{{}}
+	}
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
-		d.opts.NodeName: {Slices: b.Slices(d.held(), sick)},
+		d.opts.NodeName: {Slices: sl},
 	}}, nil
 }
 
