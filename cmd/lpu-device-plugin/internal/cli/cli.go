@@ -9,7 +9,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/nfd"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/pkg/device"
-	"github.com/hyperaccel/lpu-node/pkg/flagenv"
+	"github.com/hyperaccel/lpu-node/internal/cmdline"
 )
 
 // Options are the command line of lpu-device-plugin after flags and their
@@ -34,7 +34,7 @@ type Options struct {
 }
 
 // specs are the flags with their environment twins.
-var specs = flagenv.Flags{
+var specs = cmdline.Flags{
 	{Name: "config", Env: "LPU_CONFIG", Usage: "config `FILE` (YAML, version: v1); empty: built-in defaults"},
 	{Name: "root", Env: "LPU_ROOT", Usage: "host root `DIR` to discover devices under (/sys, /dev); overrides config root (default /)"},
 	{Name: "kubelet-dir", Env: "LPU_KUBELET_DIR", Usage: "`DIR` holding kubelet.sock and the plugin socket; overrides config kubelet.devicePluginDir (default " + config.DefaultDevicePluginDir + ")"},
@@ -115,7 +115,7 @@ func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, erro
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (flags only; see --help)", fs.Arg(0))
 	}
-	o.given = flagenv.Given(fs)
+	o.given = cmdline.Given(fs)
 	if err := specs.FromEnv(fs, o.given, lookupEnv); err != nil {
 		return nil, err
 	}
@@ -126,7 +126,7 @@ func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, erro
 	if err := device.CheckSimulate(o.Simulate); err != nil {
 		return nil, err
 	}
-	if err := flagenv.RequireAbsolute(fs, o.given, "root", "kubelet-dir", "state-dir"); err != nil {
+	if err := cmdline.RequireAbsolute(fs, o.given, "root", "kubelet-dir", "state-dir"); err != nil {
 		return nil, err
 	}
 	return o, nil

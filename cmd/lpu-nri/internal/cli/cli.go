@@ -12,7 +12,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/pkg/device"
-	"github.com/hyperaccel/lpu-node/pkg/flagenv"
+	"github.com/hyperaccel/lpu-node/internal/cmdline"
 )
 
 // Commands.
@@ -46,7 +46,7 @@ type Options struct {
 }
 
 // specs are the flags with their environment twins.
-var specs = flagenv.Flags{
+var specs = cmdline.Flags{
 	{Name: "config", Env: "LPU_CONFIG", Usage: "config `FILE` (YAML, version: v1); empty: built-in defaults"},
 	{Name: "root", Env: "LPU_ROOT", Usage: "host root `DIR` to discover devices under (/sys, /dev); overrides config root (default /)"},
 	{Name: "state-dir", Env: "LPU_STATE_DIR", Usage: "`DIR` with the seal key and the readiness socket; overrides config stateDir (default " + config.DefaultStateDir + ")"},
@@ -118,8 +118,8 @@ func Usage(w io.Writer) {
 }
 
 // flagsFor returns the flags cmd accepts.
-func flagsFor(cmd string) flagenv.Flags {
-	var fl flagenv.Flags
+func flagsFor(cmd string) cmdline.Flags {
+	var fl cmdline.Flags
 	for _, s := range specs {
 		if accepts(s.Name, cmd) {
 			fl = append(fl, s)
@@ -193,7 +193,7 @@ func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, erro
 			return nil, fmt.Errorf("unexpected argument %q after %s", fs.Arg(0), o.Command)
 		}
 	}
-	o.given = flagenv.Given(fs)
+	o.given = cmdline.Given(fs)
 	if err := flagsFor(o.Command).FromEnv(fs, o.given, lookupEnv); err != nil {
 		return nil, err
 	}
@@ -213,7 +213,7 @@ func Parse(args []string, lookupEnv func(string) (string, bool)) (*Options, erro
 	if err := device.CheckSimulate(o.Simulate); err != nil {
 		return nil, err
 	}
-	if err := flagenv.RequireAbsolute(fs, o.given, "root", "state-dir", "nri-socket", "output", "nri-plugin-dir", "kubelet-dir"); err != nil {
+	if err := cmdline.RequireAbsolute(fs, o.given, "root", "state-dir", "nri-socket", "output", "nri-plugin-dir", "kubelet-dir"); err != nil {
 		return nil, err
 	}
 	return o, nil

@@ -1,4 +1,4 @@
-package flagenv
+package cmdline
 
 import (
 	"bytes"
