@@ -16,7 +16,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/cli"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/daemon"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/plugin"
-	"github.com/hyperaccel/lpu-node/pkg/startup"
+	"github.com/hyperaccel/lpu-node/internal/startup"
 )
 
 // version is set at build time: -ldflags "-X main.version=$(git describe)".

@@ -19,7 +19,7 @@ import (
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
-	"github.com/hyperaccel/lpu-node/pkg/startup"
+	"github.com/hyperaccel/lpu-node/internal/startup"
 )
 
 // Params is everything Run needs.

@@ -21,7 +21,7 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
-	"github.com/hyperaccel/lpu-node/pkg/startup"
+	"github.com/hyperaccel/lpu-node/internal/startup"
 )
 
 // Params are what Run needs besides the context.
