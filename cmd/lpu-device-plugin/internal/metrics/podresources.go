@@ -6,7 +6,7 @@ import (
 
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
-	"github.com/hyperaccel/lpu-node/pkg/podresources"
+	"github.com/hyperaccel/lpu-node/internal/podresources"
 )
 
 // PodResources asks the kubelet's PodResources service (v1 List) which

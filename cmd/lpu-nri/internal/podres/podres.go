@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
-	"github.com/hyperaccel/lpu-node/pkg/podresources"
+	"github.com/hyperaccel/lpu-node/internal/podresources"
 )
 
 // ErrMismatch is returned (wrapped) when the kubelet reports other devices
