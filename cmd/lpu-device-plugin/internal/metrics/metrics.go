@@ -15,8 +15,8 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/health"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/plugin"
-	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/internal/metricsserver"
+	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
 // Results are the plugin's allocation results, the values of

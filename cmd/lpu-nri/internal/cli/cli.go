@@ -11,8 +11,8 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/hyperaccel/lpu-node/config"
-	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/internal/cmdline"
+	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
 // Commands.

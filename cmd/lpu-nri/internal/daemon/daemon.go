@@ -18,10 +18,10 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/plugin"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/podres"
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
-	"github.com/hyperaccel/lpu-node/internal/startup"
 )
 
 // Params are what Run needs besides the context.
