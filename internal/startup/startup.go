@@ -1,26 +1,37 @@
 package startup
 
 import (
+	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/cmdline"
 )
 
 // Program is a daemon as its main sees it.
 type Program struct {
 	Name    string          // command name, as in "lpu-nri"
 	Version string          // build version
-	Usage   func(io.Writer) // writes the command's help text
+	Help    func(io.Writer) // writes the command's help text
 	// Stdout and Stderr default to os.Stdout and os.Stderr; Stderr also
 	// receives the logs.
 	Stdout, Stderr io.Writer
-	// Getenv reads LPU_LOG_LEVEL and LPU_LOG_FORMAT; nil means os.Getenv.
-	Getenv func(string) string
+	// LookupEnv reads the flags' twins and LPU_LOG_*; nil means
+	// os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+}
+
+// Started is what Start hands the daemon: the command the command line
+// chose, the config with the flags laid over it, and the logger.
+type Started struct {
+	Command *cmdline.Command
+	Config  *config.Config
+	Log     *slog.Logger
 }
 
 func (p Program) stdout() io.Writer {
@@ -37,54 +48,76 @@ func (p Program) stderr() io.Writer {
 	return p.Stderr
 }
 
-// ParseError answers an error from parsing the command line. For --help
-// (flag.ErrHelp) it writes the usage to Stdout and returns nil: the
-// program exits 0. For any other error it writes the usage to Stderr and
-// returns err.
-func (p Program) ParseError(err error) error {
-	if errors.Is(err, flag.ErrHelp) {
-		p.usage(p.stdout())
-		return nil
+func (p Program) getenv(k string) string {
+	look := p.LookupEnv
+	if look == nil {
+		look = os.LookupEnv
 	}
-	p.usage(p.stderr())
-	return err
+	v, _ := look(k)
+	return v
 }
 
-func (p Program) usage(w io.Writer) {
-	if p.Usage != nil {
-		p.Usage(w)
+// Start installs a logger from LPU_LOG_LEVEL and LPU_LOG_FORMAT as slog's
+// default (so errors before the config is loaded follow them), parses args
+// (without the program name) against cmds (cmdline.Parse; the first is the
+// program's own command), answers --help and --version on Stdout, loads
+// the config file named by flags.ConfigFile, lays the given flags over it
+// and installs the configured logger. It returns nil and no error when
+// there is nothing to run (help or version printed). A bad command line
+// is one error ending in "see --help".
+func (p Program) Start(args []string, flags *Flags, cmds ...*cmdline.Command) (*Started, error) {
+	early, _ := config.NewLogger(config.Log{}, p.stderr(), p.getenv)
+	slog.SetDefault(early)
+	look := p.LookupEnv
+	if look == nil {
+		look = os.LookupEnv
 	}
-}
-
-// PrintVersion writes "<name> <version>" to Stdout.
-func (p Program) PrintVersion() error {
-	_, err := fmt.Fprintln(p.stdout(), p.Name, p.Version)
-	return err
-}
-
-// Config loads the config file (built-in defaults when file is ""), calls
-// apply to lay the command line over it, and installs the configured
-// logger, writing to Stderr, as slog's default. The logger's warnings
-// (LPU_LOG_* values it ignored) are logged through it. Errors from loading
-// and from apply are returned as they are.
-func (p Program) Config(file string, apply func(*config.Config) error) (*config.Config, *slog.Logger, error) {
-	cfg, err := config.Load(file)
-	if err != nil {
-		return nil, nil, err
-	}
-	if apply != nil {
-		if err := apply(cfg); err != nil {
-			return nil, nil, err
+	cmd, err := cmdline.Parse(args, look, cmds...)
+	switch {
+	case errors.Is(err, cmdline.ErrHelp):
+		if p.Help != nil {
+			p.Help(p.stdout())
 		}
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("%w; see --help", err)
+	case flags.Version:
+		_, err := fmt.Fprintln(p.stdout(), p.Name, p.Version)
+		return nil, err
 	}
-	getenv := p.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
+	cfg, err := config.Load(flags.ConfigFile)
+	if err != nil {
+		return nil, err
 	}
-	log, warnings := config.NewLogger(cfg.Log, p.stderr(), getenv)
+	if err := cmd.Apply(cfg); err != nil {
+		return nil, err
+	}
+	log, warnings := config.NewLogger(cfg.Log, p.stderr(), p.getenv)
 	slog.SetDefault(log)
 	for _, w := range warnings {
 		log.Warn(w)
 	}
-	return cfg, log, nil
+	return &Started{Command: cmd, Config: cfg, Log: log}, nil
+}
+
+// LogError logs err through slog's default logger, one record per line of
+// its message, so several config errors read one per line.
+func LogError(err error) {
+	for line := range strings.SplitSeq(err.Error(), "\n") {
+		slog.Error("exiting", "err", line)
+	}
+}
+
+// Logger returns log, or a logger that discards everything when log is
+// nil: the one meaning of a nil logger across the daemons' packages.
+func Logger(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log
+}
+
+// Context is the daemons' run context: cancelled on SIGINT or SIGTERM.
+func Context() (context.Context, context.CancelFunc) {
+	return signalContext()
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,109 +13,140 @@ import (
 	"testing"
 
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/cmdline"
 )
 
 func program(stdout, stderr *bytes.Buffer, env map[string]string) Program {
 	return Program{
 		Name: "lpu-test", Version: "v1.2.3",
-		Usage:  func(w io.Writer) { fmt.Fprint(w, "usage: lpu-test [flags]\n") },
+		Help:   func(w io.Writer) { fmt.Fprint(w, "usage: lpu-test [flags]\n") },
 		Stdout: stdout, Stderr: stderr,
-		Getenv: func(k string) string { return env[k] },
+		LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 	}
 }
 
-func TestParseError(t *testing.T) {
-	bad := errors.New("flag provided but not defined: -x")
+// command declares the shared flags a daemon would.
+func command(f *Flags) *cmdline.Command {
+	c := cmdline.New("")
+	f.Declare(c, "config", "root", "state-dir", "kubelet-dir", "metrics-addr", "simulate", "version")
+	return c
+}
+
+func start(t *testing.T, args []string, env map[string]string) (*Started, error, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	prev := slog.Default()
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	var out, errOut bytes.Buffer
+	var f Flags
+	s, err := program(&out, &errOut, env).Start(args, &f, command(&f))
+	return s, err, &out, &errOut
+}
+
+func TestStartHelpVersionAndBadFlags(t *testing.T) {
 	tests := map[string]struct {
-		err                    error
-		wantErr                error
-		wantStdout, wantStderr string
+		args       []string
+		wantErr    string
+		wantStdout string
 	}{
-		"help":         {err: flag.ErrHelp, wantStdout: "usage: lpu-test [flags]\n"},
-		"wrapped help": {err: fmt.Errorf("parse: %w", flag.ErrHelp), wantStdout: "usage: lpu-test [flags]\n"},
-		"bad flag":     {err: bad, wantErr: bad, wantStderr: "usage: lpu-test [flags]\n"},
+		"help":      {args: []string{"--help"}, wantStdout: "usage: lpu-test [flags]\n"},
+		"short -h":  {args: []string{"-h"}, wantStdout: "usage: lpu-test [flags]\n"},
+		"version":   {args: []string{"--version"}, wantStdout: "lpu-test v1.2.3\n"},
+		"bad flag":  {args: []string{"--bogus"}, wantErr: "unknown flag --bogus; see --help"},
+		"bad value": {args: []string{"--simulate", "many"}, wantErr: `--simulate: parse error; see --help`},
+		"relative":  {args: []string{"--root", "x"}, wantErr: `--root "x": want an absolute path; see --help`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			var out, errOut bytes.Buffer
-			err := program(&out, &errOut, nil).ParseError(tc.err)
-			if err != tc.wantErr {
-				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			s, err, out, errOut := start(t, tc.args, nil)
+			if s != nil {
+				t.Fatalf("Start returned something to run for %v", tc.args)
 			}
-			if out.String() != tc.wantStdout || errOut.String() != tc.wantStderr {
-				t.Fatalf("stdout %q stderr %q, want %q and %q", out.String(), errOut.String(), tc.wantStdout, tc.wantStderr)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("err = %v, want one line with %q", err, tc.wantErr)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if out.String() != tc.wantStdout || errOut.Len() != 0 {
+				t.Fatalf("stdout %q stderr %q, want %q and nothing", out.String(), errOut.String(), tc.wantStdout)
 			}
 		})
 	}
 }
 
-func TestPrintVersion(t *testing.T) {
-	var out, errOut bytes.Buffer
-	if err := program(&out, &errOut, nil).PrintVersion(); err != nil {
-		t.Fatal(err)
-	}
-	if out.String() != "lpu-test v1.2.3\n" || errOut.Len() != 0 {
-		t.Fatalf("stdout %q stderr %q", out.String(), errOut.String())
+// TestStartEarlyLogFormat: an error before the config is loaded is logged
+// in the format LPU_LOG_FORMAT names.
+func TestStartEarlyLogFormat(t *testing.T) {
+	for format, want := range map[string]string{"text": "level=ERROR msg=exiting", "json": `"level":"ERROR","msg":"exiting"`} {
+		t.Run(format, func(t *testing.T) {
+			_, err, _, errOut := start(t, []string{"--bogus"}, map[string]string{"LPU_LOG_FORMAT": format})
+			LogError(err)
+			if got := strings.Count(errOut.String(), "\n"); got != 1 || !strings.Contains(errOut.String(), want) {
+				t.Fatalf("stderr (%d lines) %q, want one line with %q", got, errOut.String(), want)
+			}
+		})
 	}
 }
 
-func TestConfig(t *testing.T) {
+func TestLogErrorOnePerLine(t *testing.T) {
+	prev := slog.Default()
+	defer slog.SetDefault(prev)
+	var b bytes.Buffer
+	slog.SetDefault(slog.New(slog.NewTextHandler(&b, nil)))
+	LogError(fmt.Errorf("config x: %w", errors.Join(errors.New("root: bad"), errors.New("stateDir: bad"))))
+	if got := strings.Count(b.String(), "level=ERROR"); got != 2 {
+		t.Fatalf("%d records, want 2:\n%s", got, b.String())
+	}
+}
+
+func TestStartConfig(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(file, []byte("version: v1\nroot: /file-root\nlog:\n  level: debug\n  format: text\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	applyErr := errors.New("config after flags: bad")
 	tests := map[string]struct {
-		file      string
-		apply     func(*config.Config) error
+		args      []string
 		env       map[string]string
 		wantRoot  string
 		wantErr   string
 		wantDebug bool     // the installed logger logs debug
 		wantLog   []string // in stderr
 	}{
-		"defaults": {wantRoot: config.DefaultRoot},
-		"file":     {file: file, wantRoot: "/file-root", wantDebug: true},
-		"flags over file": {
-			file: file, apply: func(c *config.Config) error { c.Root = "/flag-root"; return nil },
-			wantRoot: "/flag-root", wantDebug: true,
-		},
+		"defaults":        {wantRoot: config.DefaultRoot},
+		"file":            {args: []string{"--config", file}, wantRoot: "/file-root", wantDebug: true},
+		"flags over file": {args: []string{"--config", file, "--root", "/flag-root"}, wantRoot: "/flag-root", wantDebug: true},
+		"env over file":   {args: []string{"--config", file}, env: map[string]string{"LPU_ROOT": "/env-root"}, wantRoot: "/env-root", wantDebug: true},
 		"env log level with warning": {
 			env:      map[string]string{"LPU_LOG_LEVEL": "loud"},
 			wantRoot: config.DefaultRoot, wantLog: []string{"LPU_LOG_LEVEL", "loud"},
 		},
-		"missing file": {file: filepath.Join(dir, "nope.yaml"), wantErr: "nope.yaml"},
-		"apply fails":  {apply: func(*config.Config) error { return applyErr }, wantErr: applyErr.Error()},
+		"missing file": {args: []string{"--config", filepath.Join(dir, "nope.yaml")}, wantErr: "nope.yaml"},
+		"apply fails":  {args: []string{"--metrics-addr", "nohost"}, wantErr: "config after flags"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			prev := slog.Default()
-			defer slog.SetDefault(prev)
-			var out, errOut bytes.Buffer
-			cfg, log, err := program(&out, &errOut, tc.env).Config(tc.file, tc.apply)
+			s, err, out, errOut := start(t, tc.args, tc.env)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
-				if slog.Default() != prev {
-					t.Fatal("default logger replaced although Config failed")
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.Root != tc.wantRoot {
-				t.Fatalf("root %q, want %q", cfg.Root, tc.wantRoot)
+			if s.Config.Root != tc.wantRoot {
+				t.Fatalf("root %q, want %q", s.Config.Root, tc.wantRoot)
 			}
-			if slog.Default() != log {
+			if slog.Default() != s.Log {
 				t.Fatal("the configured logger is not slog's default")
 			}
-			if got := log.Enabled(context.Background(), slog.LevelDebug); got != tc.wantDebug {
+			if got := s.Log.Enabled(context.Background(), slog.LevelDebug); got != tc.wantDebug {
 				t.Fatalf("debug enabled = %v, want %v", got, tc.wantDebug)
 			}
-			log.Info("probe-line")
+			s.Log.Info("probe-line")
 			for _, want := range append(tc.wantLog, "probe-line") {
 				if !strings.Contains(errOut.String(), want) {
 					t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
@@ -127,4 +157,14 @@ func TestConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestDeclareUnknownPanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic for an unknown shared flag")
+		}
+	}()
+	var f Flags
+	f.Declare(cmdline.New(""), "no-such-flag")
 }

@@ -11,7 +11,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/cli"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/health"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/metrics"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/nfd"
@@ -25,7 +24,7 @@ import (
 // Params is everything Run needs.
 type Params struct {
 	Config  *config.Config // after flags were applied
-	Options *cli.Options
+	Options *Options
 	Logger  *slog.Logger
 	Version string
 	// Getenv reads NODE_NAME; nil means os.Getenv.
@@ -171,7 +170,7 @@ func Readyz(m *health.Monitor) metrics.Check {
 // nfdPath picks the feature file: the flag when given ("" disables);
 // otherwise the default, inside the simulated tree under --simulate, and
 // only when its directory exists (NFD installed).
-func nfdPath(opts *cli.Options, root string, log *slog.Logger) string {
+func nfdPath(opts *Options, root string, log *slog.Logger) string {
 	if opts.NFDFileGiven {
 		return opts.NFDFile
 	}

@@ -15,7 +15,6 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/cli"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/kubelettest"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -99,7 +98,7 @@ func startDaemonWith(t *testing.T, n int, edit func(*config.Config), args ...str
 		"--simulate", strconv.Itoa(n), "--state-dir", d.state, "--kubelet-dir", d.kdir,
 		"--metrics-addr", d.metrics, "--nfd-features-file", d.nfdFile,
 	}, args...)
-	opts, err := cli.Parse(args, func(string) (string, bool) { return "", false })
+	opts, err := Parse(args, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +119,7 @@ func startDaemonWith(t *testing.T, n int, edit func(*config.Config), args ...str
 	d.cancel, d.done = cancel, make(chan error, 1)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	go func() {
-		d.done <- Run(ctx, Params{Config: cfg, Options: opts, Logger: log, Version: "test", Getenv: func(k string) string {
+		d.done <- Run(ctx, Params{Config: cfg, Options: opts.Options, Logger: log, Version: "test", Getenv: func(k string) string {
 			if k == "NODE_NAME" {
 				return "node-a"
 			}
