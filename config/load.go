@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
 // Defaults, used for every field a file leaves unset.
@@ -53,7 +55,7 @@ func (c *Config) applyDefaults() {
 	setString(&c.ResourceName, DefaultResourceName)
 	setString(&c.Root, DefaultRoot)
 	setString(&c.StateDir, DefaultStateDir)
-	setString(&c.Topology.Source, TopologyAuto)
+	setString(&c.Topology.Source, device.TopologyAuto)
 	setString(&c.Allocation.Policy, PolicyBestEffort)
 	setString(&c.Injection.Mode, InjectionAuto)
 	if c.Injection.Mounts == nil {
@@ -288,6 +290,3 @@ func describeJSONError(err error) error {
 	}
 	return err
 }
-
-// Marshal renders c as YAML, the inverse of Parse for a valid config.
-func Marshal(c *Config) ([]byte, error) { return yaml.Marshal(c) }

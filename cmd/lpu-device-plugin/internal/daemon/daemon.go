@@ -16,6 +16,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/nfd"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/plugin"
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/logchange"
 	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
@@ -62,7 +63,7 @@ func Run(ctx context.Context, p Params) error {
 
 	mode, why := config.ResolveInjection(cfg.Injection.Mode, cfg.NRI.Socket)
 	var key *inject.Key
-	if mode == plugin.InjectionNRI {
+	if mode == config.InjectionNRI {
 		k, err := inject.LoadOrCreateKey(cfg.StateDir)
 		if err != nil {
 			return fmt.Errorf("seal key for nri injection: %w", err)
@@ -193,22 +194,20 @@ func writeFeatures(ctx context.Context, mon *health.Monitor, path, resource stri
 		return nil
 	}
 	var last []string
-	lastErr := ""
+	var errs logchange.Errors
 	written := false
 	for {
 		snap, changed := mon.Snapshot()
 		if lines := nfd.Features(resource, snap.Inventory); !written || !slices.Equal(lines, last) {
 			ok, err := nfd.Write(path, lines)
-			if err != nil {
-				if err.Error() != lastErr {
-					log.Warn("cannot write the NFD feature file", "file", path, "err", err)
-					lastErr = err.Error()
-				}
-			} else {
+			if errs.Note(err) == logchange.Failed {
+				log.Warn("cannot write the NFD feature file", "file", path, "err", err)
+			}
+			if err == nil {
 				if ok {
 					log.Info("wrote the NFD feature file", "file", path, "features", lines)
 				}
-				last, written, lastErr = lines, true, ""
+				last, written = lines, true
 			}
 		}
 		select {

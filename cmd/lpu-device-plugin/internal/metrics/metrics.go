@@ -15,6 +15,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/health"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/plugin"
+	"github.com/hyperaccel/lpu-node/internal/logchange"
 	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
@@ -165,7 +166,7 @@ type deviceCollector struct {
 	log  *slog.Logger
 
 	mu   sync.Mutex
-	last map[string]string // last problem per source, to log changes only
+	errs map[string]*logchange.Errors // per source, to log changes only
 }
 
 func newDeviceCollector(opts Options) *deviceCollector {
@@ -176,7 +177,7 @@ func newDeviceCollector(opts Options) *deviceCollector {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &deviceCollector{opts: opts, log: log, last: map[string]string{}}
+	return &deviceCollector{opts: opts, log: log, errs: map[string]*logchange.Errors{}}
 }
 
 // Describe sends the descriptors.
@@ -190,17 +191,15 @@ func (c *deviceCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *deviceCollector) note(source string, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	msg := ""
-	if err != nil {
-		msg = err.Error()
+	errs := c.errs[source]
+	if errs == nil {
+		errs = &logchange.Errors{}
+		c.errs[source] = errs
 	}
-	if c.last[source] == msg {
-		return
-	}
-	c.last[source] = msg
-	if err != nil {
+	switch errs.Note(err) {
+	case logchange.Failed:
 		c.log.Warn("metrics source unavailable", "source", source, "err", err)
-	} else {
+	case logchange.Recovered:
 		c.log.Info("metrics source available again", "source", source)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/plugin"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/podres"
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/backoff"
 	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
@@ -35,17 +35,12 @@ type Params struct {
 	Version    string
 	// Metrics, when set, is used instead of a fresh metrics.New() (tests).
 	Metrics *metrics.Metrics
-	// MinBackoff and MaxBackoff bound the NRI reconnect backoff; zero:
-	// plugin defaults (100ms, 5s).
-	MinBackoff, MaxBackoff time.Duration
+	// Backoff bounds the NRI reconnect waits; zero fields take
+	// backoff.Default.
+	Backoff backoff.Steps
 }
 
-func (p Params) log() *slog.Logger {
-	if p.Logger == nil {
-		return slog.Default()
-	}
-	return p.Logger
-}
+func (p Params) log() *slog.Logger { return startup.Logger(p.Logger) }
 
 // DiscoveryRoot prepares the simulated node when asked and returns the root
 // to discover under.
@@ -136,7 +131,7 @@ func Run(ctx context.Context, p Params) error {
 		if err != nil {
 			return err
 		}
-		store := inventory.New(disc, inventory.WithInterval(cfg.Health.ResyncInterval.Duration), inventory.WithLogger(log))
+		store := inventory.New(disc, inventory.Options{Interval: cfg.Health.ResyncInterval.Duration, Logger: log})
 		if _, err := store.Refresh(ctx); err != nil {
 			log.Warn("initial device discovery failed; retrying in the background", "err", err)
 		}
@@ -160,7 +155,7 @@ func Run(ctx context.Context, p Params) error {
 			return err
 		}
 		r := &plugin.Runner{Plugin: pl, Name: cfg.NRI.PluginName, Index: cfg.NRI.PluginIndex,
-			Socket: cfg.NRI.Socket, Log: log, MinBackoff: p.MinBackoff, MaxBackoff: p.MaxBackoff}
+			Socket: cfg.NRI.Socket, Log: log, Backoff: p.Backoff}
 		if err := r.Validate(); err != nil {
 			return err
 		}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nritest"
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/backoff"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
@@ -91,7 +92,7 @@ func TestRunNRIModeSimulated(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Params{Config: cfg, Mode: config.InjectionNRI, Simulate: 8, Logger: discard,
-			MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+			Backoff: backoff.Steps{Min: 20 * time.Millisecond, Max: 100 * time.Millisecond}})
 	}()
 	addr := cfg.Metrics.Address
 
