@@ -17,6 +17,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/plugin"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/logchange"
+	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
@@ -95,7 +96,7 @@ func Run(ctx context.Context, p Params) error {
 		RecoveryThreshold: cfg.Health.RecoveryThreshold,
 		Logger:            log,
 	})
-	holders := metrics.NewPodResources(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
+	holders := podresources.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
 	defer holders.Close()
 	m := metrics.New(metrics.Options{
 		Node: node, Devices: mon, Telemetry: sysfs, Holders: holders,

@@ -17,6 +17,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/plugin"
 	"github.com/hyperaccel/lpu-node/internal/logchange"
 	"github.com/hyperaccel/lpu-node/internal/metricsserver"
+	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
@@ -37,11 +38,8 @@ type TelemetryReader interface {
 // HolderLister says which container holds each device; *PodResources
 // implements it. A nil map with an error means "unknown".
 type HolderLister interface {
-	Holders(ctx context.Context) (map[string]Holder, error)
+	Holders(ctx context.Context) (map[string]podresources.Holder, error)
 }
-
-// Holder is the container an allocated device belongs to.
-type Holder struct{ Namespace, Pod, Container string }
 
 // Options configure the device collector.
 type Options struct {
@@ -211,7 +209,7 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	snap, _ := c.opts.Devices.Snapshot()
-	var holders map[string]Holder
+	var holders map[string]podresources.Holder
 	if c.opts.Holders != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), c.opts.HoldersTimeout)
 		h, err := c.opts.Holders.Holders(ctx)

@@ -13,10 +13,11 @@ import (
 	"time"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/health"
-	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/kubelettest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 
+	"github.com/hyperaccel/lpu-node/internal/podresources"
+	"github.com/hyperaccel/lpu-node/internal/podresources/podresourcestest"
 	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
 
@@ -102,10 +103,10 @@ func TestDeviceMetrics(t *testing.T) {
 	<-mon.Ready()
 
 	sock := filepath.Join(sockettest.ShortDir(t), "pr.sock")
-	pr := kubelettest.StartPodResources(t, sock)
-	pr.SetPods(kubelettest.Holding{Namespace: "ml", Pod: "train-0", Container: "main", Resource: "hyperaccel.ai/lpu", DeviceIDs: []string{"lpu2", "lpu3"}},
-		kubelettest.Holding{Namespace: "ml", Pod: "other", Container: "c", Resource: "example.com/gpu", DeviceIDs: []string{"lpu4"}})
-	holders := NewPodResources(sock, "hyperaccel.ai/lpu")
+	pr := podresourcestest.Start(t, sock)
+	pr.SetPods(podresourcestest.Holding{Namespace: "ml", Pod: "train-0", Container: "main", Resource: "hyperaccel.ai/lpu", DeviceIDs: []string{"lpu2", "lpu3"}},
+		podresourcestest.Holding{Namespace: "ml", Pod: "other", Container: "c", Resource: "example.com/gpu", DeviceIDs: []string{"lpu4"}})
+	holders := podresources.New(sock, "hyperaccel.ai/lpu")
 	defer holders.Close()
 
 	m := New(Options{Node: "n1", Devices: mon, Telemetry: sysfs, Holders: holders})
@@ -171,7 +172,7 @@ func TestPodResourcesUnavailable(t *testing.T) {
 	go func() { done <- mon.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	<-mon.Ready()
-	holders := NewPodResources(filepath.Join(sockettest.ShortDir(t), "absent.sock"), "hyperaccel.ai/lpu")
+	holders := podresources.New(filepath.Join(sockettest.ShortDir(t), "absent.sock"), "hyperaccel.ai/lpu")
 	defer holders.Close()
 	m := New(Options{Node: "n1", Devices: mon, Telemetry: sysfs, Holders: holders, HoldersTimeout: 100 * time.Millisecond})
 	url := serve(t, m, nil, nil)

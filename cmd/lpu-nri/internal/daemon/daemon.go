@@ -15,9 +15,9 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/plugin"
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/podres"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/backoff"
+	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
@@ -146,7 +146,7 @@ func Run(ctx context.Context, p Params) error {
 		pc := plugin.Config{Key: key, Store: store, Options: opts, Metrics: m, Ready: rs, Log: log,
 			CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Tracer: tracer}
 		if cfg.Kubelet.PodResourcesCheck {
-			c := podres.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
+			c := podresources.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
 			defer c.Close()
 			pc.Check = c
 		}
