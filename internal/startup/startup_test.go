@@ -32,14 +32,21 @@ func command(f *Flags) *cmdline.Command {
 	return c
 }
 
-func start(t *testing.T, args []string, env map[string]string) (*Started, error, *bytes.Buffer, *bytes.Buffer) {
+// run is one Start: what it returned and what it wrote.
+type run struct {
+	s           *Started
+	err         error
+	out, errOut *bytes.Buffer
+}
+
+func start(t *testing.T, args []string, env map[string]string) run {
 	t.Helper()
 	prev := slog.Default()
 	t.Cleanup(func() { slog.SetDefault(prev) })
 	var out, errOut bytes.Buffer
 	var f Flags
 	s, err := program(&out, &errOut, env).Start(args, &f, command(&f))
-	return s, err, &out, &errOut
+	return run{s, err, &out, &errOut}
 }
 
 func TestStartHelpVersionAndBadFlags(t *testing.T) {
@@ -57,7 +64,8 @@ func TestStartHelpVersionAndBadFlags(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			s, err, out, errOut := start(t, tc.args, nil)
+			r := start(t, tc.args, nil)
+			s, err, out, errOut := r.s, r.err, r.out, r.errOut
 			if s != nil {
 				t.Fatalf("Start returned something to run for %v", tc.args)
 			}
@@ -80,8 +88,9 @@ func TestStartHelpVersionAndBadFlags(t *testing.T) {
 func TestStartEarlyLogFormat(t *testing.T) {
 	for format, want := range map[string]string{"text": "level=ERROR msg=exiting", "json": `"level":"ERROR","msg":"exiting"`} {
 		t.Run(format, func(t *testing.T) {
-			_, err, _, errOut := start(t, []string{"--bogus"}, map[string]string{"LPU_LOG_FORMAT": format})
-			LogError(err)
+			r := start(t, []string{"--bogus"}, map[string]string{"LPU_LOG_FORMAT": format})
+			LogError(r.err)
+			errOut := r.errOut
 			if got := strings.Count(errOut.String(), "\n"); got != 1 || !strings.Contains(errOut.String(), want) {
 				t.Fatalf("stderr (%d lines) %q, want one line with %q", got, errOut.String(), want)
 			}
@@ -127,7 +136,8 @@ func TestStartConfig(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			s, err, out, errOut := start(t, tc.args, tc.env)
+			r := start(t, tc.args, tc.env)
+			s, err, out, errOut := r.s, r.err, r.out, r.errOut
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)

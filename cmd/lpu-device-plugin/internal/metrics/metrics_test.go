@@ -99,7 +99,12 @@ func TestDeviceMetrics(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mon.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
 	<-mon.Ready()
 
 	sock := filepath.Join(sockettest.ShortDir(t), "pr.sock")
@@ -170,7 +175,12 @@ func TestPodResourcesUnavailable(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mon.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
 	<-mon.Ready()
 	holders := podresources.New(filepath.Join(sockettest.ShortDir(t), "absent.sock"), "hyperaccel.ai/lpu")
 	defer holders.Close()

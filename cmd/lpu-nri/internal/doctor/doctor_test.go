@@ -222,8 +222,12 @@ func TestFailures(t *testing.T) {
 			check:   "device nodes", says: "driver not loaded",
 		},
 		"seal key readable by others": {
-			breakIt: func(t *testing.T, n *node) { os.Chmod(filepath.Join(n.p.StateDir, inject.KeyFileName), 0o644) },
-			check:   "seal key", says: "mode 0644, want 0600",
+			breakIt: func(t *testing.T, n *node) {
+				if err := os.Chmod(filepath.Join(n.p.StateDir, inject.KeyFileName), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			},
+			check: "seal key", says: "mode 0644, want 0600",
 		},
 		"seal key missing": {
 			breakIt: func(t *testing.T, n *node) { os.Remove(filepath.Join(n.p.StateDir, inject.KeyFileName)) },
