@@ -19,6 +19,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/kubelettest"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/backoff"
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
@@ -131,7 +132,7 @@ func start(t testing.TB, s setup) *node {
 	t.Cleanup(n.stop)
 	if !s.noKubelet {
 		n.reg = n.kubelet.WaitRegistration(t, 5*time.Second)
-		eventually(t, 5*time.Second, "registration acknowledged", n.plugin.Registered)
+		daemontest.Eventually(t, 5*time.Second, "registration acknowledged", n.plugin.Registered)
 		n.client = n.kubelet.Dial(t, n.reg)
 	}
 	return n
@@ -159,7 +160,7 @@ func TestRegistration(t *testing.T) {
 	if err != nil || !opts.PreStartRequired || !opts.GetPreferredAllocationAvailable {
 		t.Fatalf("GetDevicePluginOptions = %+v, %v", opts, err)
 	}
-	eventually(t, time.Second, "Registered()", n.plugin.Registered)
+	daemontest.Eventually(t, time.Second, "Registered()", n.plugin.Registered)
 }
 
 func TestListAndWatch(t *testing.T) {
@@ -274,14 +275,14 @@ func TestReregistrationRepeated(t *testing.T) {
 		// Restart only once the plugin has seen Register succeed: a
 		// restart racing the response makes the plugin retry (correct,
 		// but not what this test counts).
-		eventually(t, time.Second, "registration acknowledged", func() bool { return recorded() == i+1 })
+		daemontest.Eventually(t, time.Second, "registration acknowledged", func() bool { return recorded() == i+1 })
 		n.kubelet.Restart(t)
 		waitRegistered(t, n, time.Second)
 		if got := len(n.kubelet.Registrations()); got != i+2 {
 			t.Fatalf("after restart %d: registrations = %d", i, got)
 		}
 	}
-	eventually(t, time.Second, "4 recorded registrations", func() bool { return recorded() == 4 })
+	daemontest.Eventually(t, time.Second, "4 recorded registrations", func() bool { return recorded() == 4 })
 }
 
 // TestReregistrationKubeletSlowToListen: a kubelet restarted soon after the
@@ -290,7 +291,7 @@ func TestReregistrationRepeated(t *testing.T) {
 // shortest delay rather than back off past the one-second budget.
 func TestReregistrationKubeletSlowToListen(t *testing.T) {
 	n := start(t, setup{rows: eight()})
-	eventually(t, time.Second, "registration acknowledged", func() bool {
+	daemontest.Eventually(t, time.Second, "registration acknowledged", func() bool {
 		n.rec.mu.Lock()
 		defer n.rec.mu.Unlock()
 		return n.rec.registered == 1
@@ -314,19 +315,7 @@ func TestKubeletAbsentAtStart(t *testing.T) {
 	}
 	n.kubelet = kubelettest.Start(t, n.dir)
 	waitRegistered(t, n, time.Second)
-	eventually(t, time.Second, "Registered()", n.plugin.Registered)
-}
-
-// eventually polls cond until it holds, failing at the deadline.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	daemontest.Eventually(t, time.Second, "Registered()", n.plugin.Registered)
 }
 
 func TestKubeletDirMissing(t *testing.T) {
@@ -805,7 +794,7 @@ func BenchmarkHandlers(b *testing.B) {
 func FuzzRequests(f *testing.F) {
 	n := start(f, setup{rows: twoRings(), policy: config.PolicyBestEffort})
 	devicetest.SetStatus(f, n.root, "lpu5", "ECC_ERROR")
-	eventually(f, 2*time.Second, "lpu5 unhealthy", func() bool {
+	daemontest.Eventually(f, 2*time.Second, "lpu5 unhealthy", func() bool {
 		snap, _ := n.plugin.src.Snapshot()
 		d, _ := snap.Inventory.Device("lpu5")
 		return !d.Health.Healthy

@@ -56,6 +56,9 @@ type Syncer struct {
 	Interval   time.Duration    // rescan period; default config.DefaultResyncInterval
 	Metrics    *metrics.Metrics // optional
 	Log        *slog.Logger     // nil discards
+	// OnSync, when set, is called after each rescan Run makes (tests count
+	// them).
+	OnSync func()
 
 	synced atomic.Bool
 }
@@ -177,6 +180,9 @@ func (s *Syncer) Run(ctx context.Context) error {
 		_, err := s.Sync(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if s.OnSync != nil {
+			s.OnSync()
 		}
 		switch errs.Note(err) {
 		case logchange.Failed:

@@ -38,6 +38,8 @@ type Params struct {
 	// Backoff bounds the NRI reconnect waits; zero fields take
 	// backoff.Default.
 	Backoff backoff.Steps
+	// onSync is called after each rescan in CDI mode (tests).
+	onSync func()
 }
 
 func (p Params) log() *slog.Logger { return startup.Logger(p.Logger) }
@@ -123,7 +125,7 @@ func Run(ctx context.Context, p Params) error {
 	switch p.Mode {
 	case config.InjectionCDI:
 		s := &cdimode.Syncer{Discoverer: disc, Dir: cfg.CDI.SpecDir, Options: opts,
-			Interval: cfg.Health.ResyncInterval.Duration, Metrics: m, Log: log}
+			Interval: cfg.Health.ResyncInterval.Duration, Metrics: m, Log: log, OnSync: p.onSync}
 		g.Go(func() error { return s.Run(ctx) })
 		g.Go(func() error { return m.Serve(ctx, cfg.Metrics.Address, s.Synced, log) })
 	case config.InjectionNRI:
