@@ -33,6 +33,7 @@ type Flag struct {
 	req     bool
 	check   func() error
 	allowed []string
+	mark    *bool
 	apply   func(*config.Config)
 }
 
@@ -86,6 +87,10 @@ func (f *Flag) OneOf(allowed ...string) *Flag {
 	f.allowed = allowed
 	return f
 }
+
+// MarkGiven sets *p to whether the flag or its twin was given, for a value
+// whose default depends on other flags.
+func (f *Flag) MarkGiven(p *bool) *Flag { f.mark = p; return f }
 
 // Sets makes the flag override the config file: Apply calls fn when the
 // flag or its twin was given.
@@ -247,6 +252,9 @@ func (c *Command) finish(lookupEnv func(string) (string, bool)) error {
 		c.given[f.Name] = true
 	}
 	for _, f := range c.flags {
+		if f.mark != nil {
+			*f.mark = c.given[f.Name]
+		}
 		v := c.fs.Lookup(f.Name).Value.String()
 		switch {
 		case f.req && !c.given[f.Name]:

@@ -12,7 +12,7 @@ import (
 type opts struct {
 	Root, Addr, Plain, Out, Mode string
 	N                            int
-	V                            bool
+	V, VGiven                    bool
 }
 
 // commands: the program (root, addr, n, plain, mode, v) and "sub run"
@@ -29,7 +29,7 @@ func commands(o *opts) []*Command {
 	})
 	top.String(&o.Plain, "plain", "", "", "no twin")
 	top.String(&o.Mode, "mode", "T_MODE", "", "`MODE` a|b").OneOf("a", "b")
-	top.Bool(&o.V, "v", "", "verbose")
+	top.Bool(&o.V, "v", "", "verbose").MarkGiven(&o.VGiven)
 	run := New("sub run")
 	run.String(&o.Root, "root", "T_ROOT", "/", "root `DIR`").Absolute()
 	run.String(&o.Out, "out", "T_OUT", "", "output `DIR`").Required()
@@ -62,6 +62,7 @@ func TestParse(t *testing.T) {
 		"flag before command":   {args: []string{"--root", "/a", "sub", "list"}, want: opts{Root: "/a", Addr: ":9"}, cmd: "sub list", given: "root"},
 		"required from env":     {args: []string{"sub", "run"}, env: map[string]string{"T_OUT": "/e"}, want: opts{Root: "/", Addr: ":9", Out: "/e"}, cmd: "sub run", given: "out"},
 		"allowed value":         {args: []string{"--mode", "b"}, want: opts{Root: "/", Addr: ":9", Mode: "b"}, given: "mode"},
+		"marked given":          {args: []string{"--v=false"}, want: opts{Root: "/", Addr: ":9", VGiven: true}, given: "v"},
 		"default not absolute?": {args: []string{"sub", "list"}, want: opts{Root: "/", Addr: ":9"}, cmd: "sub list"},
 	}
 	for name, tc := range tests {

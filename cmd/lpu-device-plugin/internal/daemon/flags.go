@@ -32,7 +32,7 @@ func Command(o *Options) *cmdline.Command {
 		OneOf(config.AllowedInjectionModes...).Sets(func(cfg *config.Config) { cfg.Injection.Mode = o.injection })
 	o.Declare(c, "metrics-addr", "simulate")
 	c.String(&o.NFDFile, "nfd-features-file", "LPU_NFD_FEATURES_FILE", nfd.DefaultPath, "`FILE` for the Node Feature Discovery feature file; empty disables (default "+nfd.DefaultPath+", or inside the simulated tree with --simulate; the default is skipped when its directory does not exist)").
-		Check(func() error { o.NFDFileGiven = true; return nil })
+		MarkGiven(&o.NFDFileGiven)
 	o.Declare(c, "version")
 	return c
 }
