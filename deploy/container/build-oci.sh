@@ -5,7 +5,8 @@
 #
 # usage: deploy/container/build-oci.sh OUT.tar [VERSION]
 #
-#   VERSION          default: git describe --tags --always --dirty (or "dev")
+#   VERSION          default: deploy/version.sh (the VERSION file); a leading
+#                    "v" before a digit is dropped (v1.2.3 → 1.2.3)
 #   IMAGE            image name recorded in the archive
 #                    (default ghcr.io/hyperaccel/lpu-node); the tag is VERSION
 #   SOURCE_DATE_EPOCH  timestamp for every file, layer and config date
@@ -39,7 +40,8 @@ case $out in /*) ;; *) out=$PWD/$out ;; esac
 log() { printf '[%(%H:%M:%S)T] build-oci: %s\n' -1 "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-version=${2:-$(git -C "$repo" describe --tags --always --dirty 2>/dev/null || echo dev)}
+version=${2:-$(bash "$repo/deploy/version.sh")}
+[[ $version =~ ^v[0-9] ]] && version=${version#v}
 # An OCI tag: [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}
 tag=$(printf '%s' "$version" | tr -c 'A-Za-z0-9_.-' '_' | cut -c1-128)
 image=${IMAGE:-ghcr.io/hyperaccel/lpu-node}
@@ -79,6 +81,7 @@ rootfs=$work/bundle/rootfs
 install -d -m 0755 "$rootfs/usr" "$rootfs/usr/bin" "$rootfs/etc"
 install -d -m 1777 "$rootfs/tmp"
 install -m 0755 "$work/bin/lpu-device-plugin" "$work/bin/lpu-nri" "$rootfs/usr/bin/"
+install -D -m 0644 "$repo/LICENSE" "$rootfs/usr/share/doc/lpu-node/LICENSE"
 # Names for the two users the image knows: root (the Helm chart runs as UID 0
 # without capabilities, see deploy/README.md) and nonroot, the image default.
 printf '%s\n' 'root:x:0:0:root:/root:/sbin/nologin' \
@@ -105,6 +108,7 @@ labels=(
   "org.opencontainers.image.version=$version"
   "org.opencontainers.image.revision=$revision"
   "org.opencontainers.image.created=$created"
+  "org.opencontainers.image.licenses=Apache-2.0"
 )
 cfg=(--no-history --created "$created" --os linux --architecture "$goarch"
   --config.user 65532:65532 --config.workingdir /
