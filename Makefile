@@ -13,7 +13,7 @@ BIN := bin
 # FUZZTIME= overrides each fuzz target's smoke budget (test/check.sh), e.g. 60s.
 FUZZTIME ?=
 
-.PHONY: all build version test unit lint bench fuzz-smoke e2e demo sim clean
+.PHONY: all build version release test unit lint bench fuzz-smoke e2e demo sim clean
 
 all: build
 
@@ -22,6 +22,9 @@ build: ## build both daemons into bin/
 
 version: ## print the version every artefact carries
 	@echo $(VERSION)
+
+release: ## dist/: multi-arch OCI image, chart (.tgz and OCI artifact), manifests, SBOMs, SHA256SUMS
+	bash deploy/release.sh $(VERSION)
 
 test: ## everything CI runs: tools, lint, unit tests with -race, fuzz smoke, end-to-end
 	bash test/check.sh all
@@ -48,4 +51,4 @@ sim: ## allocation-quality simulator
 	go run ./test/sim
 
 clean:
-	rm -rf $(BIN) test/sim/out
+	rm -rf $(BIN) dist test/sim/out
