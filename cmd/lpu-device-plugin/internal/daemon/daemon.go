@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -195,27 +196,31 @@ func writeFeatures(ctx context.Context, mon *health.Monitor, path, resource stri
 	}
 	var last []string
 	lastErr := ""
-	written := false
+	written, due := false, false
+	refresh := time.NewTicker(nfd.Refresh) // renews the file's expiry
+	defer refresh.Stop()
 	for {
 		snap, changed := mon.Snapshot()
-		if lines := nfd.Features(resource, snap.Inventory); !written || !slices.Equal(lines, last) {
-			ok, err := nfd.Write(path, lines)
+		if lines := nfd.Features(resource, snap.Inventory); !written || due || !slices.Equal(lines, last) {
+			ok, err := nfd.Write(path, nfd.Expiring(lines, time.Now().Add(nfd.Lifetime)))
 			if err != nil {
 				if err.Error() != lastErr {
 					log.Warn("cannot write the NFD feature file", "file", path, "err", err)
 					lastErr = err.Error()
 				}
 			} else {
-				if ok {
+				if ok && (!written || !slices.Equal(lines, last)) {
 					log.Info("wrote the NFD feature file", "file", path, "features", lines)
 				}
-				last, written, lastErr = lines, true, ""
+				last, written, due, lastErr = lines, true, false, ""
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
+		case <-refresh.C:
+			due = true
 		}
 	}
 }
