@@ -495,6 +495,9 @@ func checkMetricsObjects(t *testing.T, objs objects) {
 		if e.Path != "/metrics" {
 			t.Errorf("endpoint %s path %q", e.Port, e.Path)
 		}
+		if !e.HonorLabels {
+			t.Errorf("endpoint %s without honorLabels: the holder's pod/namespace labels would become exported_*", e.Port)
+		}
 	}
 	if !reflect.DeepEqual(scraped, servicePorts) {
 		t.Errorf("ServiceMonitor scrapes %v, Service has %v", scraped, servicePorts)

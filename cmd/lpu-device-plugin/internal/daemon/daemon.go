@@ -100,7 +100,7 @@ func Run(ctx context.Context, p Params) error {
 	defer holders.Close()
 	m := metrics.New(metrics.Options{
 		Node: node, Devices: mon, Telemetry: sysfs, Holders: holders,
-		HoldersTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Logger: log,
+		HoldersTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Logger: log, Version: p.Version,
 	})
 	plug, err := plugin.New(mon, plugin.Options{
 		ResourceName: cfg.ResourceName,

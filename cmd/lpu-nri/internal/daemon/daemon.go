@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -119,6 +120,7 @@ func Run(ctx context.Context, p Params) error {
 	if m == nil {
 		m = metrics.New()
 	}
+	m.Build.WithLabelValues("lpu-nri", p.Version, runtime.Version()).Set(1)
 	disc := Discoverer(cfg, root, log)
 	opts := InjectOptions(cfg, simRoot(cfg, p.Simulate), log)
 	log.Info("starting lpu-nri", "version", p.Version, "mode", p.Mode, "root", root,
