@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -301,6 +302,60 @@ func TestChartNodeFeatureRule(t *testing.T) {
 			_, err := runHelm(t, helm, templateArgs("nodeFeatureRule.enabled=true", tc.set)...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("--set %s: err %v, want one naming %q", tc.set, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestChartDoctorSeesItsChecks: `lpu-nri doctor` run in the default chart's
+// lpu-nri container has a subject for every check: the NRI socket dir, the
+// state dir (seal key, readiness socket), sysfs and /dev under root, the
+// runtime's pre-installed NRI plugins, and, in place of the kubelet dir it
+// does not mount, the device plugin's /healthz on the pod's loopback at the
+// port the device plugin serves.
+func TestChartDoctorSeesItsChecks(t *testing.T) {
+	src, err := os.ReadFile("../cmd/lpu-nri/internal/daemon/daemon.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const env = "LPU_DEVICE_PLUGIN_HEALTH_URL"
+	if !strings.Contains(string(src), `DevicePluginHealthEnv = "`+env+`"`) {
+		t.Fatalf("lpu-nri reads the device plugin health URL from another variable than %s", env)
+	}
+	helm := helmBinary(t)
+	for name, sets := range map[string][]string{
+		"defaults":   nil,
+		"other port": {"devicePlugin.metricsPort=9999"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ds := renderSplit(t, helm, sets...).DaemonSets["lpu-node"]
+			var dp, nri corev1.Container
+			for _, c := range ds.Spec.Template.Spec.Containers {
+				switch c.Name {
+				case "lpu-device-plugin":
+					dp = c
+				case "lpu-nri":
+					nri = c
+				}
+			}
+			var url string
+			for _, e := range nri.Env {
+				if e.Name == env {
+					url = e.Value
+				}
+			}
+			want := "http://127.0.0.1:" + strconv.Itoa(int(dp.Ports[0].ContainerPort)) + dp.LivenessProbe.HTTPGet.Path
+			if url != want || dp.LivenessProbe.HTTPGet.Path != "/healthz" {
+				t.Errorf("lpu-nri %s = %q, want %q (the device plugin's liveness endpoint)", env, url, want)
+			}
+			mounted := map[string]bool{}
+			for _, m := range nri.VolumeMounts {
+				mounted[m.MountPath] = true
+			}
+			for _, p := range []string{"/var/run/nri", "/var/lib/lpu", "/host/sys", "/host/dev", "/opt/nri/plugins"} {
+				if !mounted[p] {
+					t.Errorf("lpu-nri does not mount %s, which doctor checks", p)
+				}
 			}
 		})
 	}
