@@ -94,13 +94,14 @@ mkdir -p "$src"
 )
 for arch in $platforms; do
   for d in lpu-device-plugin lpu-nri; do
-    (cd "$src" && CGO_ENABLED=0 GOOS=linux GOARCH=$arch GOFLAGS= \
+    (cd "$src" && CGO_ENABLED=0 GOOS=linux GOARCH=$arch GOFLAGS='' \
       "$cdx" app -json -licenses -noserial -notimestamp -main "cmd/$d" \
       -output "$dist/sbom/$d-$v-linux-$arch.cdx.json" . 2>"$work/cdx.log") ||
       { cat "$work/cdx.log" >&2; die "cyclonedx-gomod failed for $d linux/$arch"; }
   done
 done
 
-(cd "$dist" && find . -type f ! -name SHA256SUMS -printf '%P\n' | LC_ALL=C sort | xargs sha256sum >SHA256SUMS)
+(cd "$dist" && find . -type f -printf '%P\n' | LC_ALL=C sort | xargs sha256sum >"$work/SHA256SUMS")
+install -m 0644 "$work/SHA256SUMS" "$dist/SHA256SUMS"
 log "wrote $dist:"
 (cd "$dist" && sed 's/^/  /' SHA256SUMS) >&2

@@ -30,7 +30,7 @@
 set -euo pipefail
 
 usage() { echo "usage: $0 OUT.tar [VERSION]" >&2; exit 2; }
-[ $# -ge 1 ] && [ $# -le 2 ] || usage
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then usage; fi
 case $1 in -h|--help) usage ;; esac
 
 export PATH=/usr/local/go/bin:$PATH
@@ -89,7 +89,7 @@ image() {
   log "building lpu-device-plugin and lpu-nri $version (linux/$arch, static)"
   (
     cd "$repo"
-    CGO_ENABLED=0 GOOS=linux GOARCH=$arch GOFLAGS= \
+    CGO_ENABLED=0 GOOS=linux GOARCH=$arch GOFLAGS='' \
       go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$version" \
       -o "$work/bin-$arch/" ./cmd/lpu-device-plugin ./cmd/lpu-nri
   )
