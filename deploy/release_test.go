@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"encoding/json"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -192,6 +195,10 @@ func TestRelease(t *testing.T) {
 		decode(t, m)
 	})
 
+	t.Run("push and install from a registry", func(t *testing.T) {
+		checkPush(t, dist, helm, want)
+	})
+
 	t.Run("sbom", func(t *testing.T) {
 		for _, arch := range []string{"amd64", "arm64"} {
 			for _, d := range []string{"lpu-device-plugin", "lpu-nri"} {
@@ -300,5 +307,90 @@ func checkChartArtifact(t *testing.T, archive, tgz, version string) {
 	readJSON(t, blobPath(layout, m.Config.Digest), &meta)
 	if meta.APIVersion != "v2" || meta.Name != "lpu-node" || meta.Version != version || meta.AppVersion != version {
 		t.Errorf("chart artifact config %+v", meta)
+	}
+}
+
+// checkPush does what the README tells an operator: copies the image index
+// to a real registry (Debian's docker-registry on loopback) with skopeo,
+// pushes the chart with helm push, also copies chartoci's OCI artifact with
+// skopeo, pulls that back with helm (byte-identical .tgz) and renders the
+// chart from its OCI reference.
+func checkPush(t *testing.T, dist, helm, version string) {
+	t.Helper()
+	registry, err1 := exec.LookPath("docker-registry")
+	skopeo, err2 := exec.LookPath("skopeo")
+	if err1 != nil || err2 != nil {
+		t.Skip("needs docker-registry and skopeo (apt-get install docker-registry skopeo; test/e2e/tools.sh apt)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yml")
+	if err := os.WriteFile(cfg, []byte("version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: "+dir+"/data\nhttp:\n  addr: "+addr+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	reg := exec.Command(registry, "serve", cfg)
+	reg.Stdout, reg.Stderr = &logs, &logs
+	if err := reg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = reg.Process.Kill()
+		_ = reg.Wait()
+	})
+	for i := 0; ; i++ {
+		if rsp, err := http.Get("http://" + addr + "/v2/"); err == nil {
+			rsp.Body.Close()
+			break
+		}
+		if i == 100 {
+			t.Fatalf("registry did not answer on %s:\n%s", addr, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	image := filepath.Join(dist, "lpu-node-image-"+version+".oci.tar")
+	run(t, skopeo, "copy", "--all", "--dest-tls-verify=false", "oci-archive:"+image, "docker://"+addr+"/lpu-node:"+version)
+	var index struct {
+		MediaType string `json:"mediaType"`
+		Manifests []struct {
+			Platform struct{ Architecture string } `json:"platform"`
+		} `json:"manifests"`
+	}
+	raw := run(t, skopeo, "inspect", "--raw", "--tls-verify=false", "docker://"+addr+"/lpu-node:"+version)
+	if err := json.Unmarshal([]byte(raw), &index); err != nil || index.MediaType != "application/vnd.oci.image.index.v1+json" || len(index.Manifests) != 2 {
+		t.Errorf("registry serves %s as %.300s (%v), want the two-platform index", version, raw, err)
+	}
+
+	if _, err := runHelm(t, helm, "push", filepath.Join(dist, "lpu-node-"+version+".tgz"), "oci://"+addr+"/charts", "--plain-http"); err != nil {
+		t.Fatal(err)
+	}
+	layout := filepath.Join(t.TempDir(), "chart")
+	if err := os.MkdirAll(layout, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "tar", "-xf", filepath.Join(dist, "lpu-node-chart-"+version+".oci.tar"), "-C", layout)
+	run(t, skopeo, "copy", "--dest-tls-verify=false", "oci:"+layout+":"+version, "docker://"+addr+"/artifact/lpu-node:"+version)
+	pulled := t.TempDir()
+	if _, err := runHelm(t, helm, "pull", "oci://"+addr+"/artifact/lpu-node", "--version", version, "--plain-http", "-d", pulled); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := fileSum(t, filepath.Join(pulled, "lpu-node-"+version+".tgz")), fileSum(t, filepath.Join(dist, "lpu-node-"+version+".tgz")); a != b {
+		t.Errorf("helm pull of chartoci's artifact gave a different .tgz (%s vs %s)", a, b)
+	}
+	for _, repo := range []string{"charts", "artifact"} {
+		out, err := runHelm(t, helm, "template", "lpu-node", "oci://"+addr+"/"+repo+"/lpu-node", "--version", version,
+			"--plain-http", "-n", "kube-system", "--set", "image.repository="+addr+"/lpu-node")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(out), "image: "+addr+"/lpu-node:"+version+"\n"); n != 2 {
+			t.Errorf("chart from oci://%s/%s/lpu-node references the pushed image %d times, want 2", addr, repo, n)
+		}
 	}
 }
