@@ -90,8 +90,12 @@ func run(chartPath, out, epoch string) error {
 		return fmt.Errorf("%s: %w", chartPath, err)
 	}
 	var ids struct {
-		Name    string `json:"name"`
-		Version string `json:"version"`
+		Name        string            `json:"name"`
+		Version     string            `json:"version"`
+		Description string            `json:"description"`
+		Home        string            `json:"home"`
+		Sources     []string          `json:"sources"`
+		Annotations map[string]string `json:"annotations"`
 	}
 	if err := json.Unmarshal(meta, &ids); err != nil || ids.Name == "" || ids.Version == "" {
 		return fmt.Errorf("%s: Chart.yaml needs name and version (got %q %q)", chartPath, ids.Name, ids.Version)
@@ -108,11 +112,7 @@ func run(chartPath, out, epoch string) error {
 		MediaType:     manifestMediaType,
 		Config:        add(configMediaType, meta),
 		Layers:        []descriptor{add(contentMediaType, tgz)},
-		Annotations: map[string]string{
-			"org.opencontainers.image.title":   ids.Name,
-			"org.opencontainers.image.version": ids.Version,
-			"org.opencontainers.image.created": mtime.Format(time.RFC3339),
-		},
+		Annotations:   annotations(ids.Name, ids.Version, ids.Description, ids.Home, ids.Sources, ids.Annotations, mtime),
 	}
 	mb, err := json.Marshal(m)
 	if err != nil {
@@ -125,6 +125,28 @@ func run(chartPath, out, epoch string) error {
 		return fmt.Errorf("encode index: %w", err)
 	}
 	return writeLayout(out, mtime, ib, blobs)
+}
+
+// annotations are the manifest annotations `helm push` writes: the chart's
+// own annotations, then the OCI ones derived from its metadata.
+func annotations(name, version, description, home string, sources []string, chart map[string]string, created time.Time) map[string]string {
+	a := map[string]string{}
+	for k, v := range chart {
+		a[k] = v
+	}
+	a["org.opencontainers.image.title"] = name
+	a["org.opencontainers.image.version"] = version
+	a["org.opencontainers.image.created"] = created.Format(time.RFC3339)
+	if description != "" {
+		a["org.opencontainers.image.description"] = description
+	}
+	if home != "" {
+		a["org.opencontainers.image.url"] = home
+	}
+	if len(sources) > 0 {
+		a["org.opencontainers.image.source"] = sources[0]
+	}
+	return a
 }
 
 // chartMetadata returns NAME/Chart.yaml of the packaged chart as JSON, the

@@ -39,7 +39,7 @@ func TestRun(t *testing.T) {
 		epoch   string
 		wantErr string
 	}{
-		"chart":         {pkg: tgz(t, map[string]string{"c/Chart.yaml": "apiVersion: v2\nname: c\nversion: 1.2.3\n", "c/charts/s/Chart.yaml": "name: s\nversion: 9.9.9\n"})},
+		"chart":         {pkg: tgz(t, map[string]string{"c/Chart.yaml": "apiVersion: v2\nname: c\nversion: 1.2.3\nhome: https://h.test\nannotations:\n  a.test/license: MIT\n", "c/charts/s/Chart.yaml": "name: s\nversion: 9.9.9\n"})},
 		"subchart only": {pkg: tgz(t, map[string]string{"c/charts/s/Chart.yaml": "name: s\nversion: 9.9.9\n"}), wantErr: "no Chart.yaml"},
 		"no version":    {pkg: tgz(t, map[string]string{"c/Chart.yaml": "name: c\n"}), wantErr: "needs name and version"},
 		"bad yaml":      {pkg: tgz(t, map[string]string{"c/Chart.yaml": "name: [c\n"}), wantErr: "c/Chart.yaml"},
@@ -71,9 +71,9 @@ func TestRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The top-level chart's metadata is the config, not the subchart's.
-			if !bytes.Contains(b, []byte(`{"apiVersion":"v2","name":"c","version":"1.2.3"}`)) ||
+			if !bytes.Contains(b, []byte(`"name":"c","version":"1.2.3"}`)) || !bytes.Contains(b, []byte(`"a.test/license":"MIT"`)) || !bytes.Contains(b, []byte(`"org.opencontainers.image.url":"https://h.test"`)) ||
 				!bytes.Contains(b, []byte(`"org.opencontainers.image.ref.name":"1.2.3"`)) {
-				t.Errorf("archive lacks the chart config or tag:\n%q", b)
+				t.Errorf("archive lacks the chart config, its annotations or the tag (%d bytes)", len(b))
 			}
 			if err := run(in, out+"2", tc.epoch); err != nil {
 				t.Fatal(err)
