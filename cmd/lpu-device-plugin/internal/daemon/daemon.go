@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -75,7 +76,7 @@ func Run(ctx context.Context, p Params) error {
 	defer holders.Close()
 	m := metrics.New(metrics.Options{
 		Node: node, Devices: mon, Telemetry: sysfs, Holders: holders,
-		HoldersTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Logger: log,
+		HoldersTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Logger: log, Version: p.Version,
 	})
 	plug, err := plugin.New(mon, plugin.Options{
 		ResourceName: cfg.ResourceName, KubeletDir: cfg.Kubelet.DevicePluginDir, StateDir: cfg.StateDir,
@@ -202,25 +203,29 @@ func writeFeatures(ctx context.Context, mon *health.Monitor, path, resource stri
 	}
 	var last []string
 	var errs logchange.Errors
-	written := false
+	written, due := false, false
+	refresh := time.NewTicker(nfd.Refresh) // renews the file's expiry
+	defer refresh.Stop()
 	for {
 		snap, changed := mon.Snapshot()
-		if lines := nfd.Features(resource, snap.Inventory); !written || !slices.Equal(lines, last) {
-			ok, err := nfd.Write(path, lines)
+		if lines := nfd.Features(resource, snap.Inventory); !written || due || !slices.Equal(lines, last) {
+			ok, err := nfd.Write(path, nfd.Expiring(lines, time.Now().Add(nfd.Lifetime)))
 			if errs.Note(err) == logchange.Failed {
 				log.Warn("cannot write the NFD feature file", "file", path, "err", err)
 			}
 			if err == nil {
-				if ok {
+				if ok && (!written || !slices.Equal(lines, last)) {
 					log.Info("wrote the NFD feature file", "file", path, "features", lines)
 				}
-				last, written = lines, true
+				last, written, due = lines, true, false
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
+		case <-refresh.C:
+			due = true
 		}
 	}
 }

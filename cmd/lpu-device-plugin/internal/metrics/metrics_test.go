@@ -72,9 +72,15 @@ func TestDeviceMetrics(t *testing.T) {
 	holders := podresources.New(sock, "hyperaccel.ai/lpu")
 	defer holders.Close()
 
-	m := New(Options{Node: "n1", Devices: mon, Telemetry: sysfs, Holders: holders})
+	m := New(Options{Node: "n1", Devices: mon, Telemetry: sysfs, Holders: holders, Version: "1.2.3"})
 	url := serve(t, m, nil, nil)
 	_, body := daemontest.Get(url + "/metrics")
+	snap, _ := mon.Snapshot()
+	dev1, ok := snap.Inventory.Device("lpu1")
+	if !ok {
+		t.Fatal("no lpu1 in the inventory")
+	}
+	driver := snap.Inventory.DriverVersion
 
 	checks := map[string]struct {
 		name   string
@@ -90,6 +96,10 @@ func TestDeviceMetrics(t *testing.T) {
 		"holder labels":    {"lpu_utilization_percent", []string{`device="lpu3"`, `pod="train-0"`, `namespace="ml"`, `container="main"`}, 30},
 		"free has no pod":  {"lpu_utilization_percent", []string{`device="lpu4"`, `pod=""`}, 40},
 		"largest free arc": {"lpu_largest_free_arc", []string{`ring="0"`}, 6}, // 4..7,0,1
+		"allocated":        {"lpu_device_allocated", []string{`device="lpu3"`, `node="n1"`}, 1},
+		"not allocated":    {"lpu_device_allocated", []string{`device="lpu4"`}, 0}, // held for another resource
+		"device info":      {"lpu_device_info", []string{`device="lpu1"`, `node="n1"`, `firmware="` + dev1.Firmware + `"`, `driver="` + driver + `"`}, 1},
+		"build info":       {"lpu_build_info", []string{`daemon="lpu-device-plugin"`, `version="1.2.3"`, `goversion="go`}, 1},
 	}
 	for name, c := range checks {
 		t.Run(name, func(t *testing.T) {
@@ -124,6 +134,9 @@ func TestDeviceMetrics(t *testing.T) {
 	if _, ok := daemontest.Value(body, "lpu_utilization_percent", `device="lpu3"`, `pod="train-0"`); ok {
 		t.Fatal("holder labels kept after the pod left")
 	}
+	if v, _ := daemontest.Value(body, "lpu_device_allocated", `device="lpu3"`); v != 0 {
+		t.Fatal("lpu3 still allocated after the pod left")
+	}
 }
 
 func TestPodResourcesUnavailable(t *testing.T) {
@@ -151,6 +164,9 @@ func TestPodResourcesUnavailable(t *testing.T) {
 	}
 	if v, ok := daemontest.Value(body, "lpu_utilization_percent", `device="lpu0"`, `pod=""`, `namespace=""`); !ok || v != 12 {
 		t.Fatalf("utilization %v %v, want 12 with empty holder labels\n%s", v, ok, body)
+	}
+	if _, ok := daemontest.Value(body, "lpu_device_allocated"); ok {
+		t.Fatal("lpu_device_allocated reported while PodResources is unavailable (it would claim every LPU free)")
 	}
 }
 

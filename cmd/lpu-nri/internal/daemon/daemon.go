@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"golang.org/x/sync/errgroup"
 
@@ -116,6 +117,7 @@ func Run(ctx context.Context, p Params) error {
 	if m == nil {
 		m = metrics.New()
 	}
+	m.Build.WithLabelValues("lpu-nri", p.Version, runtime.Version()).Set(1)
 	disc := Discoverer(cfg, root, log)
 	opts := InjectOptions(cfg, simRoot(cfg, p.Simulate), log)
 	log.Info("starting lpu-nri", "version", p.Version, "mode", p.Mode, "root", root,
@@ -212,6 +214,11 @@ func CDIList(ctx context.Context, p Params, w io.Writer) error {
 	return nil
 }
 
+// DevicePluginHealthEnv names the device plugin's /healthz URL for doctor,
+// asked when the kubelet dir is not visible; the Helm chart sets it in the
+// lpu-nri container (the pod's loopback reaches the device plugin).
+const DevicePluginHealthEnv = "LPU_DEVICE_PLUGIN_HEALTH_URL"
+
 // Doctor runs the checks, prints them to w and reports whether any failed.
 func Doctor(ctx context.Context, p Params, pluginDir string, w io.Writer) (failed bool, err error) {
 	root, err := DiscoveryRoot(p.Config, p.Simulate)
@@ -223,6 +230,7 @@ func Doctor(ctx context.Context, p Params, pluginDir string, w io.Writer) (faile
 		Root: root, StateDir: cfg.StateDir, Mode: p.Mode, NRISocket: cfg.NRI.Socket,
 		PluginName: cfg.NRI.PluginName, PluginIndex: cfg.NRI.PluginIndex, PluginDir: pluginDir,
 		CDIDir: cfg.CDI.SpecDir, KubeletDir: cfg.Kubelet.DevicePluginDir, ResourceName: cfg.ResourceName,
+		DevicePluginHealth: os.Getenv(DevicePluginHealthEnv),
 	})
 	results = append([]doctor.Result{{Check: "mode", OK: true, Detail: p.ModeReason}}, results...)
 	return doctor.Print(w, results), nil

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,6 +45,10 @@ type Params struct {
 	KubeletDir   string        // device plugin dir holding kubelet.sock and ours
 	ResourceName string        // hyperaccel.ai/lpu
 	Timeout      time.Duration // per network check; default 3s
+	// DevicePluginHealth is the device plugin's /healthz URL, asked when
+	// KubeletDir is not visible (lpu-nri's container in the Helm chart does
+	// not mount it; both containers share the pod's loopback). "" skips it.
+	DevicePluginHealth string
 }
 
 // Result is one check's verdict.
@@ -68,7 +73,7 @@ func Run(ctx context.Context, p Params) []Result {
 		checkCDI(ctx, p),
 		checkNodes(p),
 		checkKey(p),
-		checkDevicePlugin(p),
+		checkDevicePlugin(ctx, p),
 	}
 }
 
@@ -388,8 +393,14 @@ func checkKey(p Params) Result {
 	return ok(name, "%s present, mode 0600, %d bytes", file, fi.Size())
 }
 
-func checkDevicePlugin(p Params) Result {
+func checkDevicePlugin(ctx context.Context, p Params) Result {
 	const name = "device plugin socket"
+	if _, err := os.Stat(p.KubeletDir); errors.Is(err, fs.ErrNotExist) {
+		if p.DevicePluginHealth == "" {
+			return fail(name, "kubelet dir %s is not visible here (not mounted into this container?)", p.KubeletDir)
+		}
+		return checkDevicePluginHealth(ctx, p)
+	}
 	file := filepath.Join(p.KubeletDir, device.PluginSocketName(p.ResourceName))
 	fi, err := os.Stat(file)
 	if err != nil {
@@ -408,6 +419,29 @@ func checkDevicePlugin(p Params) Result {
 		return fail(name, "%s present, but the kubelet's %s is missing: %v", file, kubelet, err)
 	}
 	return ok(name, "%s present next to %s", file, kubelet)
+}
+
+// checkDevicePluginHealth asks the device plugin itself: its /healthz is 200
+// only while it is registered with the kubelet and a ListAndWatch stream is
+// open, which is what the socket check infers from the files.
+func checkDevicePluginHealth(ctx context.Context, p Params) Result {
+	const name = "device plugin socket"
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.DevicePluginHealth, nil)
+	if err != nil {
+		return fail(name, "device plugin health URL %q: %v", p.DevicePluginHealth, err)
+	}
+	rsp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fail(name, "kubelet dir %s not visible here; the device plugin at %s does not answer: %v", p.KubeletDir, p.DevicePluginHealth, err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(rsp.Body, 512))
+	rsp.Body.Close()
+	if rsp.StatusCode != http.StatusOK {
+		return fail(name, "the device plugin at %s says %d %s: not registered with the kubelet or no ListAndWatch stream", p.DevicePluginHealth, rsp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return ok(name, "kubelet dir %s not visible here; the device plugin at %s is registered with the kubelet (ListAndWatch open)", p.KubeletDir, p.DevicePluginHealth)
 }
 
 type quiet struct{}
