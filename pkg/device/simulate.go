@@ -33,7 +33,14 @@ type SimSpec struct {
 	DriverVersion string // /sys/module/lpu/version; "" means "2.1.0-sim"
 	Firmware      string // firmware_version of every LPU; "" means "1.8.2-sim"
 	Model         string // model of every LPU; "" means SimModel
+	// Backend is the layout to write: BackendLPU ("" too), BackendXilinx
+	// (an Orion node) or BackendPCI (a Bertha node). Firmware, when set,
+	// is the xilinx cards' shell name; Major and Model apply to lpu only.
+	Backend string
 }
+
+// simDefaultFirmware is the firmware_version of simulated LPUs.
+const simDefaultFirmware = "1.8.2-sim"
 
 func (spec SimSpec) validate() (SimSpec, error) {
 	if spec.Devices < 1 || spec.Devices > MaxSimDevices {
@@ -55,7 +62,14 @@ func (spec SimSpec) validate() (SimSpec, error) {
 		spec.DriverVersion = "2.1.0-sim"
 	}
 	if spec.Firmware == "" {
-		spec.Firmware = "1.8.2-sim"
+		spec.Firmware = simDefaultFirmware
+	}
+	switch spec.Backend {
+	case "":
+		spec.Backend = BackendLPU
+	case BackendLPU, BackendXilinx, BackendPCI:
+	default:
+		return spec, fmt.Errorf("simulate: backend %q: want %s", clip(spec.Backend), strings.Join(Backends, ", "))
 	}
 	if spec.Model == "" {
 		spec.Model = SimModel
@@ -98,6 +112,11 @@ func SimPCIBusID(index int) string {
 // daemon restart must not reset them. LPUs from an earlier, larger
 // simulation (lpuN with N >= spec.Devices) are removed from /sys/class/lpu
 // and /dev.
+//
+// With spec.Backend BackendXilinx or BackendPCI it writes that backend's
+// layout instead (see simulateXilinx and simulatePCI in the package
+// documentation, "Simulated node"), with the same idempotence and live
+// attributes (ready, dev_offline, device_bad_state, temperatures, power).
 func Simulate(root string, spec SimSpec) error {
 	spec, err := spec.validate()
 	if err != nil {
@@ -105,12 +124,19 @@ func Simulate(root string, spec SimSpec) error {
 	}
 	w := simWriter{root: root}
 	perRing := spec.Devices / spec.Rings
-	for i := 0; i < spec.Devices; i++ {
-		w.device(spec, i, perRing)
+	switch spec.Backend {
+	case BackendXilinx:
+		simulateXilinx(&w, spec)
+	case BackendPCI:
+		simulatePCI(&w, spec)
+	default:
+		for i := 0; i < spec.Devices; i++ {
+			w.device(spec, i, perRing)
+		}
+		w.prune(spec.Devices)
+		w.file(ModuleVersion, spec.DriverVersion+"\n", 0o644)
+		w.file(DefaultNetworkTable, simTable(spec.Devices, perRing), 0o644)
 	}
-	w.prune(spec.Devices)
-	w.file(ModuleVersion, spec.DriverVersion+"\n", 0o644)
-	w.file(DefaultNetworkTable, simTable(spec.Devices, perRing), 0o644)
 	w.file(SimLibrary, "simulated LPU driver library placeholder, written by lpu-node\n", 0o644)
 	w.file(SimTool, simTool, 0o755)
 	if w.err != nil {
