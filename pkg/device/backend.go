@@ -138,7 +138,7 @@ func CheckDiscovery(d Discovery) error {
 	if a := d.PCI.HealthAttribute; a != "" {
 		for _, el := range strings.Split(a, "/") {
 			if !isPlainName(el) {
-				return fmt.Errorf("discovery pci healthAttribute %q: want a relative path without . or ..", clip(a))
+				return fmt.Errorf("discovery pci healthAttribute %q: want a relative path inside the function directory", clip(a))
 			}
 		}
 	}
