@@ -132,11 +132,17 @@ func (d Discovery) DeviceDiscovery() device.Discovery {
 }
 
 // DiscoveryOptions are the pkg/device options both daemons build their
-// discoverer with: the backend and the topology section.
-func (c *Config) DiscoveryOptions() []device.Option {
+// discoverer with: the backend and the topology section. On a simulated
+// node (simulated true) the backend is simulate.backend, the layout
+// --simulate wrote.
+func (c *Config) DiscoveryOptions(simulated bool) []device.Option {
 	t := c.Topology
+	d := c.Discovery
+	if simulated {
+		d.Backend = c.Simulate.Backend
+	}
 	return []device.Option{
-		device.WithDiscovery(c.Discovery.DeviceDiscovery()),
+		device.WithDiscovery(d.DeviceDiscovery()),
 		device.WithTopology(t.Source, slices.Clone(t.Rings), t.NetworkTable),
 	}
 }

@@ -3,6 +3,7 @@ package device
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -75,6 +76,16 @@ type Inventory struct {
 	Rings         [][]string // device IDs in ring order; every device is on exactly one ring
 	DriverVersion string     // /sys/module/lpu/version (xilinx: /sys/module/xocl/version), "" when absent
 	Backend       string     // the discovery backend that found them: BackendLPU, BackendXilinx or BackendPCI
+}
+
+// Equal reports whether d and o are the same device with the same
+// attributes, nodes and health. Device holds slices, so == does not
+// compile; use this.
+func (d *Device) Equal(o *Device) bool {
+	return d.ID == o.ID && d.Index == o.Index && d.Path == o.Path && d.Major == o.Major && d.Minor == o.Minor &&
+		d.Serial == o.Serial && d.Firmware == o.Firmware && d.Model == o.Model && d.NUMANode == o.NUMANode &&
+		d.PCIBusID == o.PCIBusID && d.Health == o.Health &&
+		slices.Equal(d.Nodes, o.Nodes) && slices.Equal(d.PCIFunctions, o.PCIFunctions)
 }
 
 // NodeList returns the device nodes of d, primary first: d.Nodes, or the

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -570,5 +571,38 @@ func TestCheckDiscovery(t *testing.T) {
 				t.Fatalf("err %v, want %q", err, tc.err)
 			}
 		})
+	}
+}
+
+// TestDeviceEqual changes every field of a Device in turn: Equal must see
+// each change, so a field added later cannot be forgotten silently.
+func TestDeviceEqual(t *testing.T) {
+	base := device.Device{ID: "lpu1", Index: 1, Path: "/dev/dri/renderD129", Major: 226, Minor: 129,
+		Nodes: []device.Node{{Path: "/dev/dri/renderD129", Major: 226, Minor: 129}}, PCIFunctions: []string{"0000:18:00.1"}}
+	same := base
+	same.Nodes = slices.Clone(base.Nodes)
+	if !base.Equal(&same) {
+		t.Fatal("a copy is not Equal")
+	}
+	typ := reflect.TypeOf(base)
+	for i := 0; i < typ.NumField(); i++ {
+		o := base
+		o.Nodes, o.PCIFunctions = slices.Clone(base.Nodes), slices.Clone(base.PCIFunctions)
+		f := reflect.ValueOf(&o).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(f.String() + "x")
+		case reflect.Int, reflect.Int64:
+			f.SetInt(f.Int() + 1)
+		case reflect.Struct:
+			o.Health = device.Health{Healthy: true}
+		case reflect.Slice:
+			f.Set(reflect.Append(f, reflect.Zero(f.Type().Elem())))
+		default:
+			t.Fatalf("field %s of kind %s: extend this test", typ.Field(i).Name, f.Kind())
+		}
+		if base.Equal(&o) {
+			t.Errorf("Equal misses a change of %s", typ.Field(i).Name)
+		}
 	}
 }

@@ -50,16 +50,15 @@ func Run(ctx context.Context, p Params) error {
 
 	root := cfg.Root
 	if opts.Simulate > 0 {
-		r, err := device.SimulateNode(cfg.StateDir, opts.Simulate)
+		r, err := device.SimulateBackendNode(cfg.StateDir, opts.Simulate, cfg.Simulate.Backend)
 		if err != nil {
 			return err
 		}
 		root = r
 		spec := device.SimSpecFor(opts.Simulate)
-		log.Info("serving a simulated node", "root", root, "devices", spec.Devices, "rings", spec.Rings)
+		log.Info("serving a simulated node", "root", root, "devices", spec.Devices, "rings", spec.Rings, "backend", cfg.Simulate.Backend)
 	}
-	t := cfg.Topology
-	sysfs := device.NewSysfs(root, device.WithTopology(t.Source, t.Rings, t.NetworkTable), device.WithLogger(log))
+	sysfs := device.NewSysfs(root, append(cfg.DiscoveryOptions(opts.Simulate > 0), device.WithLogger(log))...)
 
 	mode, why := config.ResolveInjection(cfg.Injection.Mode, cfg.NRI.Socket)
 	var key *inject.Key
