@@ -135,7 +135,7 @@ func (w *simWriter) xilinxCard(spec SimSpec, i int) {
 	m := pciDevDir(mgmt)
 	w.file(m+"/"+fileMgmtPF, "", 0o644)
 	w.file(m+"/"+fileInstance, strconv.Itoa(inst)+"\n", 0o644)
-	w.file(fmt.Sprintf("%s/xrt_mgmt/%s%d/dev", m, xclmgmtNode, inst), fmt.Sprintf("%d:%d\n", SimXclmgmtMajor, i), 0o644)
+	w.file(fmt.Sprintf("%s/xrt_mgmt/%s%d/dev", m, xclmgmtNode, inst), fmt.Sprintf("%d:%d\n", spec.Major, i), 0o644)
 
 	w.pciFunction(user, DefaultXilinxVendor, DefaultXilinxUserDevice, "0x058000", xoclDriver, numa)
 	u := pciDevDir(user)
@@ -295,7 +295,7 @@ func simulatePCI(w *simWriter, spec SimSpec) {
 		k := spec.Devices - 1 - i // probe order
 		w.pciFunction(addr, DefaultPCIVendor, "0x0b00", DefaultPCIClass, "ha", numa)
 		name := fmt.Sprintf("ha%d", k)
-		w.file(fmt.Sprintf("%s/%s/%s/%s", pciDevDir(addr), DefaultPCIClassDir, name, attrDev), fmt.Sprintf("%d:%d\n", SimHAMajor, k), 0o644)
+		w.file(fmt.Sprintf("%s/%s/%s/%s", pciDevDir(addr), DefaultPCIClassDir, name, attrDev), fmt.Sprintf("%d:%d\n", spec.Major, k), 0o644)
 		w.create(DevDir+"/"+name, "", 0o666)
 	}
 	w.pciFunction("0000:00:1f.3", "0x8086", "0xa348", "0x040300", "snd_hda_intel", 0)

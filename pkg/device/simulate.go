@@ -29,13 +29,13 @@ const (
 type SimSpec struct {
 	Devices       int    // number of LPUs, 1..MaxSimDevices
 	Rings         int    // number of rings; must divide Devices (Devices/Rings LPUs each)
-	Major         int64  // major of every /dev/lpuN; 0 means DefaultMajor
+	Major         int64  // major of every /dev/lpuN (xilinx: of /dev/xclmgmt*, pci: of /dev/haN); 0 means DefaultMajor (SimXclmgmtMajor, SimHAMajor)
 	DriverVersion string // /sys/module/lpu/version; "" means "2.1.0-sim"
 	Firmware      string // firmware_version of every LPU; "" means "1.8.2-sim"
 	Model         string // model of every LPU; "" means SimModel
 	// Backend is the layout to write: BackendLPU ("" too), BackendXilinx
 	// (an Orion node) or BackendPCI (a Bertha node). Firmware, when set,
-	// is the xilinx cards' shell name; Major and Model apply to lpu only.
+	// is the xilinx cards' shell name; Model applies to lpu only.
 	Backend string
 }
 
@@ -52,8 +52,18 @@ func (spec SimSpec) validate() (SimSpec, error) {
 	if spec.Devices%spec.Rings != 0 {
 		return spec, fmt.Errorf("simulate: rings %d does not divide devices %d", spec.Rings, spec.Devices)
 	}
+	switch spec.Backend {
+	case "":
+		spec.Backend = BackendLPU
+	case BackendLPU, BackendXilinx, BackendPCI:
+	default:
+		return spec, fmt.Errorf("simulate: backend %q: want %s", clip(spec.Backend), strings.Join(Backends, ", "))
+	}
 	if spec.Major == 0 {
-		spec.Major = DefaultMajor
+		spec.Major = map[string]int64{BackendXilinx: SimXclmgmtMajor, BackendPCI: SimHAMajor}[spec.Backend]
+		if spec.Major == 0 {
+			spec.Major = DefaultMajor
+		}
 	}
 	if spec.Major < 1 || spec.Major > MaxMajor {
 		return spec, fmt.Errorf("simulate: major %d: want 1 to %d", spec.Major, MaxMajor)
@@ -63,13 +73,6 @@ func (spec SimSpec) validate() (SimSpec, error) {
 	}
 	if spec.Firmware == "" {
 		spec.Firmware = simDefaultFirmware
-	}
-	switch spec.Backend {
-	case "":
-		spec.Backend = BackendLPU
-	case BackendLPU, BackendXilinx, BackendPCI:
-	default:
-		return spec, fmt.Errorf("simulate: backend %q: want %s", clip(spec.Backend), strings.Join(Backends, ", "))
 	}
 	if spec.Model == "" {
 		spec.Model = SimModel
