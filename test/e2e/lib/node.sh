@@ -123,8 +123,9 @@ choose_major() {
   used=$(awk '/^Character/{c=1;next} /^Block/{c=0} c{print $1}' /proc/devices)
   for m in $(seq 240 254); do
     grep -qx "$m" <<<"$used" && continue
-    # no existing character node on the host may use it either
-    if ! stat -c '%F %t' /dev/* /dev/*/* 2>/dev/null | grep -qx "character special file $(printf '%x' "$m")"; then
+    # no existing character node on the host may use it either (stat fails on
+    # some entries; under pipefail that must not make the major look free)
+    if ! { stat -c '%F %t' /dev/* /dev/*/* 2>/dev/null || true; } | grep -qx "character special file $(printf '%x' "$m")"; then
       echo "$m"
       return 0
     fi
