@@ -179,6 +179,7 @@ make_orion_node() {
   grep -qx 226 <<<"$(awk '/^Character/{c=1;next} /^Block/{c=0} c{print $1}' /proc/devices)" &&
     log "major 226 (DRM) is in use on this host; the simulated render nodes reuse its numbers only inside the tree"
   major=$(choose_major) || { nok "orion node" "no free character major in 240-254 for xclmgmt"; return 1; }
+  [ "$major" != "$LPU_MAJOR" ] || { nok "orion node" "xclmgmt major $major is the LPU node's"; return 1; }
   out=$("$BASE/bin/simnode" --root "$ORION_ROOT" --devices 8 --rings 1 --backend xilinx --major "$major" 2>>"$LOGS/simnode-orion.log") ||
     { nok "orion node" "simnode: $(tail -3 "$LOGS/simnode-orion.log")"; return 1; }
   read -r -a ORION_RING <<<"$(sed -n 's/^ring0: //p' <<<"$out" | sed 's/lpu//g')"
