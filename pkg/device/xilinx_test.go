@@ -606,3 +606,30 @@ func TestDeviceEqual(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkDiscoverOrion8(b *testing.B) {
+	root := orion(b, 8)
+	s := device.NewSysfs(root, device.WithLogger(quiet), device.WithNetworkTable(device.DefaultNetworkTable),
+		device.WithDiscovery(device.Discovery{Backend: device.BackendXilinx, Xilinx: device.XilinxOptions{Shell: device.DefaultXilinxShell}}))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Discover(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkProbeHealthOrion(b *testing.B) {
+	root := orion(b, 8)
+	s := xilinx(root)
+	if _, err := s.Discover(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if h := s.ProbeHealth("lpu5"); !h.Healthy {
+			b.Fatal(h.Reason)
+		}
+	}
+}
