@@ -272,6 +272,23 @@ func (w *simWriter) prunePCI(ours, keep func(addr string) bool, stale func(node 
 	}
 }
 
+// keepOnly removes every entry of hostDir but name.
+func (w *simWriter) keepOnly(hostDir, name string) {
+	if w.err != nil {
+		return
+	}
+	entries, err := os.ReadDir(filepath.Join(w.root, hostDir))
+	if err != nil {
+		w.fail(err)
+		return
+	}
+	for _, e := range entries {
+		if e.Name() != name {
+			w.fail(os.RemoveAll(filepath.Join(w.root, hostDir, e.Name())))
+		}
+	}
+}
+
 func (w *simWriter) remove(hostPath string) {
 	if err := os.Remove(filepath.Join(w.root, hostPath)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		w.fail(err)
@@ -297,6 +314,7 @@ func simulatePCI(w *simWriter, spec SimSpec) {
 		name := fmt.Sprintf("ha%d", k)
 		w.file(fmt.Sprintf("%s/%s/%s/%s", pciDevDir(addr), DefaultPCIClassDir, name, attrDev), fmt.Sprintf("%d:%d\n", spec.Major, k), 0o644)
 		w.create(DevDir+"/"+name, "", 0o666)
+		w.keepOnly(pciDevDir(addr)+"/"+DefaultPCIClassDir, name) // a rerun with another count renumbers
 	}
 	w.pciFunction("0000:00:1f.3", "0x8086", "0xa348", "0x040300", "snd_hda_intel", 0)
 	w.pciFunction("0000:3a:00.0", DefaultPCIVendor, "0x0b01", "0x058000", "ha", 0)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
@@ -245,6 +247,16 @@ func TestXilinxFaults(t *testing.T) {
 				}
 			},
 			reason: "shell unknown: /sys/bus/pci/devices/0000:31:00.1 has no rom.* directory",
+		},
+		"render node of another number": {
+			setup: func(t *testing.T, root string) {
+				p := filepath.Join(root, "/dev/dri/renderD130")
+				rm(t, p)
+				if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(226, 200))); err != nil {
+					t.Skipf("mknod: %v", err)
+				}
+			},
+			reason: "device node /dev/dri/renderD130 is 226:200 but sysfs says 226:130",
 		},
 		"management node is a directory": {
 			setup: func(t *testing.T, root string) {
@@ -631,5 +643,30 @@ func BenchmarkProbeHealthOrion(b *testing.B) {
 		if h := s.ProbeHealth("lpu5"); !h.Healthy {
 			b.Fatal(h.Reason)
 		}
+	}
+}
+
+func TestPCISimulateShrinks(t *testing.T) {
+	root, _ := pciNode(t, 4)
+	if err := device.Simulate(root, device.SimSpec{Devices: 2, Rings: 1, Backend: device.BackendPCI}); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := device.NewSysfs(root, device.WithLogger(quiet), device.WithDiscovery(device.Discovery{Backend: device.BackendPCI})).Discover(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Devices) != 2 || inv.Devices[0].Path != "/dev/ha1" || !inv.Devices[0].Health.Healthy {
+		t.Fatalf("after shrinking to 2: %+v", inv.Devices)
+	}
+	for _, p := range []string{"/dev/ha2", "/dev/ha3", device.PCIDevicesDir + "/" + device.SimPCIAddress(2)} {
+		if _, err := os.Lstat(filepath.Join(root, p)); err == nil {
+			t.Errorf("%s left from the larger simulation", p)
+		}
+	}
+	if _, err := os.Lstat(fn(root, "0000:3a:00.0")); err != nil {
+		t.Error("the same-vendor distractor of another class was pruned")
+	}
+	if m, _ := filepath.Glob(fn(root, device.SimPCIAddress(0)) + "/ha/*"); len(m) != 1 || filepath.Base(m[0]) != "ha1" {
+		t.Errorf("node directories of lpu0 after renumbering: %v", m)
 	}
 }
