@@ -109,10 +109,14 @@ func Spec(inv *device.Inventory, opts Options) (*specs.Spec, error) {
 // cdiNodes appends the CDI device nodes of every node of d, primary first.
 func cdiNodes(dst []*specs.DeviceNode, d *device.Device) []*specs.DeviceNode {
 	for _, n := range appendNodes(nil, d) {
-		mode := fs.FileMode(n.FileMode)
-		dst = append(dst, &specs.DeviceNode{Path: n.Path, Type: n.Type, Major: n.Major, Minor: n.Minor, FileMode: &mode})
+		dst = append(dst, cdiNode(n))
 	}
 	return dst
+}
+
+func cdiNode(n DeviceNode) *specs.DeviceNode {
+	mode := fs.FileMode(n.FileMode)
+	return &specs.DeviceNode{Path: n.Path, Type: n.Type, Major: n.Major, Minor: n.Minor, FileMode: &mode}
 }
 
 // CDIDeviceNames returns the fully qualified CDI names of ids, in order:
