@@ -13,7 +13,7 @@ BIN := bin
 # FUZZTIME= overrides each fuzz target's smoke budget (test/check.sh), e.g. 60s.
 FUZZTIME ?=
 
-.PHONY: all build version release test unit lint bench fuzz-smoke e2e demo sim clean
+.PHONY: all build version release test unit lint bench fuzz-smoke e2e demo demo-orion sim clean
 
 all: build
 
@@ -46,6 +46,9 @@ e2e: ## end-to-end scenarios on a real kubelet + containerd + podman (root)
 
 demo: ## scenario 1 on a simulated LPU node, printed readably (root)
 	bash test/e2e/run.sh demo
+
+demo-orion: ## the Orion layout (8 Alveo U55C, xilinx backend) end to end (root)
+	bash test/e2e/run.sh orion
 
 sim: ## allocation-quality simulator
 	go run ./test/sim

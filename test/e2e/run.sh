@@ -5,8 +5,8 @@
 #
 # usage: test/e2e/run.sh [demo|all|SCENARIO...]
 #   demo      scenario 1, printing what each pod's container sees
-#   all       1 2 3 4 5 perf image 6 (the default)
-#   SCENARIO  any of 1 2 3 4 5 6 perf image, run in that canonical order
+#   all       1 2 3 4 5 orion perf image 6 (the default)
+#   SCENARIO  any of 1 2 3 4 5 orion 6 perf image, run in that canonical order
 # env: BASE (private base dir; default a fresh /tmp/lpu-e2e.XXXX), KEEP=1
 #      (leave $BASE on disk), PERF_ROUNDS, PERF_BLOCK.
 #
@@ -32,7 +32,7 @@ source "$E2E_DIR/lib/scenarios.sh"
 # shellcheck source=lib/perf.sh
 source "$E2E_DIR/lib/perf.sh"
 
-ORDER=(1 2 3 4 5 perf image 6)
+ORDER=(1 2 3 4 5 orion perf image 6)
 
 usage() {
   sed -n '4,9p' "$0" | sed 's/^# \{0,1\}//' >&2
@@ -70,7 +70,7 @@ main() {
     case $s in
       all) want+=("${ORDER[@]}") ;;
       demo) DEMO=1 && want+=(1) ;;
-      1 | 2 | 3 | 4 | 5 | 6 | perf | image) want+=("$s") ;;
+      1 | 2 | 3 | 4 | 5 | 6 | orion | perf | image) want+=("$s") ;;
       -h | --help) usage ;;
       *) echo "unknown scenario: $s" >&2 && usage ;;
     esac

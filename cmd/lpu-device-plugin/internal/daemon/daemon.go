@@ -62,8 +62,7 @@ func Run(ctx context.Context, p Params) error {
 	tracer, stopTracing := startup.Tracing(ctx, cfg.Tracing, "lpu-device-plugin", p.Version, log)
 	defer stopTracing()
 
-	t := cfg.Topology
-	sysfs := device.NewSysfs(root, device.WithTopology(t.Source, t.Rings, t.NetworkTable), device.WithLogger(log))
+	sysfs := device.NewSysfs(root, append(cfg.DiscoveryOptions(opts.Simulate > 0), device.WithLogger(log))...)
 	mon := health.New(sysfs, health.Options{
 		ResyncInterval:    cfg.Health.ResyncInterval.Duration,
 		PollInterval:      cfg.Health.PollInterval.Duration,
@@ -97,12 +96,12 @@ func discoveryRoot(cfg *config.Config, simulate int, log *slog.Logger) (string, 
 	if simulate <= 0 {
 		return cfg.Root, nil
 	}
-	root, err := device.SimulateNode(cfg.StateDir, simulate)
+	root, err := device.SimulateBackendNode(cfg.StateDir, simulate, cfg.Simulate.Backend)
 	if err != nil {
 		return "", err
 	}
 	spec := device.SimSpecFor(simulate)
-	log.Info("serving a simulated node", "root", root, "devices", spec.Devices, "rings", spec.Rings)
+	log.Info("serving a simulated node", "root", root, "devices", spec.Devices, "rings", spec.Rings, "backend", cfg.Simulate.Backend)
 	return root, nil
 }
 

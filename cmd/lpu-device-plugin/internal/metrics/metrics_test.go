@@ -170,6 +170,42 @@ func TestPodResourcesUnavailable(t *testing.T) {
 	}
 }
 
+// TestOrionTelemetry: on the xilinx backend temperature, power and memory
+// total are reported, utilisation and memory used are absent (no sysfs
+// source), never a made-up zero.
+func TestOrionTelemetry(t *testing.T) {
+	root := t.TempDir()
+	if err := device.Simulate(root, device.SimSpec{Devices: 2, Rings: 1, Backend: device.BackendXilinx}); err != nil {
+		t.Fatal(err)
+	}
+	sysfs := device.NewSysfs(root, device.WithDiscovery(device.Discovery{Backend: device.BackendXilinx}))
+	mon := health.New(sysfs, health.Options{ResyncInterval: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mon.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	<-mon.Ready()
+	holders := podresources.New(filepath.Join(sockettest.ShortDir(t), "absent.sock"), "hyperaccel.ai/lpu")
+	defer holders.Close()
+	m := New(Options{Node: "n1", Devices: mon, Telemetry: sysfs, Holders: holders, HoldersTimeout: 100 * time.Millisecond})
+	_, body := daemontest.Get(serve(t, m, nil, nil) + "/metrics")
+	for name, want := range map[string]float64{"lpu_temperature_celsius": 42, "lpu_power_watts": 22.5, "lpu_memory_total_bytes": 16 << 30, "lpu_device_healthy": 1} {
+		if v, ok := daemontest.Value(body, name, `device="lpu1"`); !ok || v != want {
+			t.Errorf("%s = %v (found %v), want %v", name, v, ok, want)
+		}
+	}
+	for _, name := range []string{"lpu_utilization_percent", "lpu_memory_used_bytes"} {
+		if _, ok := daemontest.Value(body, name, `device="lpu1"`); ok {
+			t.Errorf("%s reported on Orion, which has no source for it", name)
+		}
+	}
+}
+
 func TestRecorderAndProbes(t *testing.T) {
 	m := New(Options{Node: "n1"})
 	var registered atomic.Bool

@@ -51,13 +51,14 @@ func DiscoveryRoot(cfg *config.Config, simulate int) (string, error) {
 	if simulate <= 0 {
 		return cfg.Root, nil
 	}
-	return device.SimulateNode(cfg.StateDir, simulate)
+	return device.SimulateBackendNode(cfg.StateDir, simulate, cfg.Simulate.Backend)
 }
 
-// Discoverer returns the sysfs discoverer for cfg under root.
+// Discoverer returns the discoverer for cfg under root: the configured
+// backend, or simulate.backend when root is the simulated node.
 func Discoverer(cfg *config.Config, root string, log *slog.Logger) *device.Sysfs {
-	t := cfg.Topology
-	return device.NewSysfs(root, device.WithTopology(t.Source, t.Rings, t.NetworkTable), device.WithLogger(log))
+	simulated := root == device.SimulatedRoot(cfg.StateDir)
+	return device.NewSysfs(root, append(cfg.DiscoveryOptions(simulated), device.WithLogger(log))...)
 }
 
 // InjectOptions returns the mounts and env for LPU containers. Mounts whose
@@ -227,7 +228,7 @@ func Doctor(ctx context.Context, p Params, pluginDir string, w io.Writer) (faile
 	}
 	cfg := p.Config
 	results := doctor.Run(ctx, doctor.Params{
-		Root: root, StateDir: cfg.StateDir, Mode: p.Mode, NRISocket: cfg.NRI.Socket,
+		Root: root, Discovery: cfg.DiscoveryOptions(p.Simulate > 0), StateDir: cfg.StateDir, Mode: p.Mode, NRISocket: cfg.NRI.Socket,
 		PluginName: cfg.NRI.PluginName, PluginIndex: cfg.NRI.PluginIndex, PluginDir: pluginDir,
 		CDIDir: cfg.CDI.SpecDir, KubeletDir: cfg.Kubelet.DevicePluginDir, ResourceName: cfg.ResourceName,
 		DevicePluginHealth: os.Getenv(DevicePluginHealthEnv),

@@ -34,7 +34,10 @@ const MaxPodmanCDIVersion = "0.5.0"
 
 // Params say where to look.
 type Params struct {
-	Root         string // discovery root ("/")
+	Root string // discovery root ("/")
+	// Discovery are the discoverer's options (backend, topology); none
+	// means the lpu layout with default topology.
+	Discovery    []device.Option
 	StateDir     string // seal key and readiness socket
 	Mode         string // "nri" or "cdi"
 	NRISocket    string
@@ -251,7 +254,7 @@ func checkCDI(ctx context.Context, p Params) Result {
 	if ours.Version != minV {
 		return fail(name, "%s has cdiVersion %s, but needs only %s: older runtimes (podman 4.3 reads <= %s) may reject it", file, ours.Version, minV, MaxPodmanCDIVersion)
 	}
-	want, err := discoverIDs(ctx, p.Root)
+	want, err := discoverIDs(ctx, p)
 	if err != nil {
 		return fail(name, "%s cdiVersion %s, but cannot compare with the node: %v", file, ours.Version, err)
 	}
@@ -268,8 +271,8 @@ func checkCDI(ctx context.Context, p Params) Result {
 	return ok(name, "%s valid, cdiVersion %s (minimum needed), %d devices + all", file, ours.Version, len(have))
 }
 
-func discoverIDs(ctx context.Context, root string) ([]string, error) {
-	inv, err := device.NewSysfs(root).Discover(ctx)
+func discoverIDs(ctx context.Context, p Params) ([]string, error) {
+	inv, err := device.NewSysfs(p.Root, p.Discovery...).Discover(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -288,9 +291,14 @@ func errOr(err error, s string) string {
 	return s
 }
 
-// checkNodes compares /dev/lpuN with /sys/class/lpu/lpuN under the root.
+// checkNodes compares /dev/lpuN with /sys/class/lpu/lpuN under the root;
+// with another discovery backend it reports what discovery found wrong
+// with each LPU's nodes.
 func checkNodes(p Params) Result {
 	const name = "device nodes"
+	if s := device.NewSysfs(p.Root, p.Discovery...); s.Backend() != device.BackendLPU {
+		return checkDiscoveredNodes(s)
+	}
 	class := filepath.Join(p.Root, device.ClassDir)
 	entries, err := os.ReadDir(class)
 	if err != nil {
@@ -359,6 +367,34 @@ func checkNodes(p Params) Result {
 		detail += fmt.Sprintf(" (%d nodes are plain files: simulated node)", simulated)
 	}
 	return ok(name, "%s", detail)
+}
+
+// checkDiscoveredNodes is checkNodes for the PCI backends: discovery
+// checks every node of every LPU (type and number); its reasons are the
+// problems.
+func checkDiscoveredNodes(s *device.Sysfs) Result {
+	const name = "device nodes"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	inv, err := s.Discover(ctx)
+	if err != nil {
+		return fail(name, "%s discovery: %v", s.Backend(), err)
+	}
+	if len(inv.Devices) == 0 {
+		return fail(name, "no LPUs found by the %s backend", s.Backend())
+	}
+	var problems []string
+	nodes := 0
+	for _, d := range inv.Devices {
+		nodes += len(d.NodeList())
+		if !d.Health.Healthy && strings.Contains(d.Health.Reason, "node") {
+			problems = append(problems, d.ID+" ("+d.PCIBusID+"): "+d.Health.Reason)
+		}
+	}
+	if len(problems) > 0 {
+		return fail(name, "%s", strings.Join(problems, "; "))
+	}
+	return ok(name, "%d LPUs (%s backend), %d device nodes of the right type and number", len(inv.Devices), s.Backend(), nodes)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

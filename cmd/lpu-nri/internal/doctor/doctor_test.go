@@ -320,3 +320,25 @@ func TestDevicePluginHealthFallback(t *testing.T) {
 		t.Fatalf("device plugin check = %+v\n%s", r, out)
 	}
 }
+
+// TestCheckNodesOrion: with the xilinx backend the node check is what
+// discovery finds wrong with each card's nodes.
+func TestCheckNodesOrion(t *testing.T) {
+	root := t.TempDir()
+	if err := device.Simulate(root, device.SimSpec{Devices: 4, Rings: 1, Backend: device.BackendXilinx}); err != nil {
+		t.Fatal(err)
+	}
+	p := Params{Root: root, Discovery: []device.Option{
+		device.WithDiscovery(device.Discovery{Backend: device.BackendXilinx}),
+		device.WithLogger(slog.New(slog.DiscardHandler)),
+	}}
+	if r := checkNodes(p); !r.OK || !strings.Contains(r.Detail, "4 LPUs (xilinx backend), 8 device nodes") {
+		t.Fatalf("healthy Orion node: %+v", r)
+	}
+	if err := os.Remove(filepath.Join(root, "/dev/xclmgmt12544")); err != nil {
+		t.Fatal(err)
+	}
+	if r := checkNodes(p); r.OK || !strings.Contains(r.Detail, "lpu2 (0000:31:00.1): device node /dev/xclmgmt12544 missing") {
+		t.Fatalf("missing management node: %+v", r)
+	}
+}
