@@ -2,7 +2,7 @@ package inject
 
 import (
 	"reflect"
-	"strings"
+	"slices"
 	"testing"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -26,7 +26,7 @@ func TestClaimSpec(t *testing.T) {
 	if got := []string{ce.DeviceNodes[0].Path, ce.DeviceNodes[1].Path}; !reflect.DeepEqual(got, []string{"/dev/lpu7", "/dev/lpu0"}) {
 		t.Fatalf("device nodes %v, want ring order", got)
 	}
-	if ce.Env[0] != "LPU_VISIBLE_DEVICES=7,0" || !strings.HasPrefix(ce.Env[1], "LPU_DRIVER_VERSION=1.4.2") {
+	if ce.Env[0] != "LPU_VISIBLE_DEVICES=7,0" || !slices.Contains(ce.Env, "LPU_DRIVER_VERSION=1.4.2") {
 		t.Fatalf("env %v", ce.Env)
 	}
 	if len(ce.Mounts) != 1 || ce.Mounts[0].Options[0] != "ro" {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -15,8 +16,10 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/plugin"
 	"github.com/hyperaccel/lpu-node/internal/health"
+	"github.com/hyperaccel/lpu-node/internal/logchange"
+	"github.com/hyperaccel/lpu-node/internal/metricsserver"
+	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/pkg/device"
-	"github.com/hyperaccel/lpu-node/pkg/metricsserver"
 )
 
 // Results are the plugin's allocation results, the values of
@@ -36,11 +39,8 @@ type TelemetryReader interface {
 // HolderLister says which container holds each device; *PodResources
 // implements it. A nil map with an error means "unknown".
 type HolderLister interface {
-	Holders(ctx context.Context) (map[string]Holder, error)
+	Holders(ctx context.Context) (map[string]podresources.Holder, error)
 }
-
-// Holder is the container an allocated device belongs to.
-type Holder struct{ Namespace, Pod, Container string }
 
 // Options configure the device collector.
 type Options struct {
@@ -56,6 +56,8 @@ type Options struct {
 	HoldersTimeout time.Duration
 	// Logger receives scrape problems once per change.
 	Logger *slog.Logger
+	// Version is the build version lpu_build_info reports.
+	Version string
 }
 
 // Metrics is lpu-device-plugin's Prometheus registry: counters and
@@ -157,6 +159,12 @@ var (
 	descArc = prometheus.NewDesc("lpu_largest_free_arc",
 		"Longest run of healthy, unallocated ring neighbours per ring (allocations from the kubelet's PodResources; all healthy devices count as free when it is unavailable).",
 		[]string{"node", "ring"}, nil)
+	descAllocated = prometheus.NewDesc("lpu_device_allocated",
+		"1 while a container holds the device (kubelet PodResources), else 0; absent while PodResources is unavailable.", deviceLabels, nil)
+	descInfo = prometheus.NewDesc("lpu_device_info",
+		"Always 1; the labels carry the device's model, firmware and driver versions.", []string{"node", "device", "model", "firmware", "driver"}, nil)
+	descBuild = prometheus.NewDesc("lpu_build_info",
+		"Always 1; the labels carry the daemon's build version and Go version.", []string{"daemon", "version", "goversion"}, nil)
 )
 
 // deviceCollector reads device state and telemetry at scrape time.
@@ -165,7 +173,7 @@ type deviceCollector struct {
 	log  *slog.Logger
 
 	mu   sync.Mutex
-	last map[string]string // last problem per source, to log changes only
+	errs map[string]*logchange.Errors // per source, to log changes only
 }
 
 func newDeviceCollector(opts Options) *deviceCollector {
@@ -176,12 +184,12 @@ func newDeviceCollector(opts Options) *deviceCollector {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &deviceCollector{opts: opts, log: log, last: map[string]string{}}
+	return &deviceCollector{opts: opts, log: log, errs: map[string]*logchange.Errors{}}
 }
 
 // Describe sends the descriptors.
 func (c *deviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descHealthy, descUtil, descMemUsed, descMemTotal, descTemp, descPower, descArc} {
+	for _, d := range []*prometheus.Desc{descHealthy, descUtil, descMemUsed, descMemTotal, descTemp, descPower, descArc, descAllocated, descInfo, descBuild} {
 		ch <- d
 	}
 }
@@ -190,17 +198,15 @@ func (c *deviceCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *deviceCollector) note(source string, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	msg := ""
-	if err != nil {
-		msg = err.Error()
+	errs := c.errs[source]
+	if errs == nil {
+		errs = &logchange.Errors{}
+		c.errs[source] = errs
 	}
-	if c.last[source] == msg {
-		return
-	}
-	c.last[source] = msg
-	if err != nil {
+	switch errs.Note(err) {
+	case logchange.Failed:
 		c.log.Warn("metrics source unavailable", "source", source, "err", err)
-	} else {
+	case logchange.Recovered:
 		c.log.Info("metrics source available again", "source", source)
 	}
 }
@@ -208,11 +214,12 @@ func (c *deviceCollector) note(source string, err error) {
 // Collect reads the snapshot, the holders (one PodResources List) and each
 // device's telemetry.
 func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(descBuild, prometheus.GaugeValue, 1, "lpu-device-plugin", c.opts.Version, runtime.Version())
 	if c.opts.Devices == nil {
 		return
 	}
 	snap, _ := c.opts.Devices.Snapshot()
-	var holders map[string]Holder
+	var holders map[string]podresources.Holder
 	if c.opts.Holders != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), c.opts.HoldersTimeout)
 		h, err := c.opts.Holders.Holders(ctx)
@@ -231,6 +238,14 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(descHealthy, prometheus.GaugeValue, healthy, node, d.ID)
+		ch <- prometheus.MustNewConstMetric(descInfo, prometheus.GaugeValue, 1, node, d.ID, d.Model, d.Firmware, snap.Inventory.DriverVersion)
+		if holders != nil {
+			held := 0.0
+			if _, ok := holders[d.ID]; ok {
+				held = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descAllocated, prometheus.GaugeValue, held, node, d.ID)
+		}
 		if c.opts.Telemetry == nil {
 			continue
 		}

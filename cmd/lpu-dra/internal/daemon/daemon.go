@@ -18,22 +18,21 @@ import (
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/cli"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/driver"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/health"
+	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 	"github.com/hyperaccel/lpu-node/internal/nodemode"
+	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
-	"github.com/hyperaccel/lpu-node/pkg/metricsserver"
-	"github.com/hyperaccel/lpu-node/pkg/startup"
 )
 
 // Params is everything Run needs.
 type Params struct {
 	Config  *config.Config // after flags were applied
-	Options *cli.Options
+	Options *Options
 	Logger  *slog.Logger
 	Version string
 }
@@ -44,24 +43,20 @@ type Params struct {
 // published; an API server that is down is retried by the helper while
 // prepared claims keep being served.
 func Run(ctx context.Context, p Params) error {
-	cfg, opts, log := p.Config, p.Options, p.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	cfg, opts, log := p.Config, p.Options, startup.Logger(p.Logger)
 	if err := nodemode.RefuseIfDevicePlugin(filepath.Join(cfg.Kubelet.DevicePluginDir, device.PluginSocketName(cfg.ResourceName))); err != nil {
 		return err
 	}
 	root := cfg.Root
 	if opts.Simulate > 0 {
-		r, err := device.SimulateNode(cfg.StateDir, opts.Simulate)
+		r, err := device.SimulateBackendNode(cfg.StateDir, opts.Simulate, cfg.Simulate.Backend)
 		if err != nil {
 			return err
 		}
 		root = r
-		log.Info("serving a simulated node", "root", root, "devices", opts.Simulate)
+		log.Info("serving a simulated node", "root", root, "devices", opts.Simulate, "backend", cfg.Simulate.Backend)
 	}
-	t := cfg.Topology
-	sysfs := device.NewSysfs(root, device.WithTopology(t.Source, t.Rings, t.NetworkTable), device.WithLogger(log))
+	sysfs := device.NewSysfs(root, append(cfg.DiscoveryOptions(opts.Simulate > 0), device.WithLogger(log))...)
 
 	client, err := kubeClient(opts.Kubeconfig)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/cli"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/nodemode"
 	"github.com/hyperaccel/lpu-node/internal/sockettest"
@@ -38,8 +37,9 @@ func params(t *testing.T) (Params, string) {
 	cfg.CDI.SpecDir = filepath.Join(dir, "c")
 	cfg.Kubelet.DevicePluginDir = filepath.Join(dir, "dp")
 	os.MkdirAll(cfg.Kubelet.DevicePluginDir, 0o755)
-	opts := &cli.Options{NodeName: "node-a", Kubeconfig: kubeconfig(t), Simulate: 8,
+	opts := &Options{NodeName: "node-a", Kubeconfig: kubeconfig(t),
 		PluginDir: filepath.Join(dir, "p"), RegistryDir: filepath.Join(dir, "r")}
+	opts.Simulate = 8
 	return Params{Config: cfg, Options: opts, Version: "test"}, dir
 }
 

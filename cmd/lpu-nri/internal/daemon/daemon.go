@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"time"
+	"runtime"
 
 	"golang.org/x/sync/errgroup"
 
@@ -16,13 +16,14 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/plugin"
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/podres"
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/backoff"
 	"github.com/hyperaccel/lpu-node/internal/dracheckpoint"
+	"github.com/hyperaccel/lpu-node/internal/podresources"
+	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
-	"github.com/hyperaccel/lpu-node/pkg/startup"
 )
 
 // Params are what Run needs besides the context.
@@ -36,17 +37,14 @@ type Params struct {
 	Version    string
 	// Metrics, when set, is used instead of a fresh metrics.New() (tests).
 	Metrics *metrics.Metrics
-	// MinBackoff and MaxBackoff bound the NRI reconnect backoff; zero:
-	// plugin defaults (100ms, 5s).
-	MinBackoff, MaxBackoff time.Duration
+	// Backoff bounds the NRI reconnect waits; zero fields take
+	// backoff.Default.
+	Backoff backoff.Steps
+	// onSync is called after each rescan in CDI mode (tests).
+	onSync func()
 }
 
-func (p Params) log() *slog.Logger {
-	if p.Logger == nil {
-		return slog.Default()
-	}
-	return p.Logger
-}
+func (p Params) log() *slog.Logger { return startup.Logger(p.Logger) }
 
 // DiscoveryRoot prepares the simulated node when asked and returns the root
 // to discover under.
@@ -54,13 +52,14 @@ func DiscoveryRoot(cfg *config.Config, simulate int) (string, error) {
 	if simulate <= 0 {
 		return cfg.Root, nil
 	}
-	return device.SimulateNode(cfg.StateDir, simulate)
+	return device.SimulateBackendNode(cfg.StateDir, simulate, cfg.Simulate.Backend)
 }
 
-// Discoverer returns the sysfs discoverer for cfg under root.
+// Discoverer returns the discoverer for cfg under root: the configured
+// backend, or simulate.backend when root is the simulated node.
 func Discoverer(cfg *config.Config, root string, log *slog.Logger) *device.Sysfs {
-	t := cfg.Topology
-	return device.NewSysfs(root, device.WithTopology(t.Source, t.Rings, t.NetworkTable), device.WithLogger(log))
+	simulated := root == device.SimulatedRoot(cfg.StateDir)
+	return device.NewSysfs(root, append(cfg.DiscoveryOptions(simulated), device.WithLogger(log))...)
 }
 
 // InjectOptions returns the mounts and env for LPU containers. Mounts whose
@@ -120,6 +119,7 @@ func Run(ctx context.Context, p Params) error {
 	if m == nil {
 		m = metrics.New()
 	}
+	m.Build.WithLabelValues("lpu-nri", p.Version, runtime.Version()).Set(1)
 	disc := Discoverer(cfg, root, log)
 	opts := InjectOptions(cfg, simRoot(cfg, p.Simulate), log)
 	log.Info("starting lpu-nri", "version", p.Version, "mode", p.Mode, "root", root,
@@ -129,7 +129,7 @@ func Run(ctx context.Context, p Params) error {
 	switch p.Mode {
 	case config.InjectionCDI:
 		s := &cdimode.Syncer{Discoverer: disc, Dir: cfg.CDI.SpecDir, Options: opts,
-			Interval: cfg.Health.ResyncInterval.Duration, Metrics: m, Log: log}
+			Interval: cfg.Health.ResyncInterval.Duration, Metrics: m, Log: log, OnSync: p.onSync}
 		g.Go(func() error { return s.Run(ctx) })
 		g.Go(func() error { return m.Serve(ctx, cfg.Metrics.Address, s.Synced, log) })
 	case config.InjectionNRI:
@@ -137,7 +137,7 @@ func Run(ctx context.Context, p Params) error {
 		if err != nil {
 			return err
 		}
-		store := inventory.New(disc, inventory.WithInterval(cfg.Health.ResyncInterval.Duration), inventory.WithLogger(log))
+		store := inventory.New(disc, inventory.Options{Interval: cfg.Health.ResyncInterval.Duration, Logger: log})
 		if _, err := store.Refresh(ctx); err != nil {
 			log.Warn("initial device discovery failed; retrying in the background", "err", err)
 		}
@@ -153,7 +153,7 @@ func Run(ctx context.Context, p Params) error {
 			CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Tracer: tracer,
 			Claims: func(pod string, claims []string) error { return dracheckpoint.Verify(cfg.StateDir, pod, claims) }}
 		if cfg.Kubelet.PodResourcesCheck {
-			c := podres.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
+			c := podresources.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
 			defer c.Close()
 			pc.Check = c
 		}
@@ -162,7 +162,7 @@ func Run(ctx context.Context, p Params) error {
 			return err
 		}
 		r := &plugin.Runner{Plugin: pl, Name: cfg.NRI.PluginName, Index: cfg.NRI.PluginIndex,
-			Socket: cfg.NRI.Socket, Log: log, MinBackoff: p.MinBackoff, MaxBackoff: p.MaxBackoff}
+			Socket: cfg.NRI.Socket, Log: log, Backoff: p.Backoff}
 		if err := r.Validate(); err != nil {
 			return err
 		}
@@ -217,6 +217,11 @@ func CDIList(ctx context.Context, p Params, w io.Writer) error {
 	return nil
 }
 
+// DevicePluginHealthEnv names the device plugin's /healthz URL for doctor,
+// asked when the kubelet dir is not visible; the Helm chart sets it in the
+// lpu-nri container (the pod's loopback reaches the device plugin).
+const DevicePluginHealthEnv = "LPU_DEVICE_PLUGIN_HEALTH_URL"
+
 // Doctor runs the checks, prints them to w and reports whether any failed.
 func Doctor(ctx context.Context, p Params, pluginDir string, w io.Writer) (failed bool, err error) {
 	root, err := DiscoveryRoot(p.Config, p.Simulate)
@@ -225,9 +230,10 @@ func Doctor(ctx context.Context, p Params, pluginDir string, w io.Writer) (faile
 	}
 	cfg := p.Config
 	results := doctor.Run(ctx, doctor.Params{
-		Root: root, StateDir: cfg.StateDir, Mode: p.Mode, NRISocket: cfg.NRI.Socket,
+		Root: root, Discovery: cfg.DiscoveryOptions(p.Simulate > 0), StateDir: cfg.StateDir, Mode: p.Mode, NRISocket: cfg.NRI.Socket,
 		PluginName: cfg.NRI.PluginName, PluginIndex: cfg.NRI.PluginIndex, PluginDir: pluginDir,
 		CDIDir: cfg.CDI.SpecDir, KubeletDir: cfg.Kubelet.DevicePluginDir, ResourceName: cfg.ResourceName,
+		DevicePluginHealth: os.Getenv(DevicePluginHealthEnv),
 	})
 	results = append([]doctor.Result{{Check: "mode", OK: true, Detail: p.ModeReason}}, results...)
 	return doctor.Print(w, results), nil

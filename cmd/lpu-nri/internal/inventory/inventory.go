@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
@@ -20,20 +23,30 @@ type Snapshot struct {
 	// Err is the last discovery error, nil when the last scan succeeded.
 	Err error
 
-	byID   map[string]*device.Device
-	majors map[int64]bool
+	byID    map[string]*device.Device
+	majors  map[int64]bool    // majors the LPU driver owns (lpu backend only)
+	numbers map[[2]int64]bool // major:minor of every node of every LPU
 }
 
 func newSnapshot(inv *device.Inventory, err error) *Snapshot {
-	s := &Snapshot{Inventory: inv, Err: err, byID: map[string]*device.Device{}, majors: map[int64]bool{}}
+	s := &Snapshot{Inventory: inv, Err: err, byID: map[string]*device.Device{}, majors: map[int64]bool{}, numbers: map[[2]int64]bool{}}
 	if inv == nil {
 		return s
 	}
+	// Only our own driver owns its major: on Orion the render major is
+	// DRM's (226, shared with every GPU) and xclmgmt's may be shared too,
+	// so there a node is an LPU's only by its exact number.
+	ownMajor := inv.Backend == "" || inv.Backend == device.BackendLPU
 	for i := range inv.Devices {
 		d := &inv.Devices[i]
 		s.byID[d.ID] = d
-		if d.Major > 0 {
-			s.majors[d.Major] = true
+		for _, n := range d.NodeList() {
+			if n.Major > 0 || n.Minor > 0 {
+				s.numbers[[2]int64{n.Major, n.Minor}] = true
+			}
+			if ownMajor && n.Major > 0 {
+				s.majors[n.Major] = true
+			}
 		}
 	}
 	return s
@@ -57,10 +70,13 @@ func (s *Snapshot) DriverVersion() string {
 	return s.Inventory.DriverVersion
 }
 
-// IsLPUNode reports whether a device node seen in a container is an LPU:
-// a character device with one of the LPU majors, or a path /dev/lpuN.
-func (s *Snapshot) IsLPUNode(path, typ string, major int64) bool {
-	if (typ == "c" || typ == "") && s.majors[major] {
+// IsLPUNode reports whether a device node seen in a container is an LPU's:
+// a character device with the number of a node of a discovered LPU (any
+// of its nodes: on Orion the render and the management node), one with a
+// major our own driver owns (lpu backend: a node of an LPU that has since
+// gone), or a path /dev/lpuN.
+func (s *Snapshot) IsLPUNode(path, typ string, major, minor int64) bool {
+	if (typ == "c" || typ == "") && (s.numbers[[2]int64{major, minor}] || s.majors[major]) {
 		return true
 	}
 	if rest, ok := strings.CutPrefix(path, device.DevDir+"/"); ok {
@@ -83,35 +99,20 @@ type Store struct {
 	notify   []chan struct{}
 }
 
-// Option configures a Store.
-type Option func(*Store)
-
-// WithInterval sets the periodic rescan interval (default 5s).
-func WithInterval(d time.Duration) Option {
-	return func(s *Store) {
-		if d > 0 {
-			s.interval = d
-		}
-	}
-}
-
-// WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option {
-	return func(s *Store) {
-		if l != nil {
-			s.log = l
-		}
-	}
+// Options configure a Store; zero fields take the defaults.
+type Options struct {
+	// Interval spaces the periodic rescans (default
+	// config.DefaultResyncInterval).
+	Interval time.Duration
+	// Logger receives discovery failures; nil discards.
+	Logger *slog.Logger
 }
 
 // New returns a store over disc. It holds an empty, not-ready snapshot
 // until the first Refresh.
-func New(disc device.Discoverer, opts ...Option) *Store {
-	s := &Store{disc: disc, interval: 5 * time.Second, minKick: 200 * time.Millisecond,
-		log: slog.Default(), kick: make(chan struct{}, 1)}
-	for _, o := range opts {
-		o(s)
-	}
+func New(disc device.Discoverer, opts Options) *Store {
+	s := &Store{disc: disc, interval: cmp.Or(opts.Interval, config.DefaultResyncInterval), minKick: 200 * time.Millisecond,
+		log: startup.Logger(opts.Logger), kick: make(chan struct{}, 1)}
 	s.cur.Store(newSnapshot(nil, errors.New("no discovery yet")))
 	return s
 }
@@ -207,7 +208,7 @@ func changed(a, b *Snapshot) bool {
 		return true
 	}
 	for i := range ai.Devices {
-		if ai.Devices[i] != bi.Devices[i] {
+		if !ai.Devices[i].Equal(&bi.Devices[i]) {
 			return true
 		}
 	}
