@@ -29,7 +29,8 @@ do_tools() {
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null
   }
   # helm renders the chart in deploy tests; the rest runs the e2e node.
-  bash test/e2e/tools.sh helm apt containerd crictl kubelet
+  # containerd17: the shipped 1.7 snippet is run on a real containerd 1.7 (deploy tests).
+  bash test/e2e/tools.sh helm apt containerd containerd17 crictl kubelet
 }
 
 do_lint() {
