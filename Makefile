@@ -20,7 +20,7 @@ test: ## everything CI runs: tools, lint, unit tests with -race, fuzz smoke, end
 unit: ## unit and integration tests only
 	bash test/check.sh unit
 
-lint: ## gofmt, go vet, staticcheck
+lint: ## gofmt, go vet, staticcheck, golangci-lint (.golangci.yml), shellcheck
 	bash test/check.sh lint
 
 fuzz-smoke: ## each fuzz target briefly (a fixed execution count; FUZZTIME=60s to override)

@@ -111,3 +111,56 @@ func TestReadmeConfigExamplesLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeLayoutListsEveryPackage: the "Layout of the tree" table names
+// every directory holding Go files (but the repository root), and no row
+// names a directory that holds none.
+func TestReadmeLayoutListsEveryPackage(t *testing.T) {
+	text := readme(t)
+	start := strings.Index(text, "Layout of the tree")
+	if start < 0 {
+		t.Fatal(`no "Layout of the tree" in the README`)
+	}
+	table := text[start:]
+	if i := strings.Index(table, "| path | owns |"); i >= 0 {
+		table = table[i:]
+	}
+	if i := strings.Index(table, "\n\n"); i >= 0 {
+		table = table[:i] // the table ends at the first blank line
+	}
+	var rows []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+)` \\|").FindAllStringSubmatch(table, -1) {
+		rows = append(rows, m[1])
+	}
+	var pkgs []string
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") {
+			if dir := filepath.Dir(path); dir != "." && !slices.Contains(pkgs, dir) {
+				pkgs = append(pkgs, dir)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkgs) < 20 {
+		t.Fatalf("found only %d package directories: %v", len(pkgs), pkgs)
+	}
+	for _, p := range pkgs {
+		if !slices.Contains(rows, p) {
+			t.Errorf("package %s is missing from the README's layout table", p)
+		}
+	}
+	for _, r := range rows {
+		if !slices.Contains(pkgs, r) {
+			t.Errorf("the README's layout table names %s, which holds no Go package", r)
+		}
+	}
+}

@@ -18,17 +18,6 @@ const (
 	InjectionAuto = "auto"
 )
 
-// Topology sources (Topology.Source). "auto" walks the others in this
-// order, as pkg/device does: config rings, network table, sysfs ring
-// attributes, index order.
-const (
-	TopologyAuto   = "auto"
-	TopologyConfig = "config"
-	TopologyTable  = "table"
-	TopologySysfs  = "sysfs"
-	TopologyIndex  = "index"
-)
-
 // Config is the versioned node configuration shared by both daemons. Field
 // names in errors are the YAML paths, e.g. "allocation.policy".
 type Config struct {

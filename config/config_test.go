@@ -283,7 +283,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 	c.Injection.Env = map[string]string{"A": "b"}
 	c.Metrics.Address = "127.0.0.1:9400"
 	c.Tracing = Tracing{Endpoint: "[::1]:4317", Insecure: true}
-	out, err := Marshal(c)
+	out, err := yaml.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,7 +469,7 @@ func FuzzLoad(f *testing.F) {
 		if err := c.Validate(); err != nil {
 			t.Fatalf("Parse accepted a config that does not validate: %v", err)
 		}
-		out, err := Marshal(c)
+		out, err := yaml.Marshal(c)
 		if err != nil {
 			t.Fatalf("Marshal: %v", err)
 		}

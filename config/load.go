@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
 // Defaults, used for every field a file leaves unset.
@@ -53,7 +55,7 @@ func (c *Config) applyDefaults() {
 	setString(&c.ResourceName, DefaultResourceName)
 	setString(&c.Root, DefaultRoot)
 	setString(&c.StateDir, DefaultStateDir)
-	setString(&c.Topology.Source, TopologyAuto)
+	setString(&c.Topology.Source, device.TopologyAuto)
 	setString(&c.Allocation.Policy, PolicyBestEffort)
 	setString(&c.Injection.Mode, InjectionAuto)
 	if c.Injection.Mounts == nil {
@@ -168,39 +170,11 @@ func checkFields(v any, t reflect.Type, path string) []error {
 		return nil // null leaves the field at its default
 	}
 	if t == reflect.TypeFor[Duration]() {
-		s, ok := v.(string)
-		if !ok {
-			return []error{fmt.Errorf("%s: want a duration string like \"5s\", got %s %s", path, jsonKind(v), shortJSON(v))}
-		}
-		if _, err := time.ParseDuration(s); err != nil {
-			return []error{fmt.Errorf("%s: %q is not a duration (want e.g. \"5s\", \"100ms\")", path, s)}
-		}
-		return nil
+		return checkDuration(v, path)
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		m, ok := v.(map[string]any)
-		if !ok {
-			return []error{fmt.Errorf("%s: want a mapping, got %s", path, jsonKind(v))}
-		}
-		fields := map[string]reflect.Type{}
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name != "" && name != "-" {
-				fields[name] = f.Type
-			}
-		}
-		var errs []error
-		for _, k := range sortedKeys(m) {
-			ft, ok := fields[k]
-			if !ok {
-				errs = append(errs, fmt.Errorf("%s: unknown field (allowed: %s)", join(path, k), strings.Join(sortedKeys(fields), ", ")))
-				continue
-			}
-			errs = append(errs, checkFields(m[k], ft, join(path, k))...)
-		}
-		return errs
+		return checkStruct(v, t, path)
 	case reflect.Slice:
 		s, ok := v.([]any)
 		if !ok {
@@ -221,18 +195,67 @@ func checkFields(v any, t reflect.Type, path string) []error {
 			errs = append(errs, checkFields(m[k], t.Elem(), join(path, k))...)
 		}
 		return errs
+	}
+	if err := checkScalar(v, t.Kind(), path); err != nil {
+		return []error{err}
+	}
+	return nil
+}
+
+// checkDuration checks a Duration field: a string time.ParseDuration takes.
+func checkDuration(v any, path string) []error {
+	s, ok := v.(string)
+	if !ok {
+		return []error{fmt.Errorf("%s: want a duration string like \"5s\", got %s %s", path, jsonKind(v), shortJSON(v))}
+	}
+	if _, err := time.ParseDuration(s); err != nil {
+		return []error{fmt.Errorf("%s: %q is not a duration (want e.g. \"5s\", \"100ms\")", path, s)}
+	}
+	return nil
+}
+
+// checkStruct checks a mapping against the struct type t: every key must
+// be one of its JSON field names, and each value must fit its field.
+func checkStruct(v any, t reflect.Type, path string) []error {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return []error{fmt.Errorf("%s: want a mapping, got %s", path, jsonKind(v))}
+	}
+	fields := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			fields[name] = f.Type
+		}
+	}
+	var errs []error
+	for _, k := range sortedKeys(m) {
+		ft, ok := fields[k]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: unknown field (allowed: %s)", join(path, k), strings.Join(sortedKeys(fields), ", ")))
+			continue
+		}
+		errs = append(errs, checkFields(m[k], ft, join(path, k))...)
+	}
+	return errs
+}
+
+// checkScalar checks a string, bool or int field's value.
+func checkScalar(v any, kind reflect.Kind, path string) error {
+	switch kind {
 	case reflect.String:
 		if _, ok := v.(string); !ok {
-			return []error{fmt.Errorf("%s: want a string, got %s %s", path, jsonKind(v), shortJSON(v))}
+			return fmt.Errorf("%s: want a string, got %s %s", path, jsonKind(v), shortJSON(v))
 		}
 	case reflect.Bool:
 		if _, ok := v.(bool); !ok {
-			return []error{fmt.Errorf("%s: want true or false, got %s %s", path, jsonKind(v), shortJSON(v))}
+			return fmt.Errorf("%s: want true or false, got %s %s", path, jsonKind(v), shortJSON(v))
 		}
 	case reflect.Int:
 		n, ok := v.(float64)
 		if !ok || n != float64(int64(n)) || n < -1<<31 || n > 1<<31-1 {
-			return []error{fmt.Errorf("%s: want an integer, got %s %s", path, jsonKind(v), shortJSON(v))}
+			return fmt.Errorf("%s: want an integer, got %s %s", path, jsonKind(v), shortJSON(v))
 		}
 	}
 	return nil
@@ -288,6 +311,3 @@ func describeJSONError(err error) error {
 	}
 	return err
 }
-
-// Marshal renders c as YAML, the inverse of Parse for a valid config.
-func Marshal(c *Config) ([]byte, error) { return yaml.Marshal(c) }

@@ -9,20 +9,20 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
 // Allowed values of the enumerated fields, in the order errors list them.
 var (
-	AllowedPolicies        = []string{PolicyBestEffort, PolicyStrict}
-	AllowedInjectionModes  = []string{InjectionAuto, InjectionNRI, InjectionCDI}
-	AllowedTopologySources = []string{TopologyAuto, TopologyConfig, TopologyTable, TopologySysfs, TopologyIndex}
+	AllowedPolicies       = []string{PolicyBestEffort, PolicyStrict}
+	AllowedInjectionModes = []string{InjectionAuto, InjectionNRI, InjectionCDI}
+	// The topology sources are pkg/device's (device.TopologyAuto, ...).
+	AllowedTopologySources = []string{device.TopologyAuto, device.TopologyConfig, device.TopologyTable, device.TopologySysfs, device.TopologyIndex}
 	AllowedLogLevels       = []string{"error", "warn", "info", "debug"}
 	AllowedLogFormats      = []string{"json", "text"}
 )
-
-// ReservedEnv is the env key the injection config may not set: lpu-nri
-// owns LPU_VISIBLE_DEVICES.
-const ReservedEnv = "LPU_VISIBLE_DEVICES"
 
 var (
 	dnsSubdomain  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
@@ -49,8 +49,8 @@ func (c *Config) Validate() error {
 	v.rings(c.Topology)
 	if c.Topology.NetworkTable != "" {
 		v.absPath("topology.networkTable", c.Topology.NetworkTable)
-	} else if c.Topology.Source == TopologyTable {
-		v.add("topology.networkTable", "", "required when topology.source is %q", TopologyTable)
+	} else if c.Topology.Source == device.TopologyTable {
+		v.add("topology.networkTable", "", "required when topology.source is %q", device.TopologyTable)
 	}
 
 	v.oneOf("allocation.policy", c.Allocation.Policy, AllowedPolicies)
@@ -77,7 +77,7 @@ func (c *Config) Validate() error {
 		switch {
 		case !envKey.MatchString(k):
 			v.add(p, k, "is not a valid env name (want letters, digits, _; not starting with a digit)")
-		case k == ReservedEnv:
+		case k == inject.EnvVisibleDevices:
 			v.add(p, k, "is set by lpu-nri and cannot be configured")
 		}
 		if strings.ContainsRune(c.Injection.Env[k], 0) {
@@ -202,10 +202,10 @@ func (v *validator) resourceName(path, value string) {
 
 func (v *validator) rings(t Topology) {
 	switch {
-	case t.Source == TopologyConfig && len(t.Rings) == 0:
-		v.add("topology.rings", "", "required when topology.source is %q", TopologyConfig)
-	case len(t.Rings) > 0 && t.Source != TopologyConfig && t.Source != TopologyAuto:
-		v.add("topology.source", t.Source, "ignores topology.rings; use %q or %q, or remove the rings", TopologyConfig, TopologyAuto)
+	case t.Source == device.TopologyConfig && len(t.Rings) == 0:
+		v.add("topology.rings", "", "required when topology.source is %q", device.TopologyConfig)
+	case len(t.Rings) > 0 && t.Source != device.TopologyConfig && t.Source != device.TopologyAuto:
+		v.add("topology.source", t.Source, "ignores topology.rings; use %q or %q, or remove the rings", device.TopologyConfig, device.TopologyAuto)
 	}
 	seen := map[string]string{}
 	for r, ring := range t.Rings {

@@ -5,9 +5,12 @@
 # usage: test/check.sh [all|tools|lint|unit|fuzz|e2e]...
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH=/usr/local/go/bin:$(go env GOPATH)/bin:$PATH
+PATH=/usr/local/go/bin:$PATH
+PATH=$(go env GOPATH)/bin:$PATH
+export PATH
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 STATICCHECK_VERSION=v0.8.2
+GOLANGCI_LINT_VERSION=v2.15.0
 # FUZZTIME, when set, overrides every target's budget (e.g. 30s or 1000x).
 FUZZTIME=${FUZZTIME:-}
 
@@ -15,6 +18,16 @@ log() { printf '[%(%H:%M:%S)T] check: %s\n' -1 "$*" >&2; }
 
 do_tools() {
   command -v staticcheck >/dev/null || { log "installing staticcheck $STATICCHECK_VERSION"; go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"; }
+  # go install caches the build: a second run with the same version is a no-op.
+  case $(golangci-lint version --short 2>/dev/null) in
+    "${GOLANGCI_LINT_VERSION#v}") ;;
+    *) log "installing golangci-lint $GOLANGCI_LINT_VERSION"
+       go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION" ;;
+  esac
+  command -v shellcheck >/dev/null || {
+    log "installing shellcheck"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null
+  }
   # helm renders the chart in deploy tests; the rest runs the e2e node.
   # etcd and kube (apiserver, scheduler, controller-manager, kubectl) run the
   # cluster tests: internal/clustertest and the e2e DRA scenarios.
@@ -23,10 +36,12 @@ do_tools() {
 
 do_lint() {
   log "gofmt"
-  local bad; bad=$(gofmt -l $(git ls-files '*.go'))
+  local bad; bad=$(git ls-files -z '*.go' | xargs -0 gofmt -l)
   if [ -n "$bad" ]; then printf 'gofmt would change:\n%s\n' "$bad" >&2; return 1; fi
   log "go vet"; go vet ./...
   log "staticcheck"; staticcheck ./...
+  log "golangci-lint (.golangci.yml)"; golangci-lint run ./...
+  log "shellcheck"; git ls-files -z '*.sh' .ci/run | xargs -0 shellcheck
 }
 
 do_unit() {

@@ -3,15 +3,10 @@
 package main
 
 import (
-	"context"
-	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/cli"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/daemon"
-	"github.com/hyperaccel/lpu-node/pkg/startup"
+	"github.com/hyperaccel/lpu-node/internal/startup"
 )
 
 // version is set at build time: -ldflags "-X main.version=$(git describe)".
@@ -19,25 +14,19 @@ var version = "dev"
 
 func main() {
 	if err := run(); err != nil {
-		slog.Error("exiting", "err", err)
+		startup.LogError(err)
 		os.Exit(1)
 	}
 }
 
 func run() error {
-	p := startup.Program{Name: "lpu-device-plugin", Version: version, Usage: cli.Usage}
-	opts, err := cli.Parse(os.Args[1:], os.LookupEnv)
-	if err != nil {
-		return p.ParseError(err)
-	}
-	if opts.Version {
-		return p.PrintVersion()
-	}
-	cfg, log, err := p.Config(opts.ConfigFile, opts.Apply)
-	if err != nil {
+	var opts daemon.Options
+	p := startup.Program{Name: "lpu-device-plugin", Version: version, Help: daemon.Usage}
+	s, err := p.Start(os.Args[1:], &opts.Flags, daemon.Command(&opts))
+	if s == nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := startup.Context()
 	defer stop()
-	return daemon.Run(ctx, daemon.Params{Config: cfg, Options: opts, Logger: log, Version: version})
+	return daemon.Run(ctx, daemon.Params{Config: s.Config, Options: &opts, Logger: s.Log, Version: version})
 }

@@ -4,19 +4,14 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	nrilog "github.com/containerd/nri/pkg/log"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/cli"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/daemon"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/plugin"
-	"github.com/hyperaccel/lpu-node/pkg/startup"
+	"github.com/hyperaccel/lpu-node/internal/startup"
 )
 
 // version is set at build time: -ldflags "-X main.version=$(git describe)".
@@ -28,36 +23,31 @@ var errChecksFailed = errors.New("doctor: some checks failed")
 func main() {
 	if err := run(); err != nil {
 		if !errors.Is(err, errChecksFailed) {
-			slog.Error("exiting", "err", err)
+			startup.LogError(err)
 		}
 		os.Exit(1)
 	}
 }
 
 func run() error {
-	prog := startup.Program{Name: "lpu-nri", Version: version, Usage: cli.Usage}
-	opts, err := cli.Parse(os.Args[1:], os.LookupEnv)
-	if err != nil {
-		return prog.ParseError(err)
-	}
-	if opts.Version {
-		return prog.PrintVersion()
-	}
-	cfg, log, err := prog.Config(opts.ConfigFile, opts.Apply)
-	if err != nil {
+	var opts daemon.Options
+	cmds := daemon.NewCommands(&opts)
+	prog := startup.Program{Name: "lpu-nri", Version: version, Help: daemon.Usage}
+	s, err := prog.Start(os.Args[1:], &opts.Flags, cmds.All()...)
+	if s == nil {
 		return err
 	}
-	nrilog.Set(plugin.Logger(log)) // NRI's own messages through slog, info demoted to debug
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	nrilog.Set(plugin.Logger(s.Log)) // NRI's own messages through slog, info demoted to debug
+	ctx, stop := startup.Context()
 	defer stop()
-	mode, why := cli.ResolveMode(cfg)
-	p := daemon.Params{Config: cfg, Mode: mode, ModeReason: why, Simulate: opts.Simulate, Logger: log, Version: version}
-	switch opts.Command {
-	case cli.CmdCDIGenerate:
+	mode, why := daemon.ResolveMode(s.Config)
+	p := daemon.Params{Config: s.Config, Mode: mode, ModeReason: why, Simulate: opts.Simulate, Logger: s.Log, Version: version}
+	switch s.Command {
+	case cmds.CDIGenerate:
 		return daemon.CDIGenerate(ctx, p, os.Stdout)
-	case cli.CmdCDIList:
+	case cmds.CDIList:
 		return daemon.CDIList(ctx, p, os.Stdout)
-	case cli.CmdDoctor:
+	case cmds.Doctor:
 		failed, err := daemon.Doctor(ctx, p, opts.PluginDir, os.Stdout)
 		if err == nil && failed {
 			err = errChecksFailed

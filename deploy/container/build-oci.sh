@@ -27,7 +27,7 @@
 set -euo pipefail
 
 usage() { echo "usage: $0 OUT.tar [VERSION]" >&2; exit 2; }
-[ $# -ge 1 ] && [ $# -le 2 ] || usage
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then usage; fi
 case $1 in -h|--help) usage ;; esac
 
 export PATH=/usr/local/go/bin:$PATH
@@ -64,7 +64,7 @@ trap 'rm -rf "$work"' EXIT
 log "building lpu-device-plugin and lpu-nri $version (linux/$goarch, static)"
 (
   cd "$repo"
-  CGO_ENABLED=0 GOOS=linux GOARCH=$goarch GOFLAGS= \
+  CGO_ENABLED=0 GOOS=linux GOARCH=$goarch GOFLAGS='' \
     go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$version" \
     -o "$work/bin/" ./cmd/lpu-device-plugin ./cmd/lpu-nri
 )

@@ -169,106 +169,133 @@ func (l *Layout) PreferredArc(available, mustInclude []string, size int) (ids []
 // and start. Removing an arc only changes its own segment, so each candidate
 // is scored in constant time from the per-ring summaries.
 func (l *Layout) bestArc(st []ringStats, must []loc, mustRing, size int) (int, int, bool) {
-	totalSegs, totalCap := 0, 0
-	top1, top1Ring, top2 := 0, -1, 0 // longest segment over rings, its ring, longest on any other ring
-	for r := range st {
-		totalSegs += len(st[r].segs)
-		totalCap += st[r].capacity
-		switch v := st[r].largest; {
-		case v > top1:
-			top2 = top1
-			top1, top1Ring = v, r
-		case v > top2:
-			top2 = v
-		}
-	}
-	align := 1 << bits.Len(uint(size-1)) // smallest power of two ≥ size
-
-	var best score
-	found := false
-	consider := func(c score) {
-		if !found || c.better(best) {
-			best, found = c, true
-		}
-	}
-	covers := func(n, start int) bool {
-		for _, m := range must {
-			if (m.pos-start+n)%n >= size {
-				return false
-			}
-		}
-		return true
-	}
-
+	a := newArcSearch(st, must, size)
 	for r := range st {
 		n := len(l.rings[r])
 		if n < size || (mustRing >= 0 && r != mustRing) {
 			continue
 		}
 		s := &st[r]
-		otherRings := top1
-		if r == top1Ring {
-			otherRings = top2
+		otherRings := a.top1
+		if r == a.top1Ring {
+			otherRings = a.top2
 		}
 		for i, sg := range s.segs {
 			if sg.length < size {
+				continue
+			}
+			if sg.full {
+				a.fullRing(r, n, otherRings)
 				continue
 			}
 			ringRest := s.largest // longest segment on this ring other than sg
 			if i == s.largestI {
 				ringRest = s.second
 			}
-			if sg.full {
-				rest, restSegs := n-size, 1
-				if rest == 0 {
-					restSegs = 0
-				}
-				capacity := totalCap - pow2Capacity(n) + pow2Capacity(rest)
-				starts := n
-				if size == n {
-					starts = 1 // every start gives the same set; position 0 wins
-				}
-				for start := 0; start < starts; start++ {
-					if !covers(n, start) {
-						continue
-					}
-					consider(score{
-						capacity: capacity,
-						largest:  max(otherRings, rest),
-						segs:     totalSegs - 1 + restSegs,
-						aligned:  start%align == 0,
-						ring:     r,
-						start:    start,
-					})
-				}
-				continue
-			}
-			segCap := totalCap - pow2Capacity(sg.length)
-			for off := 0; off+size <= sg.length; off++ {
-				start := (sg.start + off) % n
-				if !covers(n, start) {
-					continue
-				}
-				left, right := off, sg.length-size-off
-				segs := totalSegs - 1
-				if left > 0 {
-					segs++
-				}
-				if right > 0 {
-					segs++
-				}
-				consider(score{
-					capacity: segCap + pow2Capacity(left) + pow2Capacity(right),
-					largest:  max(otherRings, ringRest, left, right),
-					segs:     segs,
-					aligned:  start%align == 0,
-					ring:     r,
-					start:    start,
-				})
-			}
+			a.inSegment(r, n, sg, max(otherRings, ringRest))
 		}
 	}
-	return best.ring, best.start, found
+	return a.best.ring, a.best.start, a.found
+}
+
+// arcSearch is bestArc's state: the node's totals every score starts
+// from, and the best candidate so far.
+type arcSearch struct {
+	must                []loc
+	size, align         int
+	totalSegs, totalCap int
+	top1, top1Ring      int // longest segment over rings, and its ring
+	top2                int // longest segment on any other ring
+	best                score
+	found               bool
+}
+
+func newArcSearch(st []ringStats, must []loc, size int) *arcSearch {
+	a := &arcSearch{must: must, size: size, top1Ring: -1,
+		align: 1 << bits.Len(uint(size-1))} // smallest power of two ≥ size
+	for r := range st {
+		a.totalSegs += len(st[r].segs)
+		a.totalCap += st[r].capacity
+		switch v := st[r].largest; {
+		case v > a.top1:
+			a.top2 = a.top1
+			a.top1, a.top1Ring = v, r
+		case v > a.top2:
+			a.top2 = v
+		}
+	}
+	return a
+}
+
+func (a *arcSearch) consider(c score) {
+	if !a.found || c.better(a.best) {
+		a.best, a.found = c, true
+	}
+}
+
+// covers reports whether the arc at start on a ring of n holds every
+// must-include.
+func (a *arcSearch) covers(n, start int) bool {
+	for _, m := range a.must {
+		if (m.pos-start+n)%n >= a.size {
+			return false
+		}
+	}
+	return true
+}
+
+// fullRing scores every arc of ring r, all of whose n positions are free.
+func (a *arcSearch) fullRing(r, n, otherRings int) {
+	rest, restSegs := n-a.size, 1
+	if rest == 0 {
+		restSegs = 0
+	}
+	capacity := a.totalCap - pow2Capacity(n) + pow2Capacity(rest)
+	starts := n
+	if a.size == n {
+		starts = 1 // every start gives the same set; position 0 wins
+	}
+	for start := 0; start < starts; start++ {
+		if !a.covers(n, start) {
+			continue
+		}
+		a.consider(score{
+			capacity: capacity,
+			largest:  max(otherRings, rest),
+			segs:     a.totalSegs - 1 + restSegs,
+			aligned:  start%a.align == 0,
+			ring:     r,
+			start:    start,
+		})
+	}
+}
+
+// inSegment scores every arc inside segment sg of ring r; others is the
+// longest segment that the arc leaves untouched.
+func (a *arcSearch) inSegment(r, n int, sg segment, others int) {
+	segCap := a.totalCap - pow2Capacity(sg.length)
+	for off := 0; off+a.size <= sg.length; off++ {
+		start := (sg.start + off) % n
+		if !a.covers(n, start) {
+			continue
+		}
+		left, right := off, sg.length-a.size-off
+		segs := a.totalSegs - 1
+		if left > 0 {
+			segs++
+		}
+		if right > 0 {
+			segs++
+		}
+		a.consider(score{
+			capacity: segCap + pow2Capacity(left) + pow2Capacity(right),
+			largest:  max(others, left, right),
+			segs:     segs,
+			aligned:  start%a.align == 0,
+			ring:     r,
+			start:    start,
+		})
+	}
 }
 
 // fallback picks size free positions covering must with the fewest
@@ -314,13 +341,31 @@ func (l *Layout) fallback(st []ringStats, free []bool, must []loc, mustRing, siz
 // few runs as possible. The caller guarantees that segs hold at least size
 // positions, every must position lies in one of them, and len(must) ≤ size.
 func (l *Layout) fewestSegments(segs []segment, must []loc, size int) []loc {
-	type work struct {
-		seg    segment
-		offs   []int  // must offsets from the (rotated) segment start, ascending
-		chosen []bool // per offset
+	mand, rest := l.mustPieces(segs, must)
+	used := trimGaps(mand, size)
+	used = growPieces(mand, used, size)
+	var sel []loc
+	for _, w := range mand {
+		n := len(l.rings[w.seg.ring])
+		for o, c := range w.chosen {
+			if c {
+				sel = append(sel, loc{ring: w.seg.ring, pos: (w.seg.start + o) % n})
+			}
+		}
 	}
-	var mand []*work
-	var rest []segment
+	return l.fillFrom(sel, rest, size-used)
+}
+
+// piece is a segment holding must-includes, and the positions chosen in it.
+type piece struct {
+	seg    segment
+	offs   []int  // must offsets from the (rotated) segment start, ascending
+	chosen []bool // per offset
+}
+
+// mustPieces splits segs into those holding must-includes, each with the
+// span from its first to its last must-include chosen, and the rest.
+func (l *Layout) mustPieces(segs []segment, must []loc) (mand []*piece, rest []segment) {
 	for _, sg := range segs {
 		n := len(l.rings[sg.ring])
 		var offs []int
@@ -338,31 +383,41 @@ func (l *Layout) fewestSegments(segs []segment, must []loc, size int) []loc {
 		}
 		sort.Ints(offs)
 		if sg.full {
-			// A free ring has no ends: start right after the widest gap
-			// between must-includes so their span is as short as possible.
-			gapAt, gap := 0, -1
-			for i := range offs {
-				g := (offs[(i+1)%len(offs)] - offs[i] - 1 + n) % n
-				if g > gap {
-					gap, gapAt = g, (i+1)%len(offs)
-				}
-			}
-			shift := offs[gapAt]
-			sg.start = (sg.start + shift) % n
-			for i := range offs {
-				offs[i] = (offs[i] - shift + n) % n
-			}
-			sort.Ints(offs)
+			sg = rotateAtWidestGap(sg, offs, n)
 		}
-		w := &work{seg: sg, offs: offs, chosen: make([]bool, sg.length)}
+		w := &piece{seg: sg, offs: offs, chosen: make([]bool, sg.length)}
 		for o := offs[0]; o <= offs[len(offs)-1]; o++ {
 			w.chosen[o] = true
 		}
 		mand = append(mand, w)
 	}
+	return mand, rest
+}
 
-	// Span every must-include group; if that is too many, leave out the
-	// widest gaps between must-includes first (fewest extra pieces).
+// rotateAtWidestGap: a free ring has no ends, so start it right after the
+// widest gap between must-includes, keeping their span as short as
+// possible. It rewrites offs (sorted) for the new start.
+func rotateAtWidestGap(sg segment, offs []int, n int) segment {
+	gapAt, gap := 0, -1
+	for i := range offs {
+		g := (offs[(i+1)%len(offs)] - offs[i] - 1 + n) % n
+		if g > gap {
+			gap, gapAt = g, (i+1)%len(offs)
+		}
+	}
+	shift := offs[gapAt]
+	sg.start = (sg.start + shift) % n
+	for i := range offs {
+		offs[i] = (offs[i] - shift + n) % n
+	}
+	sort.Ints(offs)
+	return sg
+}
+
+// trimGaps spans every must-include group; when that is more than size,
+// it leaves out the widest gaps between must-includes first (fewest extra
+// pieces). It returns the positions chosen.
+func trimGaps(mand []*piece, size int) int {
 	type gap struct{ w, from, length int }
 	used := 0
 	var gaps []gap
@@ -384,9 +439,13 @@ func (l *Layout) fewestSegments(segs []segment, must []loc, size int) []loc {
 		}
 		used -= g.length
 	}
+	return used
+}
 
-	// Grow the must-include pieces inside their own segments: that never
-	// adds a piece.
+// growPieces grows the must-include pieces inside their own segments up
+// to size positions in all: that never adds a piece. It returns the
+// positions chosen.
+func growPieces(mand []*piece, used, size int) int {
 	for _, w := range mand {
 		for o := 1; o < len(w.chosen) && used < size; o++ {
 			if !w.chosen[o] && w.chosen[o-1] {
@@ -401,20 +460,13 @@ func (l *Layout) fewestSegments(segs []segment, must []loc, size int) []loc {
 			}
 		}
 	}
+	return used
+}
 
-	var sel []loc
-	for _, w := range mand {
-		n := len(l.rings[w.seg.ring])
-		for o, c := range w.chosen {
-			if c {
-				sel = append(sel, loc{ring: w.seg.ring, pos: (w.seg.start + o) % n})
-			}
-		}
-	}
-
-	// Then whole free segments, longest first; the last one is the
-	// shortest segment that still covers what is missing (best fit).
-	need := size - used
+// fillFrom adds need positions to sel from whole free segments, longest
+// first; the last one is the shortest segment that still covers what is
+// missing (best fit).
+func (l *Layout) fillFrom(sel []loc, rest []segment, need int) []loc {
 	if need <= 0 {
 		return sel
 	}
@@ -434,7 +486,6 @@ func (l *Layout) fewestSegments(segs []segment, must []loc, size int) []loc {
 				last = j // rest is sorted longest first: the later, the snugger
 			}
 			take(rest[last], need)
-			need = 0
 			break
 		}
 		take(rest[i], rest[i].length)

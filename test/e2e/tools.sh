@@ -33,6 +33,7 @@ do_apt() {
   [ -z "$missing" ] && return 0
   log "apt-get install$missing"
   apt-get update -qq
+  # shellcheck disable=SC2086 # a list of package names
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
 }
 

@@ -460,7 +460,7 @@ node_up() {
     fatal "lpu-device-plugin" "kubelet saw no registration for $RESOURCE: $(tail -5 "$LOGS/lpu-device-plugin.log")"
   ok "node up: containerd (NRI), kubelet, lpu-nri connected, lpu-device-plugin registered"
   wait_for 5 test -s "$BASE/nfd/lpu"
-  expect "device plugin wrote the NFD feature file (lpu.count=8)" "$(cat "$BASE/nfd/lpu" 2>&1 | tr '\n' ' ')" \
+  expect "device plugin wrote the NFD feature file (lpu.count=8)" "$({ tr '\n' ' ' <"$BASE/nfd/lpu"; } 2>&1)" \
     grep -qx "$RESOURCE.count=8" "$BASE/nfd/lpu"
   local out
   out=$("$BASE/bin/lpu-nri" doctor --config "$CFG" --root "$ROOT" --state-dir "$STATE" \

@@ -180,7 +180,7 @@ perf_report() {
     read -r _ nmed nmean <<<"$(stats "$f" noop)"
     read -r _ umed umean <<<"$(stats "$f" unalloc)"
     read -r _ fmed fmean <<<"$(stats "$f" fixed)"
-    [ "$n" -gt 0 ] && [ "$nmed" -gt 0 ] || { log "perf: no $kind-side samples"; continue; }
+    if [ "$n" -le 0 ] || [ "$nmed" -le 0 ]; then log "perf: no $kind-side samples"; continue; fi
     local rmed rmean
     rmed=$(awk -v a="$lmed" -v b="$nmed" 'BEGIN { printf "%.3f", a / b }')
     rmean=$(awk -v a="$lmean" -v b="$nmean" 'BEGIN { printf "%.3f", a / b }')
@@ -191,8 +191,10 @@ perf_report() {
     bench "create_${kind}_ratio_median" "$rmed" "$kind-side ratio lpu/noop: median $rmed, mean $rmean (target <= 1.05)"
     [ "${fmed:-0}" -gt 0 ] && bench "create_${kind}_ratio_lpu_fixed_median" "$(awk -v a="$lmed" -v b="$fmed" 'BEGIN { printf "%.3f", a / b }')" \
       "$kind-side ratio lpu/fixed (lpu-nri's own share): median $(awk -v a="$lmed" -v b="$fmed" 'BEGIN { printf "%.3f", a / b }')"
-    echo "create_${kind}_lpu_mean_us=$lmean" >>"$BASE/bench"
-    echo "create_${kind}_noop_mean_us=$nmean" >>"$BASE/bench"
-    echo "create_${kind}_ratio_mean=$rmean" >>"$BASE/bench"
+    {
+      echo "create_${kind}_lpu_mean_us=$lmean"
+      echo "create_${kind}_noop_mean_us=$nmean"
+      echo "create_${kind}_ratio_mean=$rmean"
+    } >>"$BASE/bench"
   done
 }

@@ -158,6 +158,7 @@ scenario_1() {
     nok "two: pod with $RESOURCE: 2 is running" "$(kpod_status two)"
   fi
   local got2=$GOT both
+  # shellcheck disable=SC2086 # lists of device indices, split on purpose
   both=$(printf '%s\n' $got4 $got2 | sort -n | uniq -d | tr '\n' ' ')
   expect "four and two hold disjoint LPUs" "both hold [$both]" test -z "$both"
   lpu_pod three 3
@@ -308,6 +309,7 @@ scenario_3() {
     check_lpu_container restart2 2
     local clash=""
     for p in $keep; do
+      # shellcheck disable=SC2086 # lists of device indices, split on purpose
       clash+=$(printf '%s\n' ${before[$p]} $GOT | sort -n | uniq -d | tr '\n' ' ')
     done
     expect "restart2: its LPUs are not held by the pods from before the restart" "shared [$clash]" test -z "$clash"
@@ -373,7 +375,9 @@ scenario_5() {
   ensure_kubelet
   remove_all_pods
   local dev=lpu5 st=$ROOT/sys/class/lpu/lpu5/status h
+  # shellcheck disable=SC2317 # health and healthy are called from set_status
   health() { metric "http://$DP_METRICS/metrics" lpu_device_healthy "device=\"$dev\""; }
+  # shellcheck disable=SC2317
   healthy() { [ "$(health)" = "$1" ]; }
   # set_status STATUS WANT KEY WHAT: write STATUS, time until lpu_device_healthy is WANT.
   set_status() {

@@ -11,21 +11,22 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/cli"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/health"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/metrics"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/nfd"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/plugin"
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/logchange"
+	"github.com/hyperaccel/lpu-node/internal/podresources"
+	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
-	"github.com/hyperaccel/lpu-node/pkg/startup"
 )
 
 // Params is everything Run needs.
 type Params struct {
 	Config  *config.Config // after flags were applied
-	Options *cli.Options
+	Options *Options
 	Logger  *slog.Logger
 	Version string
 	// Getenv reads NODE_NAME; nil means os.Getenv.
@@ -39,46 +40,19 @@ type Params struct {
 // state directory in nri mode, a taken metrics address, an invalid
 // simulation).
 func Run(ctx context.Context, p Params) error {
-	cfg, opts, log := p.Config, p.Options, p.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	cfg, opts, log := p.Config, p.Options, startup.Logger(p.Logger)
+	root, err := discoveryRoot(cfg, opts.Simulate, log)
+	if err != nil {
+		return err
 	}
-	getenv := p.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-
-	root := cfg.Root
-	if opts.Simulate > 0 {
-		r, err := device.SimulateNode(cfg.StateDir, opts.Simulate)
-		if err != nil {
-			return err
-		}
-		root = r
-		spec := device.SimSpecFor(opts.Simulate)
-		log.Info("serving a simulated node", "root", root, "devices", spec.Devices, "rings", spec.Rings)
-	}
-	t := cfg.Topology
-	sysfs := device.NewSysfs(root, device.WithTopology(t.Source, t.Rings, t.NetworkTable), device.WithLogger(log))
-
 	mode, why := config.ResolveInjection(cfg.Injection.Mode, cfg.NRI.Socket)
 	var key *inject.Key
-	if mode == plugin.InjectionNRI {
-		k, err := inject.LoadOrCreateKey(cfg.StateDir)
-		if err != nil {
+	if mode == config.InjectionNRI {
+		if key, err = inject.LoadOrCreateKey(cfg.StateDir); err != nil {
 			return fmt.Errorf("seal key for nri injection: %w", err)
 		}
-		key = k
 	}
-
-	node := getenv("NODE_NAME")
-	if node == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			log.Warn("no node name (NODE_NAME unset, hostname unknown)", "err", err)
-		}
-		node = h
-	}
+	node := nodeName(p.Getenv, log)
 	log.Info("starting lpu-device-plugin", "version", p.Version, "node", node, "resource", cfg.ResourceName,
 		"root", root, "kubeletDir", cfg.Kubelet.DevicePluginDir, "stateDir", cfg.StateDir,
 		"injection", mode, "injectionReason", why, "policy", cfg.Allocation.Policy)
@@ -87,6 +61,8 @@ func Run(ctx context.Context, p Params) error {
 	tracer, stopTracing := startup.Tracing(ctx, cfg.Tracing, "lpu-device-plugin", p.Version, log)
 	defer stopTracing()
 
+	t := cfg.Topology
+	sysfs := device.NewSysfs(root, device.WithTopology(t.Source, t.Rings, t.NetworkTable), device.WithLogger(log))
 	mon := health.New(sysfs, health.Options{
 		ResyncInterval:    cfg.Health.ResyncInterval.Duration,
 		PollInterval:      cfg.Health.PollInterval.Duration,
@@ -95,27 +71,60 @@ func Run(ctx context.Context, p Params) error {
 		RecoveryThreshold: cfg.Health.RecoveryThreshold,
 		Logger:            log,
 	})
-	holders := metrics.NewPodResources(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
+	holders := podresources.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
 	defer holders.Close()
 	m := metrics.New(metrics.Options{
 		Node: node, Devices: mon, Telemetry: sysfs, Holders: holders,
 		HoldersTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Logger: log,
 	})
 	plug, err := plugin.New(mon, plugin.Options{
-		ResourceName: cfg.ResourceName,
-		KubeletDir:   cfg.Kubelet.DevicePluginDir,
-		StateDir:     cfg.StateDir,
-		Injection:    mode,
-		Policy:       cfg.Allocation.Policy,
-		Key:          key,
-		Recorder:     m,
-		Tracer:       tracer,
-		Logger:       log,
+		ResourceName: cfg.ResourceName, KubeletDir: cfg.Kubelet.DevicePluginDir, StateDir: cfg.StateDir,
+		Injection: mode, Policy: cfg.Allocation.Policy, Key: key,
+		Recorder: m, Tracer: tracer, Logger: log,
 	})
 	if err != nil {
 		return err
 	}
+	err = serve(ctx, cfg, mon, plug, m, nfdPath(opts, root, log), log)
+	log.Info("lpu-device-plugin stopped", "err", err)
+	return err
+}
 
+// discoveryRoot writes the simulated node under --simulate and returns
+// the root to discover under.
+func discoveryRoot(cfg *config.Config, simulate int, log *slog.Logger) (string, error) {
+	if simulate <= 0 {
+		return cfg.Root, nil
+	}
+	root, err := device.SimulateNode(cfg.StateDir, simulate)
+	if err != nil {
+		return "", err
+	}
+	spec := device.SimSpecFor(simulate)
+	log.Info("serving a simulated node", "root", root, "devices", spec.Devices, "rings", spec.Rings)
+	return root, nil
+}
+
+// nodeName is NODE_NAME (read through getenv; nil means os.Getenv), else
+// the host name.
+func nodeName(getenv func(string) string, log *slog.Logger) string {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if node := getenv("NODE_NAME"); node != "" {
+		return node
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		log.Warn("no node name (NODE_NAME unset, hostname unknown)", "err", err)
+	}
+	return h
+}
+
+// serve runs the parts until ctx ends: the monitor, the plugin once the
+// first discovery ran, the metrics endpoint and, when nfdFile is set, the
+// NFD feature file.
+func serve(ctx context.Context, cfg *config.Config, mon *health.Monitor, plug *plugin.Plugin, m *metrics.Metrics, nfdFile string, log *slog.Logger) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return mon.Run(ctx) })
 	g.Go(func() error {
@@ -129,12 +138,10 @@ func Run(ctx context.Context, p Params) error {
 	g.Go(func() error {
 		return m.Serve(ctx, cfg.Metrics.Address, Healthz(plug), Readyz(mon), log)
 	})
-	if path := nfdPath(opts, root, log); path != "" {
-		g.Go(func() error { return writeFeatures(ctx, mon, path, cfg.ResourceName, log) })
+	if nfdFile != "" {
+		g.Go(func() error { return writeFeatures(ctx, mon, nfdFile, cfg.ResourceName, log) })
 	}
-	err = g.Wait()
-	log.Info("lpu-device-plugin stopped", "err", err)
-	return err
+	return g.Wait()
 }
 
 // Healthz passes while the plugin is registered and the kubelet holds a
@@ -171,7 +178,7 @@ func Readyz(m *health.Monitor) metrics.Check {
 // nfdPath picks the feature file: the flag when given ("" disables);
 // otherwise the default, inside the simulated tree under --simulate, and
 // only when its directory exists (NFD installed).
-func nfdPath(opts *cli.Options, root string, log *slog.Logger) string {
+func nfdPath(opts *Options, root string, log *slog.Logger) string {
 	if opts.NFDFileGiven {
 		return opts.NFDFile
 	}
@@ -194,22 +201,20 @@ func writeFeatures(ctx context.Context, mon *health.Monitor, path, resource stri
 		return nil
 	}
 	var last []string
-	lastErr := ""
+	var errs logchange.Errors
 	written := false
 	for {
 		snap, changed := mon.Snapshot()
 		if lines := nfd.Features(resource, snap.Inventory); !written || !slices.Equal(lines, last) {
 			ok, err := nfd.Write(path, lines)
-			if err != nil {
-				if err.Error() != lastErr {
-					log.Warn("cannot write the NFD feature file", "file", path, "err", err)
-					lastErr = err.Error()
-				}
-			} else {
+			if errs.Note(err) == logchange.Failed {
+				log.Warn("cannot write the NFD feature file", "file", path, "err", err)
+			}
+			if err == nil {
 				if ok {
 					log.Info("wrote the NFD feature file", "file", path, "features", lines)
 				}
-				last, written, lastErr = lines, true, ""
+				last, written = lines, true
 			}
 		}
 		select {

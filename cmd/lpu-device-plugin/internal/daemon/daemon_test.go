@@ -2,10 +2,7 @@ package daemon
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,65 +12,14 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/cli"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/kubelettest"
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 
 	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
-func scrape(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-func sample(body, name string, labels ...string) float64 {
-	for _, line := range strings.Split(body, "\n") {
-		if !strings.HasPrefix(line, name) {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(line[:i], l)
-		}
-		if ok {
-			v, _ := strconv.ParseFloat(line[i+1:], 64)
-			return v
-		}
-	}
-	return -1
-}
-
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 type daemon struct {
 	state, kdir, metrics, nfdFile string
@@ -92,14 +38,14 @@ func startDaemon(t *testing.T, n int, args ...string) *daemon {
 // startDaemonWith is startDaemon with a config file edit.
 func startDaemonWith(t *testing.T, n int, edit func(*config.Config), args ...string) *daemon {
 	t.Helper()
-	d := &daemon{state: sockettest.ShortDir(t), kdir: sockettest.ShortDir(t), metrics: freeAddr(t)}
+	d := &daemon{state: sockettest.ShortDir(t), kdir: sockettest.ShortDir(t), metrics: daemontest.FreeAddr(t)}
 	d.nfdFile = filepath.Join(t.TempDir(), "features.d", "lpu")
 	d.kubelet = kubelettest.Start(t, d.kdir)
 	args = append([]string{
 		"--simulate", strconv.Itoa(n), "--state-dir", d.state, "--kubelet-dir", d.kdir,
 		"--metrics-addr", d.metrics, "--nfd-features-file", d.nfdFile,
 	}, args...)
-	opts, err := cli.Parse(args, func(string) (string, bool) { return "", false })
+	opts, err := Parse(args, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +66,7 @@ func startDaemonWith(t *testing.T, n int, edit func(*config.Config), args ...str
 	d.cancel, d.done = cancel, make(chan error, 1)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	go func() {
-		d.done <- Run(ctx, Params{Config: cfg, Options: opts, Logger: log, Version: "test", Getenv: func(k string) string {
+		d.done <- Run(ctx, Params{Config: cfg, Options: opts.Options, Logger: log, Version: "test", Getenv: func(k string) string {
 			if k == "NODE_NAME" {
 				return "node-a"
 			}
@@ -164,8 +110,8 @@ func TestDaemonSimulatedNode(t *testing.T) {
 		t.Fatalf("lpu12 topology %v", devs[12].Topology)
 	}
 	base := "http://" + d.metrics
-	eventually(t, 2*time.Second, "/healthz 200", func() bool { code, _ := scrape(t, base+"/healthz"); return code == 200 })
-	if code, body := scrape(t, base+"/readyz"); code != 200 {
+	daemontest.Eventually(t, 2*time.Second, "/healthz 200", func() bool { code, _ := daemontest.Get(base + "/healthz"); return code == 200 })
+	if code, body := daemontest.Get(base + "/readyz"); code != 200 {
 		t.Fatalf("/readyz %d %s", code, body)
 	}
 
@@ -177,16 +123,16 @@ func TestDaemonSimulatedNode(t *testing.T) {
 	s.WaitFor(t, time.Second, "lpu3 Unhealthy", func(l []*pluginapi.Device) bool {
 		return kubelettest.Health(l)["lpu3"] == pluginapi.Unhealthy
 	})
-	_, body := scrape(t, base+"/metrics")
-	if v := sample(body, "lpu_device_healthy", `device="lpu3"`, `node="node-a"`); v != 0 {
+	_, body := daemontest.Get(base + "/metrics")
+	if v := daemontest.Sample(body, "lpu_device_healthy", `device="lpu3"`, `node="node-a"`); v != 0 {
 		t.Fatalf("lpu_device_healthy{lpu3} = %v, want 0", v)
 	}
-	if v := sample(body, "lpu_temperature_celsius", `device="lpu1"`); v <= 0 {
+	if v := daemontest.Sample(body, "lpu_temperature_celsius", `device="lpu1"`); v <= 0 {
 		t.Fatalf("temperature of lpu1 = %v", v)
 	}
 
 	// Allocate through the socket: counters move, the answer is sealed.
-	before := sample(body, "lpu_allocations_total", `result="contiguous"`)
+	before := daemontest.Sample(body, "lpu_allocations_total", `result="contiguous"`)
 	resp, err := c.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"lpu9", "lpu8"}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -201,20 +147,20 @@ func TestDaemonSimulatedNode(t *testing.T) {
 	if _, err := c.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"lpu3"}}}}); err == nil {
 		t.Fatal("allocated an unhealthy device")
 	}
-	_, body = scrape(t, base+"/metrics")
-	if after := sample(body, "lpu_allocations_total", `result="contiguous"`); after != before+1 {
+	_, body = daemontest.Get(base + "/metrics")
+	if after := daemontest.Sample(body, "lpu_allocations_total", `result="contiguous"`); after != before+1 {
 		t.Fatalf("contiguous allocations %v → %v", before, after)
 	}
-	if v := sample(body, "lpu_allocations_total", `result="refused"`); v != 1 {
+	if v := daemontest.Sample(body, "lpu_allocations_total", `result="refused"`); v != 1 {
 		t.Fatalf("refused allocations = %v, want 1", v)
 	}
-	if v := sample(body, "lpu_allocate_duration_seconds_count"); v != 2 {
+	if v := daemontest.Sample(body, "lpu_allocate_duration_seconds_count"); v != 2 {
 		t.Fatalf("allocate duration count = %v, want 2", v)
 	}
-	if v := sample(body, "lpu_registrations_total"); v != 1 {
+	if v := daemontest.Sample(body, "lpu_registrations_total"); v != 1 {
 		t.Fatalf("registrations = %v", v)
 	}
-	if v := sample(body, "lpu_largest_free_arc", `ring="0"`); v != 7 {
+	if v := daemontest.Sample(body, "lpu_largest_free_arc", `ring="0"`); v != 7 {
 		t.Fatalf("largest free arc ring 0 = %v, want 7 (lpu3 unhealthy)", v)
 	}
 
@@ -225,7 +171,7 @@ func TestDaemonSimulatedNode(t *testing.T) {
 	}
 
 	// NFD feature file.
-	eventually(t, time.Second, "NFD file", func() bool {
+	daemontest.Eventually(t, time.Second, "NFD file", func() bool {
 		b, err := os.ReadFile(d.nfdFile)
 		return err == nil && strings.Contains(string(b), "hyperaccel.ai/lpu.count=16\n") &&
 			strings.Contains(string(b), "hyperaccel.ai/lpu.rings=2\n") && strings.Contains(string(b), "hyperaccel.ai/lpu.largest-ring=8\n") &&
@@ -236,8 +182,8 @@ func TestDaemonSimulatedNode(t *testing.T) {
 	d.kubelet.Stop() // a kubelet that exits also drops its plugin connections
 	s.Close()
 	c.Close()
-	eventually(t, 2*time.Second, "/healthz 503 without kubelet", func() bool { code, _ := scrape(t, base+"/healthz"); return code == 503 })
-	if code, _ := scrape(t, base+"/metrics"); code != 200 {
+	daemontest.Eventually(t, 2*time.Second, "/healthz 503 without kubelet", func() bool { code, _ := daemontest.Get(base + "/healthz"); return code == 503 })
+	if code, _ := daemontest.Get(base + "/metrics"); code != 200 {
 		t.Fatalf("/metrics %d without kubelet", code)
 	}
 	d.kubelet.Restart(t)
@@ -270,7 +216,7 @@ func TestDaemonAutoInjectionWithoutNRIIsCDI(t *testing.T) {
 // TestDaemonTracingFailsOpen: a collector that is not there never slows or
 // fails allocation.
 func TestDaemonTracingFailsOpen(t *testing.T) {
-	dead := freeAddr(t) // nothing listens here
+	dead := daemontest.FreeAddr(t) // nothing listens here
 	d := startDaemonWith(t, 8, func(c *config.Config) {
 		c.Tracing = config.Tracing{Endpoint: dead, Insecure: true}
 	}, "--injection", "nri")

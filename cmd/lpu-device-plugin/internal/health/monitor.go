@@ -11,6 +11,9 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/logchange"
+	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
@@ -25,19 +28,14 @@ type Source interface {
 
 var _ Source = (*device.Sysfs)(nil)
 
-// Defaults for zero Options fields.
-const (
-	DefaultResyncInterval = 5 * time.Second
-	DefaultPollInterval   = 500 * time.Millisecond
-	DefaultProbeInterval  = 100 * time.Millisecond
-	DefaultThreshold      = 2
-	DefaultDebounce       = 20 * time.Millisecond
-)
+// debounceDelay coalesces bursts of file events into one rescan.
+const debounceDelay = 20 * time.Millisecond
 
 // goneReason is the health reason of a device discovery no longer finds.
 const goneReason = "device no longer discovered"
 
-// Options configure a Monitor. Zero values take the defaults above.
+// Options configure a Monitor. Zero values take the config's defaults
+// (config.DefaultResyncInterval, ...).
 type Options struct {
 	// ResyncInterval spaces full rediscoveries (devices appearing and
 	// going, topology) when no file event arrives.
@@ -52,23 +50,18 @@ type Options struct {
 	// FailureThreshold and RecoveryThreshold are the consecutive probes
 	// needed to report a device unhealthy, or healthy again.
 	FailureThreshold, RecoveryThreshold int
-	// Debounce coalesces bursts of file events into one rescan.
-	Debounce time.Duration
 	// Logger receives state changes at info and one "reconciled device
 	// inventory" record per scan at debug.
 	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
-	o.ResyncInterval = cmp.Or(o.ResyncInterval, DefaultResyncInterval)
-	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
-	o.ProbeInterval = cmp.Or(o.ProbeInterval, DefaultProbeInterval)
-	o.FailureThreshold = cmp.Or(o.FailureThreshold, DefaultThreshold)
-	o.RecoveryThreshold = cmp.Or(o.RecoveryThreshold, DefaultThreshold)
-	o.Debounce = cmp.Or(o.Debounce, DefaultDebounce)
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.ResyncInterval = cmp.Or(o.ResyncInterval, config.DefaultResyncInterval)
+	o.PollInterval = cmp.Or(o.PollInterval, config.DefaultPollInterval)
+	o.ProbeInterval = cmp.Or(o.ProbeInterval, config.DefaultProbeInterval)
+	o.FailureThreshold = cmp.Or(o.FailureThreshold, config.DefaultFailureThreshold)
+	o.RecoveryThreshold = cmp.Or(o.RecoveryThreshold, config.DefaultRecoveryThreshold)
+	o.Logger = startup.Logger(o.Logger)
 	return o
 }
 
@@ -110,6 +103,7 @@ type Monitor struct {
 	gone    map[string]bool // vanished devices still reported while confirming
 	pending bool
 	lastErr error // the last discovery error, published as Snapshot.Err
+	errs    logchange.Errors
 	watcher *fsnotify.Watcher
 	watched map[string]bool
 }
@@ -167,7 +161,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 	confirm := time.NewTimer(m.opts.ProbeInterval)
 	confirm.Stop()
 	confirmArmed := false
-	debounce := time.NewTimer(m.opts.Debounce)
+	debounce := time.NewTimer(debounceDelay)
 	debounce.Stop()
 	debounceArmed := false
 
@@ -190,7 +184,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 			}
 			if !debounceArmed {
 				m.log.Debug("device file event", "path", ev.Name, "op", ev.Op.String())
-				debounce.Reset(m.opts.Debounce)
+				debounce.Reset(debounceDelay)
 				debounceArmed = true
 			}
 			continue
@@ -229,17 +223,17 @@ func (m *Monitor) Run(ctx context.Context) error {
 func (m *Monitor) scan(ctx context.Context) {
 	inv, err := m.src.Discover(ctx)
 	if err != nil {
-		if errText(err) != errText(m.lastErr) {
+		if m.errs.Note(err) == logchange.Failed {
 			m.log.Warn("device discovery failed, keeping the last inventory", "err", err)
 		}
 		m.lastErr = err
 		m.probe(ctx) // health still moves for the devices we know
 		return
 	}
-	if m.lastErr != nil {
+	if m.errs.Note(nil) == logchange.Recovered {
 		m.log.Info("device discovery recovered")
-		m.lastErr = nil
 	}
+	m.lastErr = nil
 	prev := m.current().Inventory
 	pending := false
 	present := make(map[string]bool, len(inv.Devices))

@@ -1,16 +1,16 @@
 // Package kubelettest is the kubelet's side of the device plugin protocol,
-// built from the k8s.io/kubelet v1beta1 and podresources v1 types, for tests
+// built from the k8s.io/kubelet v1beta1 types, for tests
 // of lpu-device-plugin over real unix sockets.
 //
-// It owns three peers:
+// It owns two peers (the PodResources side is
+// internal/podresources/podresourcestest):
 //
 //   - Kubelet: the Registration service on <dir>/kubelet.sock; records every
 //     RegisterRequest and can Restart like a kubelet does (deleting every
 //     socket in the directory, then creating kubelet.sock again);
 //   - Client: dials a plugin socket and calls GetDevicePluginOptions,
 //     ListAndWatch (as a background Stream), GetPreferredAllocation,
-//     Allocate and PreStartContainer, as the kubelet's device manager does;
-//   - PodResources: the kubelet's PodResources List service.
+//     Allocate and PreStartContainer, as the kubelet's device manager does.
 //
 // Example:
 //

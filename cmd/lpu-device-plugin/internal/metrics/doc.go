@@ -19,6 +19,6 @@
 // Example:
 //
 //	m := metrics.New(metrics.Options{Node: node, Devices: monitor, Telemetry: sysfs,
-//		Holders: metrics.NewPodResources(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)})
+//		Holders: podresources.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)})
 //	go m.Serve(ctx, ":9400", healthz, readyz, log)
 package metrics

@@ -15,8 +15,10 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/health"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/plugin"
+	"github.com/hyperaccel/lpu-node/internal/logchange"
+	"github.com/hyperaccel/lpu-node/internal/metricsserver"
+	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/pkg/device"
-	"github.com/hyperaccel/lpu-node/pkg/metricsserver"
 )
 
 // Results are the plugin's allocation results, the values of
@@ -36,11 +38,8 @@ type TelemetryReader interface {
 // HolderLister says which container holds each device; *PodResources
 // implements it. A nil map with an error means "unknown".
 type HolderLister interface {
-	Holders(ctx context.Context) (map[string]Holder, error)
+	Holders(ctx context.Context) (map[string]podresources.Holder, error)
 }
-
-// Holder is the container an allocated device belongs to.
-type Holder struct{ Namespace, Pod, Container string }
 
 // Options configure the device collector.
 type Options struct {
@@ -165,7 +164,7 @@ type deviceCollector struct {
 	log  *slog.Logger
 
 	mu   sync.Mutex
-	last map[string]string // last problem per source, to log changes only
+	errs map[string]*logchange.Errors // per source, to log changes only
 }
 
 func newDeviceCollector(opts Options) *deviceCollector {
@@ -176,7 +175,7 @@ func newDeviceCollector(opts Options) *deviceCollector {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &deviceCollector{opts: opts, log: log, last: map[string]string{}}
+	return &deviceCollector{opts: opts, log: log, errs: map[string]*logchange.Errors{}}
 }
 
 // Describe sends the descriptors.
@@ -190,17 +189,15 @@ func (c *deviceCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *deviceCollector) note(source string, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	msg := ""
-	if err != nil {
-		msg = err.Error()
+	errs := c.errs[source]
+	if errs == nil {
+		errs = &logchange.Errors{}
+		c.errs[source] = errs
 	}
-	if c.last[source] == msg {
-		return
-	}
-	c.last[source] = msg
-	if err != nil {
+	switch errs.Note(err) {
+	case logchange.Failed:
 		c.log.Warn("metrics source unavailable", "source", source, "err", err)
-	} else {
+	case logchange.Recovered:
 		c.log.Info("metrics source available again", "source", source)
 	}
 }
@@ -212,7 +209,7 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	snap, _ := c.opts.Devices.Snapshot()
-	var holders map[string]Holder
+	var holders map[string]podresources.Holder
 	if c.opts.Holders != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), c.opts.HoldersTimeout)
 		h, err := c.opts.Holders.Holders(ctx)

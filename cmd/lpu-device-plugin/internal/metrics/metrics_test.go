@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -13,40 +12,14 @@ import (
 	"time"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/health"
-	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/kubelettest"
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 
+	"github.com/hyperaccel/lpu-node/internal/podresources"
+	"github.com/hyperaccel/lpu-node/internal/podresources/podresourcestest"
 	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
-
-// Value finds the sample of name whose labels include every label given as
-// `key="value"`, in Prometheus text format; ok is false when absent.
-func Value(body, name string, labels ...string) (float64, bool) {
-	for _, line := range strings.Split(body, "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		head := line[:i]
-		match := true
-		for _, l := range labels {
-			if !strings.Contains(head, l) {
-				match = false
-				break
-			}
-		}
-		if !match {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			return 0, false
-		}
-		return v, true
-	}
-	return 0, false
-}
 
 func serve(t *testing.T, m *Metrics, healthz, readyz Check) string {
 	t.Helper()
@@ -64,20 +37,6 @@ func serve(t *testing.T, m *Metrics, healthz, readyz Check) string {
 		}
 	})
 	return "http://" + ln.Addr().String()
-}
-
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
 }
 
 func TestDeviceMetrics(t *testing.T) {
@@ -98,19 +57,24 @@ func TestDeviceMetrics(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mon.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
 	<-mon.Ready()
 
 	sock := filepath.Join(sockettest.ShortDir(t), "pr.sock")
-	pr := kubelettest.StartPodResources(t, sock)
-	pr.SetPods(kubelettest.Holding{Namespace: "ml", Pod: "train-0", Container: "main", Resource: "hyperaccel.ai/lpu", DeviceIDs: []string{"lpu2", "lpu3"}},
-		kubelettest.Holding{Namespace: "ml", Pod: "other", Container: "c", Resource: "example.com/gpu", DeviceIDs: []string{"lpu4"}})
-	holders := NewPodResources(sock, "hyperaccel.ai/lpu")
+	pr := podresourcestest.Start(t, sock)
+	pr.SetPods(podresourcestest.Holding{Namespace: "ml", Pod: "train-0", Container: "main", Resource: "hyperaccel.ai/lpu", DeviceIDs: []string{"lpu2", "lpu3"}},
+		podresourcestest.Holding{Namespace: "ml", Pod: "other", Container: "c", Resource: "example.com/gpu", DeviceIDs: []string{"lpu4"}})
+	holders := podresources.New(sock, "hyperaccel.ai/lpu")
 	defer holders.Close()
 
 	m := New(Options{Node: "n1", Devices: mon, Telemetry: sysfs, Holders: holders})
 	url := serve(t, m, nil, nil)
-	_, body := get(t, url+"/metrics")
+	_, body := daemontest.Get(url + "/metrics")
 
 	checks := map[string]struct {
 		name   string
@@ -129,13 +93,13 @@ func TestDeviceMetrics(t *testing.T) {
 	}
 	for name, c := range checks {
 		t.Run(name, func(t *testing.T) {
-			got, ok := Value(body, c.name, c.labels...)
+			got, ok := daemontest.Value(body, c.name, c.labels...)
 			if !ok || got != c.want {
 				t.Fatalf("%s%v = %v (found %v), want %v\n%s", c.name, c.labels, got, ok, c.want, body)
 			}
 		})
 	}
-	if _, ok := Value(body, "lpu_power_watts", `device="lpu7"`); ok {
+	if _, ok := daemontest.Value(body, "lpu_power_watts", `device="lpu7"`); ok {
 		t.Fatal("power reported for lpu7 without a power file")
 	}
 
@@ -145,10 +109,10 @@ func TestDeviceMetrics(t *testing.T) {
 	pr.SetPods()
 	deadline := time.Now().Add(time.Second)
 	for {
-		_, body = get(t, url+"/metrics")
-		h, _ := Value(body, "lpu_device_healthy", `device="lpu0"`)
-		temp, _ := Value(body, "lpu_temperature_celsius", `device="lpu1"`)
-		arc, _ := Value(body, "lpu_largest_free_arc", `ring="0"`)
+		_, body = daemontest.Get(url + "/metrics")
+		h, _ := daemontest.Value(body, "lpu_device_healthy", `device="lpu0"`)
+		temp, _ := daemontest.Value(body, "lpu_temperature_celsius", `device="lpu1"`)
+		arc, _ := daemontest.Value(body, "lpu_largest_free_arc", `ring="0"`)
 		if h == 0 && temp == 80 && arc == 7 {
 			break
 		}
@@ -157,7 +121,7 @@ func TestDeviceMetrics(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, ok := Value(body, "lpu_utilization_percent", `device="lpu3"`, `pod="train-0"`); ok {
+	if _, ok := daemontest.Value(body, "lpu_utilization_percent", `device="lpu3"`, `pod="train-0"`); ok {
 		t.Fatal("holder labels kept after the pod left")
 	}
 }
@@ -169,18 +133,23 @@ func TestPodResourcesUnavailable(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mon.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
 	<-mon.Ready()
-	holders := NewPodResources(filepath.Join(sockettest.ShortDir(t), "absent.sock"), "hyperaccel.ai/lpu")
+	holders := podresources.New(filepath.Join(sockettest.ShortDir(t), "absent.sock"), "hyperaccel.ai/lpu")
 	defer holders.Close()
 	m := New(Options{Node: "n1", Devices: mon, Telemetry: sysfs, Holders: holders, HoldersTimeout: 100 * time.Millisecond})
 	url := serve(t, m, nil, nil)
 	began := time.Now()
-	_, body := get(t, url+"/metrics")
+	_, body := daemontest.Get(url + "/metrics")
 	if d := time.Since(began); d > 2*time.Second {
 		t.Fatalf("scrape took %v with PodResources absent", d)
 	}
-	if v, ok := Value(body, "lpu_utilization_percent", `device="lpu0"`, `pod=""`, `namespace=""`); !ok || v != 12 {
+	if v, ok := daemontest.Value(body, "lpu_utilization_percent", `device="lpu0"`, `pod=""`, `namespace=""`); !ok || v != 12 {
 		t.Fatalf("utilization %v %v, want 12 with empty holder labels\n%s", v, ok, body)
 	}
 }
@@ -194,9 +163,9 @@ func TestRecorderAndProbes(t *testing.T) {
 		}
 		return nil
 	}, func() error { return nil })
-	_, body := get(t, url+"/metrics")
+	_, body := daemontest.Get(url + "/metrics")
 	for _, r := range Results {
-		if v, ok := Value(body, "lpu_allocations_total", `result="`+r+`"`); !ok || v != 0 {
+		if v, ok := daemontest.Value(body, "lpu_allocations_total", `result="`+r+`"`); !ok || v != 0 {
 			t.Fatalf("lpu_allocations_total{result=%q} = %v %v, want 0 from the start", r, v, ok)
 		}
 	}
@@ -206,7 +175,7 @@ func TestRecorderAndProbes(t *testing.T) {
 	m.Registered()
 	m.AllocateDuration(time.Millisecond)
 	m.PreferredDuration(time.Millisecond)
-	_, body = get(t, url+"/metrics")
+	_, body = daemontest.Get(url + "/metrics")
 	for name, c := range map[string]struct {
 		metric string
 		labels []string
@@ -218,18 +187,18 @@ func TestRecorderAndProbes(t *testing.T) {
 		"allocate":      {"lpu_allocate_duration_seconds_count", nil, 1},
 		"preferred":     {"lpu_preferred_allocation_duration_seconds_count", nil, 1},
 	} {
-		if v, ok := Value(body, c.metric, c.labels...); !ok || v != c.want {
+		if v, ok := daemontest.Value(body, c.metric, c.labels...); !ok || v != c.want {
 			t.Errorf("%s: %s = %v %v, want %v", name, c.metric, v, ok, c.want)
 		}
 	}
-	if code, body := get(t, url+"/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not registered") {
+	if code, body := daemontest.Get(url + "/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not registered") {
 		t.Fatalf("/healthz = %d %q, want 503 with the reason", code, body)
 	}
 	registered.Store(true)
-	if code, _ := get(t, url+"/healthz"); code != http.StatusOK {
+	if code, _ := daemontest.Get(url + "/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz = %d, want 200", code)
 	}
-	if code, _ := get(t, url+"/readyz"); code != http.StatusOK {
+	if code, _ := daemontest.Get(url + "/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz = %d, want 200", code)
 	}
 }

@@ -34,8 +34,8 @@
 //
 //	p, err := plugin.New(monitor, plugin.Options{
 //		ResourceName: "hyperaccel.ai/lpu", KubeletDir: "/var/lib/kubelet/device-plugins",
-//		StateDir: "/var/lib/lpu", Injection: plugin.InjectionNRI,
-//		Policy: plugin.PolicyBestEffort, Key: key,
+//		StateDir: "/var/lib/lpu", Injection: config.InjectionNRI,
+//		Policy: config.PolicyBestEffort, Key: key,
 //	})
 //	err = p.Run(ctx)
 package plugin

@@ -21,23 +21,14 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/health"
+	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/backoff"
+	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
 	"github.com/hyperaccel/lpu-node/pkg/trace"
-)
-
-// Injection modes the plugin runs in (after "auto" was resolved).
-const (
-	InjectionNRI = "nri"
-	InjectionCDI = "cdi"
-)
-
-// Allocation policies.
-const (
-	PolicyBestEffort = "best-effort"
-	PolicyStrict     = "strict"
 )
 
 // Results of one container's Allocate, the values of
@@ -57,13 +48,11 @@ const RefusalMessage = "LPU injector not connected to the container runtime; ref
 // resource, so a fixed name is unique.
 const CDIAnnotationDeviceID = "devices"
 
-// Defaults for zero Options fields.
-const (
-	DefaultPreStartTimeout = 2 * time.Second
-	DefaultRegisterTimeout = 5 * time.Second
-	DefaultMinBackoff      = 100 * time.Millisecond
-	DefaultMaxBackoff      = 5 * time.Second
-)
+// DefaultPreStartTimeout is the PreStartTimeout of zero Options.
+const DefaultPreStartTimeout = 2 * time.Second
+
+// registerTimeout bounds one Register call to the kubelet.
+const registerTimeout = 5 * time.Second
 
 // Source gives the current devices; *health.Monitor implements it.
 type Source interface {
@@ -96,9 +85,9 @@ type Options struct {
 	KubeletDir string
 	// StateDir holds the readiness socket lpu-nri serves (nri mode).
 	StateDir string
-	// Injection is InjectionNRI or InjectionCDI.
+	// Injection is config.InjectionNRI or config.InjectionCDI (resolved).
 	Injection string
-	// Policy is PolicyBestEffort or PolicyStrict.
+	// Policy is config.PolicyBestEffort or config.PolicyStrict.
 	Policy string
 	// Key seals the allocation annotation; required in nri mode.
 	Key *inject.Key
@@ -111,11 +100,10 @@ type Options struct {
 	Logger *slog.Logger
 	// PreStartTimeout bounds the readiness check in PreStartContainer.
 	PreStartTimeout time.Duration
-	// RegisterTimeout bounds one Register call to the kubelet.
-	RegisterTimeout time.Duration
-	// MinBackoff and MaxBackoff bound the wait between registration
-	// attempts while the kubelet is absent or keeps dropping the plugin.
-	MinBackoff, MaxBackoff time.Duration
+	// Backoff bounds the wait between registration attempts while the
+	// kubelet is absent or keeps dropping the plugin; zero fields take
+	// backoff.Default.
+	Backoff backoff.Steps
 }
 
 // Plugin is the kubelet device plugin for LPUs. It serves the v1beta1
@@ -144,28 +132,14 @@ func New(src Source, opts Options) (*Plugin, error) {
 	if opts.KubeletDir == "" {
 		return nil, errors.New("kubelet directory: empty")
 	}
-	switch opts.Injection {
-	case InjectionNRI:
-		if opts.Key == nil {
-			return nil, errors.New("injection nri: no seal key")
-		}
-	case InjectionCDI:
-	default:
-		return nil, fmt.Errorf("injection %q: want %s or %s", opts.Injection, InjectionNRI, InjectionCDI)
-	}
-	switch opts.Policy {
-	case PolicyBestEffort, PolicyStrict:
-	default:
-		return nil, fmt.Errorf("allocation policy %q: want %s or %s", opts.Policy, PolicyBestEffort, PolicyStrict)
+	// The values of Injection and Policy were checked once, by
+	// config.Validate and config.ResolveInjection.
+	if opts.Injection == config.InjectionNRI && opts.Key == nil {
+		return nil, errors.New("injection nri: no seal key")
 	}
 	opts.PreStartTimeout = cmp.Or(opts.PreStartTimeout, DefaultPreStartTimeout)
-	opts.RegisterTimeout = cmp.Or(opts.RegisterTimeout, DefaultRegisterTimeout)
-	opts.MinBackoff = cmp.Or(opts.MinBackoff, DefaultMinBackoff)
-	opts.MaxBackoff = max(cmp.Or(opts.MaxBackoff, DefaultMaxBackoff), opts.MinBackoff)
-	p := &Plugin{src: src, opts: opts, log: opts.Logger, rec: opts.Recorder, socket: device.PluginSocketName(opts.ResourceName)}
-	if p.log == nil {
-		p.log = slog.New(slog.DiscardHandler)
-	}
+	opts.Backoff = opts.Backoff.OrDefault()
+	p := &Plugin{src: src, opts: opts, log: startup.Logger(opts.Logger), rec: opts.Recorder, socket: device.PluginSocketName(opts.ResourceName)}
 	if p.rec == nil {
 		p.rec = nopRecorder{}
 	}
@@ -413,7 +387,7 @@ func (p *Plugin) check(snap health.Snapshot, ids []string) (alloc.Placement, err
 	if err != nil {
 		return alloc.Placement{}, fmt.Errorf("devices %s: %w", strings.Join(ids, ","), err)
 	}
-	if !pl.Contiguous && p.opts.Policy == PolicyStrict {
+	if !pl.Contiguous && p.opts.Policy == config.PolicyStrict {
 		return alloc.Placement{}, fmt.Errorf("devices %s are not one contiguous ring arc (%s); allocation policy strict refuses them",
 			strings.Join(pl.IDs, ","), pl.Reason)
 	}
@@ -427,7 +401,7 @@ func (p *Plugin) respond(pl alloc.Placement, allocID string) (*pluginapi.Contain
 		result = ResultNonContiguous
 		p.log.Info("accepting non-contiguous allocation (policy best-effort)", "ids", pl.IDs, "reason", pl.Reason)
 	}
-	if p.opts.Injection == InjectionNRI {
+	if p.opts.Injection == config.InjectionNRI {
 		// Only the sealed annotations: lpu-nri injects nodes, mounts and
 		// env at CreateContainer, from its own discovery.
 		ann, err := p.opts.Key.AnnotationsWithID(pl.IDs, allocID)
@@ -491,7 +465,7 @@ func (s *service) PreStartContainer(ctx context.Context, req *pluginapi.PreStart
 }
 
 func (p *Plugin) preStart(ctx context.Context, req *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
-	if p.opts.Injection != InjectionNRI {
+	if p.opts.Injection != config.InjectionNRI {
 		return &pluginapi.PreStartContainerResponse{}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.PreStartTimeout)

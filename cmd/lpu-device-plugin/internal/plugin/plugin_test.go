@@ -17,6 +17,9 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/health"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/kubelettest"
+	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/backoff"
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
@@ -98,10 +101,10 @@ func start(t testing.TB, s setup) *node {
 	t.Helper()
 	n := &node{root: devicetest.NewTree(t, s.rows...), dir: sockettest.ShortDir(t), state: sockettest.ShortDir(t), rec: &counts{}}
 	if s.injection == "" {
-		s.injection = InjectionNRI
+		s.injection = config.InjectionNRI
 	}
 	if s.policy == "" {
-		s.policy = PolicyBestEffort
+		s.policy = config.PolicyBestEffort
 	}
 	key, err := inject.LoadOrCreateKey(n.state)
 	if err != nil {
@@ -129,7 +132,7 @@ func start(t testing.TB, s setup) *node {
 	t.Cleanup(n.stop)
 	if !s.noKubelet {
 		n.reg = n.kubelet.WaitRegistration(t, 5*time.Second)
-		eventually(t, 5*time.Second, "registration acknowledged", n.plugin.Registered)
+		daemontest.Eventually(t, 5*time.Second, "registration acknowledged", n.plugin.Registered)
 		n.client = n.kubelet.Dial(t, n.reg)
 	}
 	return n
@@ -138,7 +141,7 @@ func start(t testing.TB, s setup) *node {
 func (n *node) stop() {
 	n.cancel()
 	for range 2 {
-		<-n.done
+		<-n.done //nolint:errcheck // Run returns nil on cancellation; the test checked the rest
 	}
 }
 
@@ -157,7 +160,7 @@ func TestRegistration(t *testing.T) {
 	if err != nil || !opts.PreStartRequired || !opts.GetPreferredAllocationAvailable {
 		t.Fatalf("GetDevicePluginOptions = %+v, %v", opts, err)
 	}
-	eventually(t, time.Second, "Registered()", n.plugin.Registered)
+	daemontest.Eventually(t, time.Second, "Registered()", n.plugin.Registered)
 }
 
 func TestListAndWatch(t *testing.T) {
@@ -272,14 +275,14 @@ func TestReregistrationRepeated(t *testing.T) {
 		// Restart only once the plugin has seen Register succeed: a
 		// restart racing the response makes the plugin retry (correct,
 		// but not what this test counts).
-		eventually(t, time.Second, "registration acknowledged", func() bool { return recorded() == i+1 })
+		daemontest.Eventually(t, time.Second, "registration acknowledged", func() bool { return recorded() == i+1 })
 		n.kubelet.Restart(t)
 		waitRegistered(t, n, time.Second)
 		if got := len(n.kubelet.Registrations()); got != i+2 {
 			t.Fatalf("after restart %d: registrations = %d", i, got)
 		}
 	}
-	eventually(t, time.Second, "4 recorded registrations", func() bool { return recorded() == 4 })
+	daemontest.Eventually(t, time.Second, "4 recorded registrations", func() bool { return recorded() == 4 })
 }
 
 // TestReregistrationKubeletSlowToListen: a kubelet restarted soon after the
@@ -288,7 +291,7 @@ func TestReregistrationRepeated(t *testing.T) {
 // shortest delay rather than back off past the one-second budget.
 func TestReregistrationKubeletSlowToListen(t *testing.T) {
 	n := start(t, setup{rows: eight()})
-	eventually(t, time.Second, "registration acknowledged", func() bool {
+	daemontest.Eventually(t, time.Second, "registration acknowledged", func() bool {
 		n.rec.mu.Lock()
 		defer n.rec.mu.Unlock()
 		return n.rec.registered == 1
@@ -312,19 +315,7 @@ func TestKubeletAbsentAtStart(t *testing.T) {
 	}
 	n.kubelet = kubelettest.Start(t, n.dir)
 	waitRegistered(t, n, time.Second)
-	eventually(t, time.Second, "Registered()", n.plugin.Registered)
-}
-
-// eventually polls cond until it holds, failing at the deadline.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	daemontest.Eventually(t, time.Second, "Registered()", n.plugin.Registered)
 }
 
 func TestKubeletDirMissing(t *testing.T) {
@@ -332,7 +323,7 @@ func TestKubeletDirMissing(t *testing.T) {
 	// Point a second plugin at a directory that does not exist yet.
 	dir := filepath.Join(n.dir, "later")
 	mon := health.New(device.NewSysfs(n.root), health.Options{ResyncInterval: time.Hour})
-	p, err := New(mon, Options{ResourceName: resource, KubeletDir: dir, StateDir: n.state, Injection: InjectionCDI, Policy: PolicyStrict, MaxBackoff: 200 * time.Millisecond})
+	p, err := New(mon, Options{ResourceName: resource, KubeletDir: dir, StateDir: n.state, Injection: config.InjectionCDI, Policy: config.PolicyStrict, Backoff: backoff.Steps{Max: 200 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +331,14 @@ func TestKubeletDirMissing(t *testing.T) {
 	done := make(chan error, 2)
 	go func() { done <- mon.Run(ctx) }()
 	go func() { done <- p.Run(ctx) }()
-	defer func() { cancel(); <-done; <-done }()
+	defer func() {
+		cancel()
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}
+	}()
 	time.Sleep(300 * time.Millisecond)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -477,56 +475,56 @@ func TestAllocate(t *testing.T) {
 		wantCount string
 	}{
 		"contiguous best-effort": {
-			ids: []string{"lpu3", "lpu1", "lpu2"}, policy: PolicyBestEffort,
+			ids: []string{"lpu3", "lpu1", "lpu2"}, policy: config.PolicyBestEffort,
 			wantIDs: []string{"lpu1", "lpu2", "lpu3"}, wantCount: ResultContiguous,
 		},
 		"contiguous strict": {
-			ids: []string{"lpu0", "lpu7"}, policy: PolicyStrict,
+			ids: []string{"lpu0", "lpu7"}, policy: config.PolicyStrict,
 			wantIDs: []string{"lpu7", "lpu0"}, wantCount: ResultContiguous,
 		},
 		"non-contiguous best-effort accepted": {
-			ids: []string{"lpu4", "lpu0"}, policy: PolicyBestEffort,
+			ids: []string{"lpu4", "lpu0"}, policy: config.PolicyBestEffort,
 			wantIDs: []string{"lpu0", "lpu4"}, wantCount: ResultNonContiguous,
 		},
 		"non-contiguous strict refused": {
-			ids: []string{"lpu4", "lpu0"}, policy: PolicyStrict,
+			ids: []string{"lpu4", "lpu0"}, policy: config.PolicyStrict,
 			wantErr: []string{"lpu0,lpu4", "not one contiguous ring arc", "strict"}, wantCount: ResultRefused,
 		},
 		"cross-ring best-effort accepted": {
-			ids: []string{"lpu8", "lpu7"}, policy: PolicyBestEffort,
+			ids: []string{"lpu8", "lpu7"}, policy: config.PolicyBestEffort,
 			wantIDs: []string{"lpu7", "lpu8"}, wantCount: ResultNonContiguous,
 		},
 		"cross-ring strict refused": {
-			ids: []string{"lpu8", "lpu7"}, policy: PolicyStrict,
+			ids: []string{"lpu8", "lpu7"}, policy: config.PolicyStrict,
 			wantErr: []string{"lpu7,lpu8", "spans rings 0 and 1"}, wantCount: ResultRefused,
 		},
 		"unknown refused best-effort": {
-			ids: []string{"lpu1", "lpu42"}, policy: PolicyBestEffort,
+			ids: []string{"lpu1", "lpu42"}, policy: config.PolicyBestEffort,
 			wantErr: []string{`unknown device IDs "lpu42"`}, wantCount: ResultRefused,
 		},
 		"unknown refused strict": {
-			ids: []string{"lpu42"}, policy: PolicyStrict,
+			ids: []string{"lpu42"}, policy: config.PolicyStrict,
 			wantErr: []string{`unknown device IDs "lpu42"`}, wantCount: ResultRefused,
 		},
 		"unhealthy refused best-effort": {
-			ids: []string{"lpu5", "lpu6"}, policy: PolicyBestEffort,
+			ids: []string{"lpu5", "lpu6"}, policy: config.PolicyBestEffort,
 			wantErr: []string{"unhealthy devices lpu5", "ECC_ERROR"}, wantCount: ResultRefused,
 		},
 		"unhealthy refused strict": {
-			ids: []string{"lpu5"}, policy: PolicyStrict,
+			ids: []string{"lpu5"}, policy: config.PolicyStrict,
 			wantErr: []string{"unhealthy devices lpu5"}, wantCount: ResultRefused,
 		},
 		"duplicate refused": {
-			ids: []string{"lpu1", "lpu1"}, policy: PolicyBestEffort,
+			ids: []string{"lpu1", "lpu1"}, policy: config.PolicyBestEffort,
 			wantErr: []string{"duplicate device IDs: lpu1"}, wantCount: ResultRefused,
 		},
 		"empty refused": {
-			ids: nil, policy: PolicyBestEffort,
+			ids: nil, policy: config.PolicyBestEffort,
 			wantErr: []string{"no device IDs"}, wantCount: ResultRefused,
 		},
 	}
 	nodes := map[string]*node{}
-	for _, policy := range []string{PolicyBestEffort, PolicyStrict} {
+	for _, policy := range []string{config.PolicyBestEffort, config.PolicyStrict} {
 		n := start(t, setup{rows: twoRings(), policy: policy})
 		devicetest.SetStatus(t, n.root, "lpu5", "ECC_ERROR")
 		n.client.Watch(t).WaitFor(t, time.Second, "lpu5 unhealthy", func(d []*pluginapi.Device) bool {
@@ -575,7 +573,7 @@ func TestAllocate(t *testing.T) {
 }
 
 func TestAllocateMultiContainer(t *testing.T) {
-	n := start(t, setup{rows: eight(), policy: PolicyStrict})
+	n := start(t, setup{rows: eight(), policy: config.PolicyStrict})
 	resp, err := allocate(n, []string{"lpu1", "lpu0"}, []string{"lpu4", "lpu5", "lpu6", "lpu7"})
 	if err != nil {
 		t.Fatal(err)
@@ -652,7 +650,7 @@ func mapsEqual(a, b map[string]string) bool {
 }
 
 func TestAllocateCDI(t *testing.T) {
-	n := start(t, setup{rows: eight(), injection: InjectionCDI})
+	n := start(t, setup{rows: eight(), injection: config.InjectionCDI})
 	resp, err := allocate(n, []string{"lpu0", "lpu6", "lpu7"})
 	if err != nil {
 		t.Fatal(err)
@@ -738,7 +736,7 @@ func BenchmarkGetPreferredAllocation(b *testing.B) {
 }
 
 func BenchmarkAllocate(b *testing.B) {
-	for _, mode := range []string{InjectionNRI, InjectionCDI} {
+	for _, mode := range []string{config.InjectionNRI, config.InjectionCDI} {
 		b.Run(mode, func(b *testing.B) {
 			n := start(b, setup{rows: twoRings(), injection: mode})
 			req := &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{
@@ -778,7 +776,7 @@ func BenchmarkHandlers(b *testing.B) {
 			}
 		}
 	})
-	cdiNode := start(b, setup{rows: twoRings(), injection: InjectionCDI})
+	cdiNode := start(b, setup{rows: twoRings(), injection: config.InjectionCDI})
 	b.Run("allocate-cdi", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := cdiNode.plugin.allocate(context.Background(), alloc); err != nil {
@@ -794,9 +792,9 @@ func BenchmarkHandlers(b *testing.B) {
 // IDs; Allocate succeeds only for known, healthy, distinct IDs, and then
 // seals exactly those IDs.
 func FuzzRequests(f *testing.F) {
-	n := start(f, setup{rows: twoRings(), policy: PolicyBestEffort})
+	n := start(f, setup{rows: twoRings(), policy: config.PolicyBestEffort})
 	devicetest.SetStatus(f, n.root, "lpu5", "ECC_ERROR")
-	eventually(f, 2*time.Second, "lpu5 unhealthy", func() bool {
+	daemontest.Eventually(f, 2*time.Second, "lpu5 unhealthy", func() bool {
 		snap, _ := n.plugin.src.Snapshot()
 		d, _ := snap.Inventory.Device("lpu5")
 		return !d.Health.Healthy

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/hyperaccel/lpu-node/internal/logchange"
 )
 
 // kubeletSocket is the kubelet's registration socket in its directory.
@@ -100,17 +102,17 @@ func (p *Plugin) Run(ctx context.Context) error {
 		events, watchErrs = w.Events, w.Errors
 	}
 	watching := false
-	backoff := p.opts.MinBackoff
+	wait := p.opts.Backoff.Min
 	// backOff waits before the next attempt and doubles the wait, up to
-	// MaxBackoff; false when ctx ended.
+	// Backoff.Max; false when ctx ended.
 	backOff := func() bool {
-		if !p.sleep(ctx, p.retryDelay(backoff), events, &watching) {
+		if !p.sleep(ctx, p.retryDelay(wait), events, &watching) {
 			return false
 		}
-		backoff = min(backoff*2, p.opts.MaxBackoff)
+		wait = p.opts.Backoff.Next(wait)
 		return true
 	}
-	lastErr := ""
+	var errs logchange.Errors
 	reason := "start"
 	for {
 		if w != nil && !watching {
@@ -123,16 +125,15 @@ func (p *Plugin) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if msg := err.Error(); msg != lastErr {
-				p.log.Warn("device plugin not registered, retrying", "err", err, "retryIn", backoff.String())
-				lastErr = msg
+			if errs.Note(err) == logchange.Failed {
+				p.log.Warn("device plugin not registered, retrying", "err", err, "retryIn", wait.String())
 			}
 			if !backOff() {
 				return nil
 			}
 			continue
 		}
-		lastErr = ""
+		errs.Note(nil)
 		p.registered.Store(true)
 		p.rec.Registered()
 		p.log.Info("registered with kubelet", "resource", p.opts.ResourceName, "socket", gen.socket, "reason", reason)
@@ -146,7 +147,7 @@ func (p *Plugin) Run(ctx context.Context) error {
 		}
 		p.log.Info("re-registering with kubelet", "reason", reason)
 		if time.Since(since) >= stableAfter {
-			backoff = p.opts.MinBackoff
+			wait = p.opts.Backoff.Min
 		} else if !backOff() { // dropped soon after registering: do not spin
 			return nil
 		}
@@ -162,11 +163,11 @@ const freshKubelet = 10 * time.Second
 // retryDelay is the wait before the next registration attempt: the minimum
 // while kubelet.sock was created recently (a kubelet starting up), else the
 // current backoff (no kubelet, or a stale socket left by a dead one).
-func (p *Plugin) retryDelay(backoff time.Duration) time.Duration {
+func (p *Plugin) retryDelay(wait time.Duration) time.Duration {
 	if id, err := identify(p.kubeletSocketPath()); err == nil && time.Since(time.Unix(0, id.ctime)) < freshKubelet {
-		return min(backoff, p.opts.MinBackoff)
+		return min(wait, p.opts.Backoff.Min)
 	}
-	return backoff
+	return wait
 }
 
 // kubeletSocketPath is the path of kubelet.sock.
@@ -304,7 +305,7 @@ func (p *Plugin) register(ctx context.Context) (fileID, error) {
 		return fileID{}, fmt.Errorf("dial kubelet %s: %w", sock, err)
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, p.opts.RegisterTimeout)
+	ctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
 	_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{
 		Version:      pluginapi.Version,

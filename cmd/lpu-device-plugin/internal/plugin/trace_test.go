@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/pkg/trace"
 )
 
@@ -31,7 +32,7 @@ func TestAllocateSpan(t *testing.T) {
 	tp := trace.NewProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) }) // after the plugin stops
 
-	n := start(t, setup{rows: eight(), policy: PolicyStrict, tracer: tp.Tracer(trace.ScopeName)})
+	n := start(t, setup{rows: eight(), policy: config.PolicyStrict, tracer: tp.Tracer(trace.ScopeName)})
 	c, key := n.client, n.key
 
 	resp, err := c.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{

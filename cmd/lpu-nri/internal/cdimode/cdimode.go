@@ -15,12 +15,12 @@ import (
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
+	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/logchange"
+	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
-
-// DefaultInterval is how often Run rescans.
-const DefaultInterval = 5 * time.Second
 
 // maxSpecSize bounds the spec files read when looking for stale ones.
 const maxSpecSize = 1 << 20
@@ -53,19 +53,17 @@ type Syncer struct {
 	Discoverer device.Discoverer
 	Dir        string           // the CDI spec directory, /var/run/cdi
 	Options    inject.Options   // driver mounts and extra env
-	Interval   time.Duration    // rescan period; default DefaultInterval
+	Interval   time.Duration    // rescan period; default config.DefaultResyncInterval
 	Metrics    *metrics.Metrics // optional
-	Log        *slog.Logger     // default slog.Default()
+	Log        *slog.Logger     // nil discards
+	// OnSync, when set, is called after each rescan Run makes (tests count
+	// them).
+	OnSync func()
 
 	synced atomic.Bool
 }
 
-func (s *Syncer) log() *slog.Logger {
-	if s.Log == nil {
-		return slog.Default()
-	}
-	return s.Log
-}
+func (s *Syncer) log() *slog.Logger { return startup.Logger(s.Log) }
 
 // Synced reports whether the last Sync left a current spec on disk.
 func (s *Syncer) Synced() bool { return s.synced.Load() }
@@ -173,22 +171,24 @@ func specKind(path string) (string, error) {
 func (s *Syncer) Run(ctx context.Context) error {
 	interval := s.Interval
 	if interval <= 0 {
-		interval = DefaultInterval
+		interval = config.DefaultResyncInterval
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	lastErr := ""
+	var errs logchange.Errors
 	for {
 		_, err := s.Sync(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if msg := fmt.Sprint(err); err != nil && msg != lastErr {
+		if s.OnSync != nil {
+			s.OnSync()
+		}
+		switch errs.Note(err) {
+		case logchange.Failed:
 			s.log().Warn("cdi spec sync failed, retrying", "dir", s.Dir, "err", err)
-			lastErr = msg
-		} else if err == nil && lastErr != "" {
+		case logchange.Recovered:
 			s.log().Info("cdi spec sync recovered", "dir", s.Dir)
-			lastErr = ""
 		}
 		select {
 		case <-ctx.Done():

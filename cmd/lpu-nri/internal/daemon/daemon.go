@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -16,12 +15,13 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/plugin"
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/podres"
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/backoff"
+	"github.com/hyperaccel/lpu-node/internal/podresources"
+	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
-	"github.com/hyperaccel/lpu-node/pkg/startup"
 )
 
 // Params are what Run needs besides the context.
@@ -35,17 +35,14 @@ type Params struct {
 	Version    string
 	// Metrics, when set, is used instead of a fresh metrics.New() (tests).
 	Metrics *metrics.Metrics
-	// MinBackoff and MaxBackoff bound the NRI reconnect backoff; zero:
-	// plugin defaults (100ms, 5s).
-	MinBackoff, MaxBackoff time.Duration
+	// Backoff bounds the NRI reconnect waits; zero fields take
+	// backoff.Default.
+	Backoff backoff.Steps
+	// onSync is called after each rescan in CDI mode (tests).
+	onSync func()
 }
 
-func (p Params) log() *slog.Logger {
-	if p.Logger == nil {
-		return slog.Default()
-	}
-	return p.Logger
-}
+func (p Params) log() *slog.Logger { return startup.Logger(p.Logger) }
 
 // DiscoveryRoot prepares the simulated node when asked and returns the root
 // to discover under.
@@ -128,7 +125,7 @@ func Run(ctx context.Context, p Params) error {
 	switch p.Mode {
 	case config.InjectionCDI:
 		s := &cdimode.Syncer{Discoverer: disc, Dir: cfg.CDI.SpecDir, Options: opts,
-			Interval: cfg.Health.ResyncInterval.Duration, Metrics: m, Log: log}
+			Interval: cfg.Health.ResyncInterval.Duration, Metrics: m, Log: log, OnSync: p.onSync}
 		g.Go(func() error { return s.Run(ctx) })
 		g.Go(func() error { return m.Serve(ctx, cfg.Metrics.Address, s.Synced, log) })
 	case config.InjectionNRI:
@@ -136,7 +133,7 @@ func Run(ctx context.Context, p Params) error {
 		if err != nil {
 			return err
 		}
-		store := inventory.New(disc, inventory.WithInterval(cfg.Health.ResyncInterval.Duration), inventory.WithLogger(log))
+		store := inventory.New(disc, inventory.Options{Interval: cfg.Health.ResyncInterval.Duration, Logger: log})
 		if _, err := store.Refresh(ctx); err != nil {
 			log.Warn("initial device discovery failed; retrying in the background", "err", err)
 		}
@@ -151,7 +148,7 @@ func Run(ctx context.Context, p Params) error {
 		pc := plugin.Config{Key: key, Store: store, Options: opts, Metrics: m, Ready: rs, Log: log,
 			CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Tracer: tracer}
 		if cfg.Kubelet.PodResourcesCheck {
-			c := podres.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
+			c := podresources.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
 			defer c.Close()
 			pc.Check = c
 		}
@@ -160,7 +157,7 @@ func Run(ctx context.Context, p Params) error {
 			return err
 		}
 		r := &plugin.Runner{Plugin: pl, Name: cfg.NRI.PluginName, Index: cfg.NRI.PluginIndex,
-			Socket: cfg.NRI.Socket, Log: log, MinBackoff: p.MinBackoff, MaxBackoff: p.MaxBackoff}
+			Socket: cfg.NRI.Socket, Log: log, Backoff: p.Backoff}
 		if err := r.Validate(); err != nil {
 			return err
 		}

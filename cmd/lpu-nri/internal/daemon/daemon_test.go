@@ -7,13 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +19,8 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nritest"
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/backoff"
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
@@ -30,54 +30,10 @@ import (
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// scrape returns the value of one sample line ("name{labels}") or -1.
-func scrape(t *testing.T, addr, sample string) float64 {
-	t.Helper()
-	rsp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer rsp.Body.Close()
-	body, _ := io.ReadAll(rsp.Body)
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` (\S+)$`).FindSubmatch(body)
-	if m == nil {
-		t.Fatalf("no sample %s in /metrics:\n%s", sample, body)
-	}
-	v, err := strconv.ParseFloat(string(m[1]), 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-func status(addr, path string) int {
-	rsp, err := http.Get("http://" + addr + path)
-	if err != nil {
-		return 0
-	}
-	rsp.Body.Close()
-	return rsp.StatusCode
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+// code is the status code of addr's path; 0 when it does not answer.
+func code(addr, path string) int {
+	c, _ := daemontest.Get("http://" + addr + path)
+	return c
 }
 
 func TestRunNRIModeSimulated(t *testing.T) {
@@ -85,32 +41,32 @@ func TestRunNRIModeSimulated(t *testing.T) {
 	cfg := config.Default()
 	cfg.StateDir = filepath.Join(rt.Dir, "state")
 	cfg.NRI.Socket = rt.Socket
-	cfg.Metrics.Address = freeAddr(t)
+	cfg.Metrics.Address = daemontest.FreeAddr(t)
 	cfg.Health.ResyncInterval = config.Duration{Duration: 100 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Params{Config: cfg, Mode: config.InjectionNRI, Simulate: 8, Logger: discard,
-			MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+			Backoff: backoff.Steps{Min: 20 * time.Millisecond, Max: 100 * time.Millisecond}})
 	}()
 	addr := cfg.Metrics.Address
 
 	// No runtime yet: metrics served, not ready, still retrying.
-	eventually(t, "metrics endpoint", func() bool { return status(addr, "/healthz") == http.StatusOK })
-	if got := status(addr, "/readyz"); got != http.StatusServiceUnavailable {
+	daemontest.Eventually(t, 10*time.Second, "metrics endpoint", func() bool { return code(addr, "/healthz") == http.StatusOK })
+	if got := code(addr, "/readyz"); got != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz without runtime = %d, want 503", got)
 	}
-	if got := scrape(t, addr, "lpu_nri_connected"); got != 0 {
+	if got := daemontest.Scrape(t, addr, "lpu_nri_connected"); got != 0 {
 		t.Fatalf("lpu_nri_connected = %v without runtime", got)
 	}
 
 	rt.Start(t)
 	rt.WaitPlugins(t, 1)
-	eventually(t, "/readyz 200", func() bool { return status(addr, "/readyz") == http.StatusOK })
+	daemontest.Eventually(t, 10*time.Second, "/readyz 200", func() bool { return code(addr, "/readyz") == http.StatusOK })
 	if err := ready.Check(context.Background(), ready.Path(cfg.StateDir)); err != nil {
 		t.Fatalf("readiness socket: %v", err)
 	}
-	if got := scrape(t, addr, "lpu_nri_connected"); got != 1 {
+	if got := daemontest.Scrape(t, addr, "lpu_nri_connected"); got != 1 {
 		t.Fatalf("lpu_nri_connected = %v", got)
 	}
 
@@ -148,18 +104,18 @@ func TestRunNRIModeSimulated(t *testing.T) {
 		"lpu_nri_create_container_duration_seconds_count": 2,
 		"lpu_nri_connections_total":                       1,
 	} {
-		if got := scrape(t, addr, sample); got != want {
+		if got := daemontest.Scrape(t, addr, sample); got != want {
 			t.Errorf("%s = %v, want %v", sample, got, want)
 		}
 	}
 
 	// Runtime restart: not ready, then ready again.
 	rt.Stop()
-	eventually(t, "/readyz 503 after runtime stop", func() bool { return status(addr, "/readyz") == http.StatusServiceUnavailable })
+	daemontest.Eventually(t, 10*time.Second, "/readyz 503 after runtime stop", func() bool { return code(addr, "/readyz") == http.StatusServiceUnavailable })
 	rt.Start(t)
 	rt.WaitPlugins(t, 1)
-	eventually(t, "/readyz 200 after restart", func() bool { return status(addr, "/readyz") == http.StatusOK })
-	if got := scrape(t, addr, "lpu_nri_connections_total"); got != 2 {
+	daemontest.Eventually(t, 10*time.Second, "/readyz 200 after restart", func() bool { return code(addr, "/readyz") == http.StatusOK })
+	if got := daemontest.Scrape(t, addr, "lpu_nri_connections_total"); got != 2 {
 		t.Fatalf("lpu_nri_connections_total = %v after restart, want 2", got)
 	}
 
@@ -182,21 +138,26 @@ func TestRunCDIModeSimulated(t *testing.T) {
 	cfg := config.Default()
 	cfg.StateDir = filepath.Join(dir, "state")
 	cfg.CDI.SpecDir = filepath.Join(dir, "cdi")
-	cfg.Metrics.Address = freeAddr(t)
+	cfg.Metrics.Address = daemontest.FreeAddr(t)
 	cfg.Health.ResyncInterval = config.Duration{Duration: 50 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	var rescans atomic.Int64
 	go func() {
-		done <- Run(ctx, Params{Config: cfg, Mode: config.InjectionCDI, Simulate: 16, Logger: discard})
+		done <- Run(ctx, Params{Config: cfg, Mode: config.InjectionCDI, Simulate: 16, Logger: discard,
+			onSync: func() { rescans.Add(1) }})
 	}()
 	addr := cfg.Metrics.Address
 	spec := filepath.Join(cfg.CDI.SpecDir, inject.SpecFileName)
-	eventually(t, "spec written and ready", func() bool {
+	daemontest.Eventually(t, 10*time.Second, "spec written and ready", func() bool {
 		_, err := os.Stat(spec)
-		return err == nil && status(addr, "/readyz") == http.StatusOK
+		return err == nil && code(addr, "/readyz") == http.StatusOK
 	})
-	time.Sleep(300 * time.Millisecond) // several rescans of an unchanged node
-	if got := scrape(t, addr, "lpu_nri_cdi_spec_writes_total"); got != 1 {
+	// Several rescans of the unchanged node happen (counted, so a slow
+	// runner cannot pass this before any rescan ran), and none rewrites.
+	after := rescans.Load()
+	daemontest.Eventually(t, 10*time.Second, "three more rescans", func() bool { return rescans.Load() >= after+3 })
+	if got := daemontest.Scrape(t, addr, "lpu_nri_cdi_spec_writes_total"); got != 1 {
 		t.Fatalf("spec writes = %v after rescans of an unchanged node, want 1", got)
 	}
 	// The driver is upgraded: the spec follows.
@@ -204,7 +165,7 @@ func TestRunCDIModeSimulated(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, device.ModuleVersion), []byte("3.0.0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "spec rewritten with the new driver version", func() bool {
+	daemontest.Eventually(t, 10*time.Second, "spec rewritten with the new driver version", func() bool {
 		b, _ := os.ReadFile(spec)
 		return bytes.Contains(b, []byte("3.0.0"))
 	})

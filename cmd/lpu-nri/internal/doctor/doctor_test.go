@@ -138,11 +138,11 @@ func TestHealthyNode(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
-	// The probe left again: only the runtime's own count matters.
-	time.Sleep(100 * time.Millisecond)
-	if n.rt.Plugins() > 1 {
-		t.Errorf("probe plugin still connected: %d plugins", n.rt.Plugins())
-	}
+	// The probe was accepted and synchronized (the report says so); now
+	// it must leave again, leaving the runtime without plugins. Wait
+	// for that event rather than sleeping: a slow runner neither fails
+	// early nor passes before the probe could have left.
+	n.rt.WaitPlugins(t, 0)
 }
 
 func TestFailures(t *testing.T) {
@@ -222,8 +222,12 @@ func TestFailures(t *testing.T) {
 			check:   "device nodes", says: "driver not loaded",
 		},
 		"seal key readable by others": {
-			breakIt: func(t *testing.T, n *node) { os.Chmod(filepath.Join(n.p.StateDir, inject.KeyFileName), 0o644) },
-			check:   "seal key", says: "mode 0644, want 0600",
+			breakIt: func(t *testing.T, n *node) {
+				if err := os.Chmod(filepath.Join(n.p.StateDir, inject.KeyFileName), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			},
+			check: "seal key", says: "mode 0644, want 0600",
 		},
 		"seal key missing": {
 			breakIt: func(t *testing.T, n *node) { os.Remove(filepath.Join(n.p.StateDir, inject.KeyFileName)) },

@@ -3,7 +3,7 @@
 // ticker, plus Kick on demand), so the CreateContainer path reads it without
 // locks or disk I/O.
 //
-//	store := inventory.New(device.NewSysfs("/"), inventory.WithInterval(5*time.Second))
+//	store := inventory.New(device.NewSysfs("/"), inventory.Options{Interval: 5 * time.Second})
 //	if _, err := store.Refresh(ctx); err != nil { ... }
 //	go store.Run(ctx)
 //	d, ok := store.Load().Device("lpu3")

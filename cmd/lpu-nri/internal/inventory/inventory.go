@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
@@ -83,35 +86,20 @@ type Store struct {
 	notify   []chan struct{}
 }
 
-// Option configures a Store.
-type Option func(*Store)
-
-// WithInterval sets the periodic rescan interval (default 5s).
-func WithInterval(d time.Duration) Option {
-	return func(s *Store) {
-		if d > 0 {
-			s.interval = d
-		}
-	}
-}
-
-// WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option {
-	return func(s *Store) {
-		if l != nil {
-			s.log = l
-		}
-	}
+// Options configure a Store; zero fields take the defaults.
+type Options struct {
+	// Interval spaces the periodic rescans (default
+	// config.DefaultResyncInterval).
+	Interval time.Duration
+	// Logger receives discovery failures; nil discards.
+	Logger *slog.Logger
 }
 
 // New returns a store over disc. It holds an empty, not-ready snapshot
 // until the first Refresh.
-func New(disc device.Discoverer, opts ...Option) *Store {
-	s := &Store{disc: disc, interval: 5 * time.Second, minKick: 200 * time.Millisecond,
-		log: slog.Default(), kick: make(chan struct{}, 1)}
-	for _, o := range opts {
-		o(s)
-	}
+func New(disc device.Discoverer, opts Options) *Store {
+	s := &Store{disc: disc, interval: cmp.Or(opts.Interval, config.DefaultResyncInterval), minKick: 200 * time.Millisecond,
+		log: startup.Logger(opts.Logger), kick: make(chan struct{}, 1)}
 	s.cur.Store(newSnapshot(nil, errors.New("no discovery yet")))
 	return s
 }

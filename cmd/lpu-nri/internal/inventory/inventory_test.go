@@ -18,7 +18,7 @@ var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func TestRefresh(t *testing.T) {
 	root := devicetest.NewTree(t, devicetest.Row{Index: 0}, devicetest.Row{Index: 1, Status: "ECC_ERROR"})
-	s := New(device.NewSysfs(root, device.WithLogger(discard)), WithLogger(discard))
+	s := New(device.NewSysfs(root, device.WithLogger(discard)), Options{Logger: discard})
 	if s.Load().Ready() {
 		t.Fatal("ready before the first scan")
 	}
@@ -54,7 +54,7 @@ func TestRefresh(t *testing.T) {
 
 	// A broken topology input keeps the last good inventory, with Err set.
 	devicetest.WriteFile(t, root, device.DefaultNetworkTable, "lpu0 lpu9\n")
-	s2 := New(device.NewSysfs(root, device.WithTopologySource(device.TopologyTable), device.WithLogger(discard)), WithLogger(discard))
+	s2 := New(device.NewSysfs(root, device.WithTopologySource(device.TopologyTable), device.WithLogger(discard)), Options{Logger: discard})
 	s2.cur.Store(snap)
 	bad, err := s2.Refresh(context.Background())
 	if err == nil || bad.Err == nil || bad.Inventory != snap.Inventory {
@@ -76,7 +76,7 @@ func TestRefresh(t *testing.T) {
 
 func TestIsLPUNode(t *testing.T) {
 	root := devicetest.NewTree(t, devicetest.Row{Index: 0})
-	s := New(device.NewSysfs(root, device.WithLogger(discard)), WithLogger(discard))
+	s := New(device.NewSysfs(root, device.WithLogger(discard)), Options{Logger: discard})
 	snap, err := s.Refresh(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestIsLPUNode(t *testing.T) {
 
 func TestRunRescansOnKick(t *testing.T) {
 	root := devicetest.NewTree(t, devicetest.Row{Index: 0})
-	s := New(device.NewSysfs(root, device.WithLogger(discard)), WithLogger(discard), WithInterval(time.Hour))
+	s := New(device.NewSysfs(root, device.WithLogger(discard)), Options{Logger: discard, Interval: time.Hour})
 	if _, err := s.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/hyperaccel/lpu-node/pkg/metricsserver"
+	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 )
 
 // Refusal reasons, the values of the reason label of lpu_nri_refusals_total.

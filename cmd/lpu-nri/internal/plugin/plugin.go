@@ -16,6 +16,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
+	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/trace"
@@ -46,7 +47,7 @@ type Config struct {
 	CheckTimeout time.Duration    // default and cap: MaxCrossCheckTimeout
 	Metrics      *metrics.Metrics // default: a private metrics.New()
 	Ready        Readiness        // optional
-	Log          *slog.Logger     // default slog.Default()
+	Log          *slog.Logger     // nil discards
 	// Tracer starts a CreateContainer span per request, linked to the
 	// device plugin's Allocate span through the allocation ID; nil: no
 	// tracing.
@@ -89,9 +90,7 @@ func New(cfg Config) (*Plugin, error) {
 	if p.m == nil {
 		p.m = metrics.New()
 	}
-	if p.log == nil {
-		p.log = slog.Default()
-	}
+	p.log = startup.Logger(p.log)
 	return p, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nritest"
+	"github.com/hyperaccel/lpu-node/internal/backoff"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
@@ -57,7 +58,7 @@ func newFixture(t testing.TB, n int, sick bool, opts ...func(*Config)) *fixture 
 	}
 	root := devicetest.NewTree(t, rows...)
 	f := &fixture{root: root, key: testKey(t, 7)}
-	f.store = inventory.New(device.NewSysfs(root, device.WithLogger(discard)), inventory.WithLogger(discard))
+	f.store = inventory.New(device.NewSysfs(root, device.WithLogger(discard)), inventory.Options{Logger: discard})
 	if _, err := f.store.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func (f *fixture) connect(t testing.TB, rt *nritest.Runtime) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Runner{Plugin: f.p, Name: "lpu", Index: "10", Socket: rt.Socket, Log: discard,
-		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
+		Backoff: backoff.Steps{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond}}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 	t.Cleanup(func() {

@@ -11,12 +11,10 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	nrilog "github.com/containerd/nri/pkg/log"
 	"github.com/containerd/nri/pkg/stub"
-)
 
-// Default reconnect backoff bounds.
-const (
-	DefaultMinBackoff = 100 * time.Millisecond
-	DefaultMaxBackoff = 5 * time.Second
+	"github.com/hyperaccel/lpu-node/internal/backoff"
+	"github.com/hyperaccel/lpu-node/internal/logchange"
+	"github.com/hyperaccel/lpu-node/internal/startup"
 )
 
 // Runner keeps a Plugin registered with the runtime's NRI socket: a fresh
@@ -28,9 +26,8 @@ type Runner struct {
 	Index  string // two digits, "10"
 	Socket string // the runtime's NRI socket
 
-	MinBackoff time.Duration // default DefaultMinBackoff
-	MaxBackoff time.Duration // default DefaultMaxBackoff
-	Log        *slog.Logger  // default slog.Default()
+	Backoff backoff.Steps // reconnect waits; zero fields take backoff.Default
+	Log     *slog.Logger  // nil discards
 }
 
 // Validate checks the name, index and socket.
@@ -56,19 +53,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	log := r.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	minB, maxB := r.MinBackoff, r.MaxBackoff
-	if minB <= 0 {
-		minB = DefaultMinBackoff
-	}
-	if maxB < minB {
-		maxB = max(DefaultMaxBackoff, minB)
-	}
-	backoff := minB
-	lastErr := ""
+	log := startup.Logger(r.Log)
+	steps := r.Backoff.OrDefault()
+	wait := steps.Min
+	var errs logchange.Errors
 	for {
 		connected, err := r.once(ctx, log)
 		r.Plugin.setConnected(false)
@@ -77,28 +65,31 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		if connected {
 			log.Warn("lost connection to container runtime, reconnecting", "socket", r.Socket, "err", err)
-			backoff, lastErr = minB, ""
-		} else if msg := errString(err); msg != lastErr {
+			wait = steps.Min
+			errs.Note(nil)
+		} else if errs.Note(closedErr(err)) == logchange.Failed {
 			// Log on change only: the loop retries every few seconds.
 			log.Warn("cannot connect to container runtime NRI socket, retrying", "socket", r.Socket, "err", err)
-			lastErr = msg
 		}
-		t := time.NewTimer(backoff)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
 		case <-t.C:
 		}
-		backoff = min(2*backoff, maxB)
+		wait = steps.Next(wait)
 	}
 }
 
-func errString(err error) string {
+// errClosed stands for a connection that ended without an error.
+var errClosed = errors.New("closed")
+
+func closedErr(err error) error {
 	if err == nil {
-		return "closed"
+		return errClosed
 	}
-	return err.Error()
+	return err
 }
 
 // once runs one stub until its connection ends. connected says whether the

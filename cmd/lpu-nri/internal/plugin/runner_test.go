@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nritest"
+	"github.com/hyperaccel/lpu-node/internal/backoff"
 )
 
 func TestRunnerValidate(t *testing.T) {
@@ -40,7 +41,7 @@ func TestRunnerWaitsForRuntime(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	r := &Runner{Plugin: f.p, Name: "lpu", Index: "10", Socket: rt.Socket, Log: discard,
-		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+		Backoff: backoff.Steps{Min: 10 * time.Millisecond, Max: 50 * time.Millisecond}}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 	time.Sleep(400 * time.Millisecond) // several failed attempts, backoff at its cap

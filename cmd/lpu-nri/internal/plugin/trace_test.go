@@ -16,7 +16,7 @@ import (
 func TestCreateContainerSpan(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := trace.NewProvider(sdktrace.WithSyncer(exp))
-	defer tp.Shutdown(context.Background())
+	defer func() { _ = tp.Shutdown(context.Background()) }() // nothing left to export
 	f := newFixture(t, 8, false, func(c *Config) { c.Tracer = tp.Tracer(trace.ScopeName) })
 	id := inject.NewAllocationID()
 	ann, err := f.key.AnnotationsWithID([]string{"lpu3", "lpu4"}, id)

@@ -2,43 +2,26 @@ package podresources
 
 import (
 	"context"
-	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/hyperaccel/lpu-node/internal/podresources/podresourcestest"
 	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
 
-// kubelet answers List with one pod, over a real unix socket.
-type kubelet struct {
-	podresv1.UnimplementedPodResourcesListerServer
-}
-
-func (kubelet) List(context.Context, *podresv1.ListPodResourcesRequest) (*podresv1.ListPodResourcesResponse, error) {
-	return &podresv1.ListPodResourcesResponse{PodResources: []*podresv1.PodResources{{Name: "trainer", Namespace: "team"}}}, nil
-}
-
-// serve starts the kubelet on path and returns its stop function.
-func serve(t *testing.T, path string) func() {
+// serveOne starts the kubelet on path, answering List with one pod.
+func serveOne(t *testing.T, path string) *podresourcestest.Server {
 	t.Helper()
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	podresv1.RegisterPodResourcesListerServer(srv, kubelet{})
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return srv.Stop
+	k := podresourcestest.Start(t, path)
+	k.SetPodResources([]*podresv1.PodResources{{Name: "trainer", Namespace: "team"}})
+	return k
 }
 
-func list(t *testing.T, c *Conn) error {
+func list(t *testing.T, c *Client) error {
 	t.Helper()
 	l, err := c.Lister()
 	if err != nil {
@@ -56,23 +39,23 @@ func list(t *testing.T, c *Conn) error {
 func TestConn(t *testing.T) {
 	tests := map[string]func(t *testing.T, sock string){
 		"lazy: the kubelet may come after New": func(t *testing.T, sock string) {
-			c := New(sock)
+			c := New(sock, "hyperaccel.ai/lpu")
 			defer c.Close()
-			serve(t, sock)
+			serveOne(t, sock)
 			if err := list(t, c); err != nil {
 				t.Fatal(err)
 			}
 		},
 		"no kubelet: the call fails, not Lister": func(t *testing.T, sock string) {
-			c := New(sock)
+			c := New(sock, "hyperaccel.ai/lpu")
 			defer c.Close()
 			if err := list(t, c); err == nil {
 				t.Fatal("List without a kubelet succeeded")
 			}
 		},
 		"one connection for concurrent callers": func(t *testing.T, sock string) {
-			serve(t, sock)
-			c := New(sock)
+			serveOne(t, sock)
+			c := New(sock, "hyperaccel.ai/lpu")
 			defer c.Close()
 			var wg sync.WaitGroup
 			listers := make([]podresv1.PodResourcesListerClient, 8)
@@ -93,8 +76,8 @@ func TestConn(t *testing.T) {
 			}
 		},
 		"reconnects after Close": func(t *testing.T, sock string) {
-			serve(t, sock)
-			c := New(sock)
+			serveOne(t, sock)
+			c := New(sock, "hyperaccel.ai/lpu")
 			if err := list(t, c); err != nil {
 				t.Fatal(err)
 			}
@@ -114,17 +97,16 @@ func TestConn(t *testing.T) {
 			c.Close()
 		},
 		"kubelet restart": func(t *testing.T, sock string) {
-			stop := serve(t, sock)
-			c := New(sock)
+			k := serveOne(t, sock)
+			c := New(sock, "hyperaccel.ai/lpu")
 			defer c.Close()
 			if err := list(t, c); err != nil {
 				t.Fatal(err)
 			}
-			stop()
-			os.Remove(sock)
-			serve(t, sock)
+			k.Stop()
+			serveOne(t, sock)
 			// The call that finds the old connection gone may fail; the
-			// same Conn must recover without being remade.
+			// same Client must recover without being remade.
 			deadline := time.Now().Add(5 * time.Second)
 			for err := list(t, c); err != nil; err = list(t, c) {
 				if time.Now().After(deadline) {
@@ -140,7 +122,7 @@ func TestConn(t *testing.T) {
 			run(t, sock)
 		})
 	}
-	if got := New("/x/kubelet.sock").Socket(); got != "/x/kubelet.sock" {
+	if got := New("/x/kubelet.sock", "hyperaccel.ai/lpu").Socket(); got != "/x/kubelet.sock" {
 		t.Fatalf("Socket() = %q", got)
 	}
 }

@@ -1,73 +1,25 @@
-package podres
+package podresources
 
 import (
 	"context"
 	"errors"
-	"net"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/hyperaccel/lpu-node/internal/podresources/podresourcestest"
 	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
 
 const resource = "hyperaccel.ai/lpu"
 
-// kubelet is a PodResources server over a real unix socket, built from the
-// kubelet's own API package.
-type kubelet struct {
-	podresv1.UnimplementedPodResourcesListerServer
-	pods    []*podresv1.PodResources
-	withGet bool
-	gets    atomic.Int32
-	lists   atomic.Int32
-	delay   time.Duration
-}
-
-func (k *kubelet) List(ctx context.Context, _ *podresv1.ListPodResourcesRequest) (*podresv1.ListPodResourcesResponse, error) {
-	k.lists.Add(1)
-	if k.delay > 0 {
-		select {
-		case <-time.After(k.delay):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	return &podresv1.ListPodResourcesResponse{PodResources: k.pods}, nil
-}
-
-func (k *kubelet) Get(_ context.Context, req *podresv1.GetPodResourcesRequest) (*podresv1.GetPodResourcesResponse, error) {
-	k.gets.Add(1)
-	if !k.withGet {
-		return nil, status.Error(codes.Unimplemented, "PodResourcesGet feature gate off")
-	}
-	for _, p := range k.pods {
-		if p.Name == req.PodName && p.Namespace == req.PodNamespace {
-			return &podresv1.GetPodResourcesResponse{PodResources: p}, nil
-		}
-	}
-	return nil, status.Errorf(codes.NotFound, "pod %s/%s not found", req.PodNamespace, req.PodName)
-}
-
-func serve(t *testing.T, k *kubelet) string {
+func serve(t *testing.T, pods []*podresv1.PodResources) *podresourcestest.Server {
 	t.Helper()
-	dir := sockettest.ShortDir(t)
-	sock := filepath.Join(dir, "kubelet.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	podresv1.RegisterPodResourcesListerServer(srv, k)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return sock
+	k := podresourcestest.Start(t, filepath.Join(sockettest.ShortDir(t), "kubelet.sock"))
+	k.SetPodResources(pods)
+	return k
 }
 
 func pods() []*podresv1.PodResources {
@@ -100,8 +52,11 @@ func TestCheck(t *testing.T) {
 		"matches in namespace":     {"other", "trainer", "main", []string{"lpu0"}, false},
 	}
 	for _, withGet := range []bool{true, false} {
-		k := &kubelet{pods: pods(), withGet: withGet}
-		c := New(serve(t, k), resource)
+		k := serve(t, pods())
+		if withGet {
+			k.EnableGet()
+		}
+		c := New(k.Socket, resource)
 		defer c.Close()
 		for name, tc := range tests {
 			t.Run(name, func(t *testing.T) {
@@ -113,11 +68,11 @@ func TestCheck(t *testing.T) {
 				}
 			})
 		}
-		if withGet && k.lists.Load() != 0 {
-			t.Fatalf("List called %d times although Get is implemented", k.lists.Load())
+		if withGet && k.Lists() != 0 {
+			t.Fatalf("List called %d times although Get is implemented", k.Lists())
 		}
-		if !withGet && (k.gets.Load() != 1 || k.lists.Load() == 0) {
-			t.Fatalf("without Get: %d Get calls (want 1, then List only), %d List calls", k.gets.Load(), k.lists.Load())
+		if !withGet && (k.Gets() != 1 || k.Lists() == 0) {
+			t.Fatalf("without Get: %d Get calls (want 1, then List only), %d List calls", k.Gets(), k.Lists())
 		}
 	}
 }
@@ -135,8 +90,9 @@ func TestCheckUnavailable(t *testing.T) {
 }
 
 func TestCheckTimeout(t *testing.T) {
-	k := &kubelet{pods: pods(), delay: 5 * time.Second}
-	c := New(serve(t, k), resource)
+	k := serve(t, pods())
+	k.SetDelay(5 * time.Second)
+	c := New(k.Socket, resource)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()

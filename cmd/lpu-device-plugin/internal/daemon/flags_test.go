@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"bytes"
@@ -8,7 +8,26 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/nfd"
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/cmdline"
 )
+
+// parsed is a parsed command line: the options and the command that
+// applies the flags to a config.
+type parsed struct {
+	*Options
+	cmd *cmdline.Command
+}
+
+func (p parsed) Apply(c *config.Config) error { return p.cmd.Apply(c) }
+
+// Parse parses args and the environment as main does.
+func Parse(args []string, lookupEnv func(string) (string, bool)) (parsed, error) {
+	o := &Options{}
+	cmd, err := cmdline.Parse(args, lookupEnv, Command(o))
+	return parsed{o, cmd}, err
+}
+
+var ErrHelp = cmdline.ErrHelp
 
 func env(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) {
@@ -22,11 +41,11 @@ func TestPrecedence(t *testing.T) {
 		args    []string
 		env     map[string]string
 		file    func(*config.Config)
-		check   func(t *testing.T, o *Options, c *config.Config)
+		check   func(t *testing.T, o parsed, c *config.Config)
 		wantErr string
 	}{
 		"defaults": {
-			check: func(t *testing.T, o *Options, c *config.Config) {
+			check: func(t *testing.T, o parsed, c *config.Config) {
 				if c.Root != "/" || c.Kubelet.DevicePluginDir != config.DefaultDevicePluginDir || c.StateDir != config.DefaultStateDir ||
 					c.Injection.Mode != config.InjectionAuto || c.Metrics.Address != "" || o.Simulate != 0 || o.NFDFile != nfd.DefaultPath || o.NFDFileGiven {
 					t.Fatalf("defaults: %+v %+v", o, c)
@@ -35,7 +54,7 @@ func TestPrecedence(t *testing.T) {
 		},
 		"file over default": {
 			file: func(c *config.Config) { c.Root = "/host"; c.Metrics.Address = ":9400" },
-			check: func(t *testing.T, o *Options, c *config.Config) {
+			check: func(t *testing.T, o parsed, c *config.Config) {
 				if c.Root != "/host" || c.Metrics.Address != ":9400" {
 					t.Fatalf("root %q metrics %q", c.Root, c.Metrics.Address)
 				}
@@ -44,7 +63,7 @@ func TestPrecedence(t *testing.T) {
 		"env over file": {
 			env:  map[string]string{"LPU_ROOT": "/envroot", "LPU_INJECTION": "cdi", "LPU_SIMULATE": "16"},
 			file: func(c *config.Config) { c.Root = "/host"; c.Injection.Mode = "nri" },
-			check: func(t *testing.T, o *Options, c *config.Config) {
+			check: func(t *testing.T, o parsed, c *config.Config) {
 				if c.Root != "/envroot" || c.Injection.Mode != "cdi" || o.Simulate != 16 {
 					t.Fatalf("root %q injection %q simulate %d", c.Root, c.Injection.Mode, o.Simulate)
 				}
@@ -53,7 +72,7 @@ func TestPrecedence(t *testing.T) {
 		"flag over env": {
 			args: []string{"--root", "/flagroot", "--kubelet-dir=/k", "--state-dir", "/s", "--metrics-addr", "127.0.0.1:1", "--injection", "nri"},
 			env:  map[string]string{"LPU_ROOT": "/envroot", "LPU_KUBELET_DIR": "/ek", "LPU_METRICS_ADDR": ":2"},
-			check: func(t *testing.T, o *Options, c *config.Config) {
+			check: func(t *testing.T, o parsed, c *config.Config) {
 				if c.Root != "/flagroot" || c.Kubelet.DevicePluginDir != "/k" || c.StateDir != "/s" ||
 					c.Metrics.Address != "127.0.0.1:1" || c.Injection.Mode != "nri" {
 					t.Fatalf("%+v", c)
@@ -63,7 +82,7 @@ func TestPrecedence(t *testing.T) {
 		"empty env disables metrics": {
 			env:  map[string]string{"LPU_METRICS_ADDR": "", "LPU_NFD_FEATURES_FILE": ""},
 			file: func(c *config.Config) { c.Metrics.Address = ":9400" },
-			check: func(t *testing.T, o *Options, c *config.Config) {
+			check: func(t *testing.T, o parsed, c *config.Config) {
 				if c.Metrics.Address != "" || o.NFDFile != "" || !o.NFDFileGiven {
 					t.Fatalf("metrics %q nfd %q given %v", c.Metrics.Address, o.NFDFile, o.NFDFileGiven)
 				}
@@ -71,7 +90,7 @@ func TestPrecedence(t *testing.T) {
 		},
 		"config path from env": {
 			env: map[string]string{"LPU_CONFIG": "/etc/lpu/config.yaml"},
-			check: func(t *testing.T, o *Options, c *config.Config) {
+			check: func(t *testing.T, o parsed, c *config.Config) {
 				if o.ConfigFile != "/etc/lpu/config.yaml" {
 					t.Fatalf("config %q", o.ConfigFile)
 				}
@@ -118,7 +137,7 @@ func TestHelpAndVersion(t *testing.T) {
 	}
 	var b bytes.Buffer
 	Usage(&b)
-	for _, s := range specs {
+	for _, s := range Command(&Options{}).Flags() {
 		if !strings.Contains(b.String(), "--"+s.Name) || !strings.Contains(b.String(), s.Env) {
 			t.Errorf("help lacks --%s or %s", s.Name, s.Env)
 		}

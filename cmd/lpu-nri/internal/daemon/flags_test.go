@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"bytes"
@@ -9,6 +9,34 @@ import (
 	"testing"
 
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/cmdline"
+)
+
+// parsed is a parsed command line: the options, the command chosen (its
+// name in Command) and what applies the flags to a config.
+type parsed struct {
+	*Options
+	Command string
+	cmd     *cmdline.Command
+}
+
+func (p parsed) Apply(c *config.Config) error { return p.cmd.Apply(c) }
+
+// Parse parses args and the environment as main does.
+func Parse(args []string, lookupEnv func(string) (string, bool)) (parsed, error) {
+	o := &Options{}
+	cmd, err := cmdline.Parse(args, lookupEnv, NewCommands(o).All()...)
+	if err != nil {
+		return parsed{}, err
+	}
+	return parsed{o, cmd.Name, cmd}, nil
+}
+
+var ErrHelp = cmdline.ErrHelp
+
+const (
+	CmdCDIGenerate = "cdi generate"
+	CmdDoctor      = "doctor"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -130,7 +158,7 @@ func TestParseErrors(t *testing.T) {
 func TestUsageNamesEveryFlagAndTwin(t *testing.T) {
 	var b bytes.Buffer
 	Usage(&b)
-	for _, s := range specs {
+	for _, s := range allFlags() {
 		if !strings.Contains(b.String(), "--"+s.Name) || !strings.Contains(b.String(), "["+s.Env+"]") {
 			t.Errorf("usage lacks --%s [%s]", s.Name, s.Env)
 		}
@@ -154,4 +182,19 @@ func TestResolveMode(t *testing.T) {
 	if m, _ := ResolveMode(cfg); m != config.InjectionNRI {
 		t.Fatalf("configured nri = %s", m)
 	}
+}
+
+// allFlags returns the flags of every command, each once.
+func allFlags() []*cmdline.Flag {
+	var out []*cmdline.Flag
+	seen := map[string]bool{}
+	for _, c := range NewCommands(&Options{}).All() {
+		for _, f := range c.Flags() {
+			if !seen[f.Name] && f.Env != "" {
+				seen[f.Name] = true
+				out = append(out, f)
+			}
+		}
+	}
+	return out
 }

@@ -1,44 +1,24 @@
-package podres
+package podresources
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
-
-	"github.com/hyperaccel/lpu-node/pkg/podresources"
 )
 
 // ErrMismatch is returned (wrapped) when the kubelet reports other devices
 // than the annotation.
 var ErrMismatch = errors.New("kubelet pod resources disagree with the allocation annotation")
 
-// Checker asks the kubelet's PodResources socket. Safe for concurrent use;
-// the connection is made lazily and reused.
-type Checker struct {
-	conn     *podresources.Conn
-	resource string
-	noGet    atomic.Bool // Get answered Unimplemented: use List from now on
-}
-
-// New returns a checker for the resource name (hyperaccel.ai/lpu) over the
-// kubelet's pod-resources socket.
-func New(socket, resource string) *Checker {
-	return &Checker{conn: podresources.New(socket), resource: resource}
-}
-
-// Close closes the connection.
-func (c *Checker) Close() error { return c.conn.Close() }
-
 // Check returns nil when the kubelet reports exactly ids (in any order) for
 // the resource in the named container; an error wrapping ErrMismatch when it
 // reports others (or none); another error when it cannot answer.
-func (c *Checker) Check(ctx context.Context, namespace, pod, container string, ids []string) error {
+func (c *Client) Check(ctx context.Context, namespace, pod, container string, ids []string) error {
 	got, err := c.Devices(ctx, namespace, pod, container)
 	if err != nil {
 		return err
@@ -53,8 +33,8 @@ func (c *Checker) Check(ctx context.Context, namespace, pod, container string, i
 
 // Devices returns the sorted device IDs of the resource the kubelet assigned
 // to the container.
-func (c *Checker) Devices(ctx context.Context, namespace, pod, container string) ([]string, error) {
-	cl, err := c.conn.Lister()
+func (c *Client) Devices(ctx context.Context, namespace, pod, container string) ([]string, error) {
+	cl, err := c.Lister()
 	if err != nil {
 		return nil, err
 	}
@@ -66,17 +46,17 @@ func (c *Checker) Devices(ctx context.Context, namespace, pod, container string)
 		case codes.Unimplemented:
 			c.noGet.Store(true)
 		default:
-			return nil, fmt.Errorf("pod resources Get %s/%s via %s: %w", namespace, pod, c.conn.Socket(), err)
+			return nil, fmt.Errorf("pod resources Get %s/%s via %s: %w", namespace, pod, c.socket, err)
 		}
 	}
 	rsp, err := cl.List(ctx, &podresv1.ListPodResourcesRequest{})
 	if err != nil {
-		return nil, fmt.Errorf("pod resources List via %s: %w", c.conn.Socket(), err)
+		return nil, fmt.Errorf("pod resources List via %s: %w", c.socket, err)
 	}
 	return c.pick(rsp.GetPodResources(), namespace, pod, container)
 }
 
-func (c *Checker) pick(pods []*podresv1.PodResources, namespace, pod, container string) ([]string, error) {
+func (c *Client) pick(pods []*podresv1.PodResources, namespace, pod, container string) ([]string, error) {
 	for _, p := range pods {
 		if p.GetName() != pod || p.GetNamespace() != namespace {
 			continue

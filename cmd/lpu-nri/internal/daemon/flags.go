@@ -1,0 +1,119 @@
+package daemon
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/doctor"
+	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/cmdline"
+	"github.com/hyperaccel/lpu-node/internal/startup"
+)
+
+// Options is the command line after flags and their environment twins;
+// flags that override the config file land there instead
+// (cmdline.Command.Apply).
+type Options struct {
+	startup.Flags
+	PluginDir string // doctor: the runtime's pre-installed NRI plugin dir
+
+	nriSocket, pluginIdx, mode, output string
+}
+
+// Commands are lpu-nri's commands, each with its own flags: the daemon
+// (the program itself), cdi generate, cdi list and doctor.
+type Commands struct {
+	Daemon, CDIGenerate, CDIList, Doctor *cmdline.Command
+}
+
+// All returns the commands, the daemon first (as cmdline.Parse wants).
+func (c Commands) All() []*cmdline.Command {
+	return []*cmdline.Command{c.Daemon, c.CDIGenerate, c.CDIList, c.Doctor}
+}
+
+// NewCommands declares every command's flags, writing to o.
+func NewCommands(o *Options) Commands {
+	c := Commands{
+		Daemon: cmdline.New(""), CDIGenerate: cmdline.New("cdi generate"),
+		CDIList: cmdline.New("cdi list"), Doctor: cmdline.New("doctor"),
+	}
+	for _, cmd := range c.All() {
+		o.common(cmd)
+	}
+	o.Declare(c.Daemon, "metrics-addr", "version")
+	c.CDIGenerate.String(&o.output, "output", "LPU_CDI_OUTPUT", "", "CDI spec `DIR` to write to; overrides config cdi.specDir (default "+config.DefaultCDISpecDir+")").
+		Absolute().Sets(func(cfg *config.Config) { cfg.CDI.SpecDir = o.output })
+	c.Doctor.String(&o.PluginDir, "nri-plugin-dir", "LPU_NRI_PLUGIN_DIR", doctor.DefaultPluginDir, "the runtime's pre-installed NRI plugin `DIR` (default "+doctor.DefaultPluginDir+")").
+		Absolute()
+	o.Declare(c.Doctor, "kubelet-dir")
+	return c
+}
+
+// common declares the flags every command takes.
+func (o *Options) common(c *cmdline.Command) {
+	o.Declare(c, "config", "root", "state-dir")
+	c.String(&o.nriSocket, "nri-socket", "LPU_NRI_SOCKET", "", "the runtime's NRI socket `PATH`; overrides config nri.socket (default "+config.DefaultNRISocket+")").
+		Absolute().Sets(func(cfg *config.Config) { cfg.NRI.Socket = o.nriSocket })
+	c.String(&o.pluginIdx, "plugin-idx", "LPU_PLUGIN_IDX", "", "two-digit NRI plugin index `NN` (lower runs earlier); overrides config nri.pluginIndex (default "+config.DefaultPluginIndex+")").
+		Check(func() error {
+			if err := api.CheckPluginIndex(o.pluginIdx); err != nil {
+				return fmt.Errorf("--plugin-idx %q: %w", o.pluginIdx, err)
+			}
+			return nil
+		}).Sets(func(cfg *config.Config) { cfg.NRI.PluginIndex = o.pluginIdx })
+	c.String(&o.mode, "mode", "LPU_MODE", "", "`MODE` nri|cdi; overrides config injection.mode (default auto: nri when the NRI socket exists at start, else cdi, as lpu-device-plugin decides)").
+		OneOf(config.InjectionNRI, config.InjectionCDI).Sets(func(cfg *config.Config) { cfg.Injection.Mode = o.mode })
+	o.Declare(c, "simulate")
+}
+
+const intro = `lpu-nri injects the LPUs a container was allocated by lpu-device-plugin,
+as an NRI plugin inside containerd / CRI-O (default), or keeps a CDI spec
+current for runtimes without NRI (--mode cdi).
+
+Usage:
+  lpu-nri [--config FILE] [--root DIR] [--state-dir DIR] [--nri-socket PATH]
+          [--plugin-idx NN] [--mode nri|cdi] [--metrics-addr HOST:PORT] [--simulate N]
+  lpu-nri cdi generate [--root DIR] [--output DIR] [common flags]
+  lpu-nri cdi list [--root DIR] [common flags]
+  lpu-nri doctor [--nri-plugin-dir DIR] [--kubelet-dir DIR] [common flags]
+  lpu-nri --help | --version
+
+Every flag but --version has an environment twin (in brackets). Precedence:
+flag > environment > config file > built-in default.
+
+Flags:
+`
+
+const outro = `
+Commands:
+  cdi generate  discover the node and write <output>/hyperaccel.ai-lpu.json once
+  cdi list      print the CDI device names a runtime resolves (hyperaccel.ai/lpu=lpu0 ... =all)
+  doctor        check the node (NRI socket and registration, plugin index, readiness,
+                CDI spec, /dev vs sysfs, seal key, device plugin socket); exit 1 on any FAIL
+
+Other environment:
+  LPU_LOG_LEVEL   error|warn|info|debug (over the config's log.level; invalid values fall back with a warning)
+  LPU_LOG_FORMAT  json|text (over the config's log.format)
+
+Endpoints (--metrics-addr):
+  /metrics  Prometheus metrics (lpu_nri_*)
+  /healthz  200 while the process runs
+  /readyz   NRI mode: 200 while registered with and synchronized by the runtime;
+            CDI mode: 200 while the spec on disk is current
+`
+
+// Usage writes the help text.
+func Usage(w io.Writer) {
+	fmt.Fprint(w, intro)
+	cmdline.PrintFlags(w, NewCommands(&Options{}).All()...)
+	fmt.Fprint(w, outro)
+}
+
+// ResolveMode turns the configured injection mode into nri or cdi, and says
+// why, with the rule lpu-device-plugin applies too (config.ResolveInjection),
+// so both daemons agree.
+func ResolveMode(c *config.Config) (mode, reason string) {
+	return config.ResolveInjection(c.Injection.Mode, c.NRI.Socket)
+}

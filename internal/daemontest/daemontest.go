@@ -1,0 +1,120 @@
+// Package daemontest holds the helpers the daemons' tests share: a free
+// loopback address for a metrics endpoint, polling until a condition
+// holds, and reading samples from a /metrics page.
+//
+//	addr := daemontest.FreeAddr(t)
+//	// start the daemon with --metrics-addr addr
+//	daemontest.Eventually(t, 5*time.Second, "ready", func() bool {
+//		code, _ := daemontest.Get("http://" + addr + "/readyz")
+//		return code == http.StatusOK
+//	})
+//	n := daemontest.Scrape(t, addr, `lpu_nri_refusals_total{reason="bad-seal"}`)
+package daemontest
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Eventually polls cond every 10 ms until it holds, failing the test with
+// what when it does not within the given time.
+func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// FreeAddr returns a loopback HOST:PORT that nothing listened on a moment
+// ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Get fetches url and returns the status code and body; a request that
+// fails returns 0 and the error's text (endpoints come and go in these
+// tests).
+func Get(url string) (int, string) {
+	rsp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer rsp.Body.Close()
+	b, err := io.ReadAll(rsp.Body)
+	if err != nil {
+		return 0, err.Error()
+	}
+	return rsp.StatusCode, string(b)
+}
+
+// Value finds the sample of name whose labels include every label given
+// as `key="value"`, in Prometheus text format; ok is false when absent.
+func Value(body, name string, labels ...string) (v float64, ok bool) {
+	for line := range strings.SplitSeq(body, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		head := line[:i]
+		match := true
+		for _, l := range labels {
+			if !strings.Contains(head, l) {
+				match = false
+				break
+			}
+		}
+		if !match {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			return 0, false
+		}
+		return v, true
+	}
+	return 0, false
+}
+
+// Sample is Value, with -1 for a sample that is absent.
+func Sample(body, name string, labels ...string) float64 {
+	if v, ok := Value(body, name, labels...); ok {
+		return v
+	}
+	return -1
+}
+
+// Scrape reads addr's /metrics and returns the value of sample, written as
+// name or name{label="value",...}; -1 when the endpoint does not answer.
+// A sample missing from an answered page fails the test.
+func Scrape(t testing.TB, addr, sample string) float64 {
+	t.Helper()
+	code, body := Get("http://" + addr + "/metrics")
+	if code == 0 {
+		return -1
+	}
+	name, labels := sample, []string(nil)
+	if i := strings.IndexByte(sample, '{'); i >= 0 {
+		name = sample[:i]
+		labels = strings.Split(strings.TrimSuffix(sample[i+1:], "}"), ",")
+	}
+	v, ok := Value(body, name, labels...)
+	if !ok {
+		t.Fatalf("no sample %s in /metrics:\n%s", sample, body)
+	}
+	return v
+}
