@@ -1,18 +1,30 @@
 # LPU node stack. `make demo` runs the demo on a simulated LPU node;
 # `make test` runs every check CI runs (also what .ci/run calls).
 SHELL := /bin/bash
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The release version: VERSION (the file) unless VERSION=x.y.z is given; a
+# leading v is dropped (deploy/version.sh), so --version, the image tag and the
+# chart always agree.
+override VERSION := $(shell bash deploy/version.sh $(VERSION))
+ifeq ($(VERSION),)
+$(error VERSION must be SemVer x.y.z (see deploy/version.sh))
+endif
 LDFLAGS := -X main.version=$(VERSION)
 BIN := bin
 # FUZZTIME= overrides each fuzz target's smoke budget (test/check.sh), e.g. 60s.
 FUZZTIME ?=
 
-.PHONY: all build test unit lint bench fuzz-smoke e2e e2e-dra demo demo-dra sim clean
+.PHONY: all build version release test unit lint bench fuzz-smoke e2e e2e-dra demo demo-dra demo-orion sim clean
 
 all: build
 
 build: ## build both daemons into bin/
 	CGO_ENABLED=0 go build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/lpu-device-plugin ./cmd/lpu-nri
+
+version: ## print the version every artefact carries
+	@echo $(VERSION)
+
+release: ## dist/: multi-arch OCI image, chart (.tgz and OCI artifact), manifests, SBOMs, SHA256SUMS
+	bash deploy/release.sh $(VERSION)
 
 test: ## everything CI runs: tools, lint, unit tests with -race, fuzz smoke, end-to-end
 	bash test/check.sh all
@@ -43,8 +55,11 @@ demo: ## scenario 1 on a simulated LPU node, printed readably (root)
 demo-dra: ## DRA arcs on a real single-node cluster: what each pod sees, a ring picture (root)
 	bash test/e2e/run.sh demo-dra
 
+demo-orion: ## the Orion layout (8 Alveo U55C, xilinx backend) end to end (root)
+	bash test/e2e/run.sh orion
+
 sim: ## allocation-quality simulator
 	go run ./test/sim
 
 clean:
-	rm -rf $(BIN) test/sim/out
+	rm -rf $(BIN) dist test/sim/out

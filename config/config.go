@@ -25,6 +25,8 @@ type Config struct {
 	ResourceName string     `json:"resourceName"` // default hyperaccel.ai/lpu
 	Root         string     `json:"root"`         // discovery root, default "/"
 	StateDir     string     `json:"stateDir"`     // seal key, NRI readiness; default /var/lib/lpu
+	Discovery    Discovery  `json:"discovery"`
+	Simulate     Simulate   `json:"simulate"`
 	Topology     Topology   `json:"topology"`
 	Allocation   Allocation `json:"allocation"`
 	Injection    Injection  `json:"injection"`

@@ -55,6 +55,7 @@ func (c *Config) applyDefaults() {
 	setString(&c.ResourceName, DefaultResourceName)
 	setString(&c.Root, DefaultRoot)
 	setString(&c.StateDir, DefaultStateDir)
+	c.applyDiscoveryDefaults()
 	setString(&c.Topology.Source, device.TopologyAuto)
 	setString(&c.Allocation.Policy, PolicyBestEffort)
 	setString(&c.Injection.Mode, InjectionAuto)

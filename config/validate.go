@@ -45,6 +45,7 @@ func (c *Config) Validate() error {
 	v.absPath("root", c.Root)
 	v.absPath("stateDir", c.StateDir)
 
+	v.discovery(c)
 	v.oneOf("topology.source", c.Topology.Source, AllowedTopologySources)
 	v.rings(c.Topology)
 	if c.Topology.NetworkTable != "" {

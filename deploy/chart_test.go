@@ -221,6 +221,8 @@ func checkDaemonSet(t *testing.T, objs objects, cfg *config.Config, tc chartCase
 		}),
 		"lpu-nri": with(common, map[string]hostMount{
 			path.Dir(cfg.NRI.Socket): {path.Dir(cfg.NRI.Socket), true, corev1.HostPathDirectoryOrCreate},
+			// lpu-nri doctor's NRI plugin index check.
+			"/opt/nri/plugins": {"/opt/nri/plugins", true, corev1.HostPathDirectoryOrCreate},
 		}),
 	}
 	if tc.cdiMount {
@@ -239,7 +241,6 @@ func checkDaemonSet(t *testing.T, objs objects, cfg *config.Config, tc chartCase
 	}
 	if tc.doctorMounts {
 		want["lpu-nri"][cfg.Kubelet.DevicePluginDir] = hostMount{cfg.Kubelet.DevicePluginDir, true, corev1.HostPathDirectoryOrCreate}
-		want["lpu-nri"]["/opt/nri/plugins"] = hostMount{"/opt/nri/plugins", true, corev1.HostPathDirectoryOrCreate}
 	}
 	if tc.simulate > 0 {
 		// lpu-nri looks for the simulated driver files under root.
@@ -494,6 +495,9 @@ func checkMetricsObjects(t *testing.T, objs objects) {
 		scraped[e.Port] = true
 		if e.Path != "/metrics" {
 			t.Errorf("endpoint %s path %q", e.Port, e.Path)
+		}
+		if !e.HonorLabels {
+			t.Errorf("endpoint %s without honorLabels: the holder's pod/namespace labels would become exported_*", e.Port)
 		}
 	}
 	if !reflect.DeepEqual(scraped, servicePorts) {

@@ -13,6 +13,10 @@
 //     (regenerate with render.sh).
 //   - runtime/: containerd 1.7, containerd 2.x and CRI-O snippets enabling
 //     NRI and CDI.
+//   - version.sh: the release version (the VERSION file, one source for the
+//     chart, the image tag and --version); release.sh: `make release`, every
+//     artefact into dist/; chartoci: the packaged chart as an OCI artifact.
+//   - helm/lpu-node/files: the Prometheus alert rules and Grafana dashboard.
 //
 // # Tests
 //

@@ -111,6 +111,7 @@ type ServiceMonitor struct {
 			Path          string `json:"path"`
 			Interval      string `json:"interval"`
 			ScrapeTimeout string `json:"scrapeTimeout"`
+			HonorLabels   bool   `json:"honorLabels"`
 		} `json:"endpoints"`
 	} `json:"spec"`
 }

@@ -31,7 +31,7 @@ func TestBuildOCI(t *testing.T) {
 		t.Skip("umoci not installed (apt-get install umoci, or test/e2e/tools.sh apt)")
 	}
 	const (
-		version = "v0.0.0-test"
+		version = "0.0.0-test"
 		image   = "example.test/lpu-node"
 		epoch   = "1700000000"
 		created = "2023-11-14T22:13:20Z"
@@ -109,6 +109,7 @@ func TestBuildOCI(t *testing.T) {
 		"created l.": {imageConfig.Config.Labels["org.opencontainers.image.created"], created},
 		"source":     {imageConfig.Config.Labels["org.opencontainers.image.source"], "https://github.com/hyperaccel/lpu-node"},
 		"revision":   {imageConfig.Config.Labels["org.opencontainers.image.revision"], revision},
+		"licenses":   {imageConfig.Config.Labels["org.opencontainers.image.licenses"], "Apache-2.0"},
 	}
 	for name, c := range checks {
 		if c.got != c.want {

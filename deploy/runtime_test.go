@@ -87,8 +87,9 @@ type crioSnippet struct {
 type chartValues struct {
 	Config struct {
 		NRI struct {
-			Socket     string `json:"socket"`
-			PluginName string `json:"pluginName"`
+			Socket      string `json:"socket"`
+			PluginName  string `json:"pluginName"`
+			PluginIndex string `json:"pluginIndex"`
 		} `json:"nri"`
 		CDI struct {
 			SpecDir string `json:"specDir"`

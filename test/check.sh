@@ -57,6 +57,7 @@ fuzz_budget() {
   case $1 in
     FuzzRequests) echo 1000x ;;         # a real gRPC round trip per input
     FuzzDeviceAttributes) echo 5000x ;; # writes a device tree per input
+    FuzzXilinxAttributes) echo 5000x ;; # writes six attributes of a card per input
     FuzzDecide) echo 10000x ;;
     FuzzLoad) echo 30000x ;;
     FuzzPreferred|FuzzParseDev|FuzzParseNetworkTable) echo 100000x ;;

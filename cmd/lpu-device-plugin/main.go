@@ -9,7 +9,7 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/startup"
 )
 
-// version is set at build time: -ldflags "-X main.version=$(git describe)".
+// version is set at build time: -ldflags "-X main.version=$(deploy/version.sh)".
 var version = "dev"
 
 func main() {

@@ -14,7 +14,7 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/startup"
 )
 
-// version is set at build time: -ldflags "-X main.version=$(git describe)".
+// version is set at build time: -ldflags "-X main.version=$(deploy/version.sh)".
 var version = "dev"
 
 // errChecksFailed makes doctor exit non-zero after printing its report.

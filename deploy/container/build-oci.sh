@@ -5,13 +5,16 @@
 #
 # usage: deploy/container/build-oci.sh OUT.tar [VERSION]
 #
-#   VERSION          default: git describe --tags --always --dirty (or "dev")
+#   VERSION          default: deploy/version.sh (the VERSION file); a leading
+#                    "v" before a digit is dropped (v1.2.3 → 1.2.3)
 #   IMAGE            image name recorded in the archive
 #                    (default ghcr.io/hyperaccel/lpu-node); the tag is VERSION
 #   SOURCE_DATE_EPOCH  timestamp for every file, layer and config date
 #                    (default: the commit time of HEAD), for reproducibility
 #   REVISION         source revision label (default: git rev-parse HEAD)
-#   GOARCH           target architecture (default: the host's)
+#   GOARCH           target architecture, or several separated by spaces
+#                    ("amd64 arm64": one multi-arch OCI image index; the
+#                    printed digest is then the index's). Default: the host's
 #   CA_BUNDLE        PEM CA bundle copied to /etc/ssl/certs/ca-certificates.crt
 #                    for TLS to an OTLP collector (default: the build host's
 #                    Debian bundle; "none" leaves it out)
@@ -39,7 +42,8 @@ case $out in /*) ;; *) out=$PWD/$out ;; esac
 log() { printf '[%(%H:%M:%S)T] build-oci: %s\n' -1 "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-version=${2:-$(git -C "$repo" describe --tags --always --dirty 2>/dev/null || echo dev)}
+version=${2:-$(bash "$repo/deploy/version.sh")}
+[[ $version =~ ^v[0-9] ]] && version=${version#v}
 # An OCI tag: [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}
 tag=$(printf '%s' "$version" | tr -c 'A-Za-z0-9_.-' '_' | cut -c1-128)
 image=${IMAGE:-ghcr.io/hyperaccel/lpu-node}
@@ -55,46 +59,12 @@ if ! command -v umoci >/dev/null; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends umoci >/dev/null
 fi
+command -v jq >/dev/null || die "jq is missing; install it: apt-get install jq"
 rootless=()
 [ "$(id -u)" = 0 ] || rootless=(--rootless)
 
 work=$(mktemp -d /tmp/lpu-oci.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-
-log "building lpu-device-plugin and lpu-nri $version (linux/$goarch, static)"
-(
-  cd "$repo"
-  CGO_ENABLED=0 GOOS=linux GOARCH=$goarch GOFLAGS='' \
-    go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$version" \
-    -o "$work/bin/" ./cmd/lpu-device-plugin ./cmd/lpu-nri
-)
-
-log "assembling the OCI layout ($image:$tag)"
-layout=$work/oci
-umoci init --layout "$layout"
-umoci new --image "$layout:$tag"
-umoci unpack "${rootless[@]}" --image "$layout:$tag" "$work/bundle"
-rootfs=$work/bundle/rootfs
-
-install -d -m 0755 "$rootfs/usr" "$rootfs/usr/bin" "$rootfs/etc"
-install -d -m 1777 "$rootfs/tmp"
-install -m 0755 "$work/bin/lpu-device-plugin" "$work/bin/lpu-nri" "$rootfs/usr/bin/"
-# Names for the two users the image knows: root (the Helm chart runs as UID 0
-# without capabilities, see deploy/README.md) and nonroot, the image default.
-printf '%s\n' 'root:x:0:0:root:/root:/sbin/nologin' \
-  'nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin' > "$rootfs/etc/passwd"
-printf '%s\n' 'root:x:0:' 'nonroot:x:65532:' > "$rootfs/etc/group"
-chmod 0644 "$rootfs/etc/passwd" "$rootfs/etc/group"
-ca=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
-if [ "$ca" != none ]; then
-  [ -f "$ca" ] || die "no CA bundle at $ca (install ca-certificates, set CA_BUNDLE, or CA_BUNDLE=none)"
-  install -D -m 0644 "$ca" "$rootfs/etc/ssl/certs/ca-certificates.crt"
-fi
-find "$rootfs" -exec touch -h -d "@$epoch" {} +
-
-umoci repack --image "$layout:$tag" \
-  --history.created "$created" --history.created_by "deploy/container/build-oci.sh" \
-  --history.comment "lpu-device-plugin and lpu-nri $version" "$work/bundle"
 
 labels=(
   "org.opencontainers.image.title=lpu-node"
@@ -105,21 +75,101 @@ labels=(
   "org.opencontainers.image.version=$version"
   "org.opencontainers.image.revision=$revision"
   "org.opencontainers.image.created=$created"
+  "org.opencontainers.image.licenses=Apache-2.0"
 )
-cfg=(--no-history --created "$created" --os linux --architecture "$goarch"
-  --config.user 65532:65532 --config.workingdir /
-  --config.env PATH=/usr/bin:/bin
-  --config.entrypoint /usr/bin/lpu-device-plugin)
-for l in "${labels[@]}"; do cfg+=(--config.label "$l" --manifest.annotation "$l"); done
-umoci config --image "$layout:$tag" "${cfg[@]}"
-umoci gc --layout "$layout"
+
+layout=$work/oci
+umoci init --layout "$layout"
+
+# image ARCH REF: cross-builds both daemons for linux/ARCH (CGO_ENABLED=0, so
+# no C toolchain or foreign base layer is needed: the image is FROM scratch)
+# and adds them as the single-platform image REF of the layout.
+image() {
+  local arch=$1 ref=$2 bundle=$work/bundle-$1 rootfs
+  log "building lpu-device-plugin and lpu-nri $version (linux/$arch, static)"
+  (
+    cd "$repo"
+    CGO_ENABLED=0 GOOS=linux GOARCH=$arch GOFLAGS='' \
+      go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$version" \
+      -o "$work/bin-$arch/" ./cmd/lpu-device-plugin ./cmd/lpu-nri
+  )
+  log "assembling the OCI image $image:$ref (linux/$arch)"
+  umoci new --image "$layout:$ref"
+  umoci unpack "${rootless[@]}" --image "$layout:$ref" "$bundle"
+  rootfs=$bundle/rootfs
+
+  install -d -m 0755 "$rootfs/usr" "$rootfs/usr/bin" "$rootfs/etc"
+  install -d -m 1777 "$rootfs/tmp"
+  install -m 0755 "$work/bin-$arch/lpu-device-plugin" "$work/bin-$arch/lpu-nri" "$rootfs/usr/bin/"
+  install -D -m 0644 "$repo/LICENSE" "$rootfs/usr/share/doc/lpu-node/LICENSE"
+  # Names for the two users the image knows: root (the Helm chart runs as UID 0
+  # without capabilities, see deploy/README.md) and nonroot, the image default.
+  printf '%s\n' 'root:x:0:0:root:/root:/sbin/nologin' \
+    'nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin' > "$rootfs/etc/passwd"
+  printf '%s\n' 'root:x:0:' 'nonroot:x:65532:' > "$rootfs/etc/group"
+  chmod 0644 "$rootfs/etc/passwd" "$rootfs/etc/group"
+  if [ "$ca" != none ]; then
+    install -D -m 0644 "$ca" "$rootfs/etc/ssl/certs/ca-certificates.crt"
+  fi
+  find "$rootfs" -exec touch -h -d "@$epoch" {} +
+
+  umoci repack --image "$layout:$ref" \
+    --history.created "$created" --history.created_by "deploy/container/build-oci.sh" \
+    --history.comment "lpu-device-plugin and lpu-nri $version" "$bundle"
+
+  local cfg=(--no-history --created "$created" --os linux --architecture "$arch"
+    --config.user 65532:65532 --config.workingdir /
+    --config.env PATH=/usr/bin:/bin
+    --config.entrypoint /usr/bin/lpu-device-plugin) l
+  for l in "${labels[@]}"; do cfg+=(--config.label "$l" --manifest.annotation "$l"); done
+  umoci config --image "$layout:$ref" "${cfg[@]}"
+  umoci stat --image "$layout:$ref" >/dev/null
+}
+
+ca=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
+if [ "$ca" != none ] && [ ! -f "$ca" ]; then
+  die "no CA bundle at $ca (install ca-certificates, set CA_BUNDLE, or CA_BUNDLE=none)"
+fi
+
+read -r -a arches <<<"$goarch"
+[ ${#arches[@]} -ge 1 ] || die "GOARCH is empty"
+if [ ${#arches[@]} = 1 ]; then
+  image "${arches[0]}" "$tag"
+  umoci gc --layout "$layout"
+else
+  # Several architectures: one image per architecture, then an OCI image
+  # index naming each with its platform; index.json points at that index
+  # only, so the archive holds one multi-arch image (what registries serve
+  # as a manifest list).
+  for a in "${arches[@]}"; do image "$a" "$tag-$a"; done
+  umoci gc --layout "$layout"
+  entries=()
+  for a in "${arches[@]}"; do
+    entries+=("$(jq -c --arg ref "$tag-$a" --arg arch "$a" \
+      '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $ref)
+       | {mediaType, digest, size, platform: {architecture: $arch, os: "linux"}}' "$layout/index.json")")
+  done
+  idx=$work/image-index.json
+  printf '%s\n' "${entries[@]}" | jq -cs --arg v "$version" --arg r "$revision" --arg c "$created" \
+    '{schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json", manifests: .,
+      annotations: {"org.opencontainers.image.version": $v, "org.opencontainers.image.revision": $r,
+        "org.opencontainers.image.created": $c, "org.opencontainers.image.licenses": "Apache-2.0",
+        "org.opencontainers.image.source": "https://github.com/hyperaccel/lpu-node"}}' | tr -d '\n' >"$idx"
+  [ "$(jq '.manifests | length' "$idx")" = ${#arches[@]} ] || die "image index lacks an architecture"
+  sum=$(sha256sum "$idx" | cut -d' ' -f1)
+  install -m 0644 "$idx" "$layout/blobs/sha256/$sum"
+  jq -c --arg d "sha256:$sum" --argjson s "$(stat -c %s "$idx")" --arg t "$tag" \
+    '{schemaVersion: 2, manifests: [{mediaType: "application/vnd.oci.image.index.v1+json",
+      digest: $d, size: $s, annotations: {"org.opencontainers.image.ref.name": $t}}]}' \
+    "$layout/index.json" | tr -d '\n' >"$layout/index.json.tmp"
+  mv "$layout/index.json.tmp" "$layout/index.json"
+fi
 
 # Let `ctr images import` name the image without --base-name: containerd reads
 # io.containerd.image.name from the index; umoci wrote only the tag.
 ref="\"org.opencontainers.image.ref.name\":\"$tag\""
 grep -q "$ref" "$layout/index.json" || die "index.json has no ref.name $tag"
 sed -i "s|$ref|\"io.containerd.image.name\":\"$image:$tag\",$ref|" "$layout/index.json"
-umoci stat --image "$layout:$tag" >/dev/null
 
 find "$layout" -exec touch -h -d "@$epoch" {} +
 mkdir -p "$(dirname "$out")"

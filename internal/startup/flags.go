@@ -17,7 +17,7 @@ type Flags struct {
 	Simulate   int    // --simulate; > 0 serves a simulated node
 	Version    bool   // --version
 
-	root, stateDir, kubeletDir, metricsAddr string
+	root, stateDir, kubeletDir, metricsAddr, simulateBackend string
 }
 
 // shared declares each shared flag once: name, twin, default, usage and
@@ -45,6 +45,10 @@ var shared = map[string]func(c *cmdline.Command, f *Flags){
 	"simulate": func(c *cmdline.Command, f *Flags) {
 		c.Int(&f.Simulate, "simulate", "LPU_SIMULATE", 0, "serve `N` simulated LPUs (rings of 8) from a tree under <state-dir>/simulated-node, the same node for every daemon; 0 uses real hardware").
 			Check(func() error { return device.CheckSimulate(f.Simulate) })
+	},
+	"simulate-backend": func(c *cmdline.Command, f *Flags) {
+		c.String(&f.simulateBackend, "simulate-backend", "LPU_SIMULATE_BACKEND", "", "`LAYOUT` --simulate writes and discovers: lpu, xilinx (Orion) or pci (Bertha); overrides config simulate.backend (default: discovery.backend)").
+			OneOf(config.AllowedBackends...).Sets(func(cfg *config.Config) { cfg.Simulate.Backend = f.simulateBackend })
 	},
 	"version": func(c *cmdline.Command, f *Flags) {
 		c.Bool(&f.Version, "version", "", "print the version and exit")

@@ -3,6 +3,7 @@ package device
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -31,6 +32,25 @@ type Device struct {
 	NUMANode int    // -1 when unknown
 	PCIBusID string // basename of the device link, "" when absent
 	Health   Health
+
+	// Nodes are every device node a container holding this LPU gets, in
+	// order, primary first; Nodes[0] is always Path, Major and Minor. The
+	// lpu and pci backends give one node, the xilinx backend two (the
+	// render node, then the management node when those are injected).
+	// A node whose number is unknown has Major and Minor 0.
+	Nodes []Node
+	// PCIFunctions are the addresses of every PCI function of the LPU's
+	// card, PCIBusID first (the xilinx backend: user, then management).
+	// Network tables may name an LPU by any of them. Empty when unknown.
+	PCIFunctions []string
+}
+
+// Node is one device node of an LPU, a host path with its device number
+// as sysfs reports it.
+type Node struct {
+	Path  string // host path, also the container path: "/dev/dri/renderD128"
+	Major int64
+	Minor int64
 }
 
 // Health says whether a device is usable, and why not.
@@ -54,7 +74,31 @@ type Telemetry struct {
 type Inventory struct {
 	Devices       []Device   // sorted by Index
 	Rings         [][]string // device IDs in ring order; every device is on exactly one ring
-	DriverVersion string     // /sys/module/lpu/version, "" when absent
+	DriverVersion string     // /sys/module/lpu/version (xilinx: /sys/module/xocl/version), "" when absent
+	Backend       string     // the discovery backend that found them: BackendLPU, BackendXilinx or BackendPCI
+}
+
+// Equal reports whether d and o are the same device with the same
+// attributes, nodes and health. Device holds slices, so == does not
+// compile; use this.
+func (d *Device) Equal(o *Device) bool {
+	return d.ID == o.ID && d.Index == o.Index && d.Path == o.Path && d.Major == o.Major && d.Minor == o.Minor &&
+		d.Serial == o.Serial && d.Firmware == o.Firmware && d.Model == o.Model && d.NUMANode == o.NUMANode &&
+		d.PCIBusID == o.PCIBusID && d.Health == o.Health &&
+		slices.Equal(d.Nodes, o.Nodes) && slices.Equal(d.PCIFunctions, o.PCIFunctions)
+}
+
+// NodeList returns the device nodes of d, primary first: d.Nodes, or the
+// primary node alone for a Device built without Nodes. An unhealthy device
+// whose nodes could not be found has none (Path "").
+func (d *Device) NodeList() []Node {
+	if len(d.Nodes) > 0 {
+		return d.Nodes
+	}
+	if d.Path == "" {
+		return nil
+	}
+	return []Node{{Path: d.Path, Major: d.Major, Minor: d.Minor}}
 }
 
 // Device returns the device with the given ID.

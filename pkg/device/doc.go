@@ -1,8 +1,34 @@
 // Package device is the LPU model of a node and its discovery: which LPUs
-// exist, their device numbers, health and telemetry, and how they are wired
-// into rings. It also writes a simulated node with the same layout.
+// exist, their device nodes and numbers, health and telemetry, and how they
+// are wired into rings. It also writes simulated nodes of every layout it
+// reads.
 //
-// # Layout read under the discovery root
+// # The model
+//
+// Discover returns an Inventory: Devices sorted by Index (IDs "lpuN"),
+// Rings, DriverVersion and the Backend that found them. Every backend fills
+// the same fields, so consumers (device plugin, lpu-nri, CDI, NFD, the DRA
+// driver) need not know which one ran.
+//
+// Device nodes: Device.Nodes is the ordered list of every node a container
+// holding the LPU gets, primary first; Path, Major and Minor are always
+// Nodes[0]. The lpu and pci backends give one node; the xilinx backend
+// gives the render node, then (unless XilinxOptions.NoManagementNodes) the
+// management node. Use Device.NodeList, which also covers a Device built
+// by hand with only Path/Major/Minor. An unhealthy LPU whose nodes could
+// not be found may have none. Device.PCIFunctions lists every PCI function
+// of the LPU's card, PCIBusID (the user function on Orion) first. Device
+// holds slices, so compare with Device.Equal, not ==.
+//
+// # Backends
+//
+// WithDiscovery selects the backend (config discovery.backend):
+//
+//   - BackendLPU (default): the layout below, defined by this package.
+//   - BackendXilinx: AMD/Xilinx Alveo cards under XRT (Orion, 8 × U55C).
+//   - BackendPCI: PCI accelerators by vendor and class (Bertha, /dev/haN).
+//
+// # Layout read under the discovery root (lpu backend)
 //
 // No driver specification is public, so this package defines the layout and
 // keeps it in one place. Paths are host paths; Sysfs reads them under its
@@ -24,15 +50,63 @@
 //	    temperature_millicelsius    telemetry: integer (42500 = 42.5 °C)
 //	    power_microwatts            telemetry: unsigned integer (28000000 = 28 W)
 //	/sys/module/lpu/version         driver version
-//	/dev/lpuN                       the device node; only its existence is checked (lstat)
+//	/dev/lpuN                       the device node: a character device whose number is dev
+//
+// Device nodes of every backend must be character devices with the number
+// sysfs gives; a regular file may stand in for one only under a root other
+// than "/" (a simulated node, a test tree), never on a host.
 //
 // Every attribute read is bounded (MaxAttrBytes) and trimmed of surrounding
 // whitespace.
 //
+// # Layout of the xilinx backend (Orion)
+//
+// Under /sys/bus/pci/devices, functions of vendor XilinxOptions.Vendor
+// (0x10ee): user functions (device 0x505d, an empty user_pf file, driver
+// xocl) and management functions (0x505c, mgmt_pf, driver xclmgmt), paired
+// by address without the function digit. Other functions are ignored; an
+// entry whose vendor or device cannot be read is skipped with a warning,
+// never an aborted scan. IDs: cards with a user function by ascending user
+// function address (the order hyperdex-smi and XRT use), then cards with
+// only a management function, which are unhealthy ("no shell flashed");
+// the address → ID map is logged when it changes.
+//
+//	<user>/ready                    0x1 healthy (base prefix allowed)
+//	<user>/dev_offline, device_bad_state   0, when present
+//	<user>/driver                   link whose basename must be xocl
+//	<user>/board_name               Model ("u55c")
+//	<user>/numa_node                NUMANode
+//	<user>/rom.<x>/VBNV             Firmware: the shell; must equal XilinxOptions.Shell when set
+//	<user>/xmc.<x>/serial_num       Serial
+//	<user>/xmc.<x>/xmc_fpga_temp    telemetry, °C; else hwmon/hwmonN/temp4_input, m°C
+//	<user>/xmc.<x>/xmc_power        telemetry, µW
+//	<user>/drm/renderDN/dev         the primary node /dev/dri/renderDN
+//	<mgmt>/instance                 decimal instance number
+//	<mgmt>/xrt_mgmt/xclmgmt<inst>/dev   the node /dev/xclmgmt<inst> (xclmgmt/ in old XRT)
+//	/sys/module/xocl/version        DriverVersion, the part before ","
+//
+// Subdirectories "rom.<x>" and "xmc.<x>" are matched by "<name>." prefix
+// (their instance varies with the XRT version; a plain file "rom" may sit
+// beside them). Memory total is 16 GiB for u55c; utilisation and memory
+// used have no sysfs source and are Missing. Two cards whose management
+// functions claim one instance are both unhealthy, naming the address and
+// file. Without a network table or rings the ring is address order, with a
+// warning that this is right only when the cabling follows it.
+//
+// # Layout of the pci backend (Bertha)
+//
+// Functions under /sys/bus/pci/devices with PCIOptions.Vendor (0x1eff) and
+// Class (0x120000), IDs in ascending address order; the node is
+// <function>/<ClassDir>/<name>/dev, injected as /dev/<name>. The driver
+// numbers nodes in probe order, so an ID never comes from a node name.
+// Health: the function is present, the node is right, the optional
+// PCIOptions.HealthAttribute holds HealthValue, and PCIOptions.Health (a
+// vendor library seam) agrees. Telemetry is all Missing.
+//
 // # Health
 //
 // A device is healthy when its dev attribute parses, its status is READY or
-// BUSY and its device node exists. Otherwise Health.Reason says why, e.g.
+// BUSY and its device node is right (lpu backend; the others below). Otherwise Health.Reason says why, e.g.
 // `status "ECC_ERROR"` or "device node /dev/lpu3 missing"; several reasons
 // are joined with "; ". A broken device is reported unhealthy, never dropped,
 // and does not stop discovery of the others. Discover fails (wrapping
@@ -81,6 +155,16 @@
 // malformed ID or line, an LPU not discovered on the node, or a discovered
 // LPU missing from the table are errors naming the file and line.
 //
+// A token may also be the PCI address (DDDD:BB:DD.F, any case) of either
+// function of a discovered LPU's card, so a table keyed by addresses works,
+// whichever function it names. An address naming no LPU, or the same link
+// twice through the other function, is an error naming the file and line.
+//
+// The parser runs in phases (ParseNetworkTableFunc): the text format to
+// entries, tokens to LPUs, links, rings. Only the first knows the format:
+// the schema of the vendor's table_bdf.json is not public, and supporting
+// it is meant to be one new function producing the same entries.
+//
 // Rings come out in a canonical order: each ring starts at its lowest-indexed
 // LPU and continues toward the lower-indexed of that LPU's two neighbours;
 // rings are sorted by their first LPU. So "lpu0 lpu1 … lpu7 lpu0" yields
@@ -90,7 +174,14 @@
 //
 // Simulate writes this layout, plus the network table at
 // DefaultNetworkTable and driver placeholders, under a directory; device
-// nodes are plain files. SimulatedRoot names the directory a daemon run with
+// nodes are plain files. With SimSpec.Backend BackendXilinx it writes an
+// Orion node instead (cards on buses 17 18 31 32 b1 b2 ca cb, instance
+// numbers that are not 0, a plain rom file beside rom.u.*, another
+// vendor's device and a management-only function of another Xilinx model
+// as distractors, and a network table keyed by PCI addresses whose ring
+// does not follow address order: SimXilinxRings); with BackendPCI a
+// Bertha node (nodes numbered in reverse probe order, a same-vendor
+// function of another class). SimulatedRoot names the directory a daemon run with
 // --simulate uses. Existing status and telemetry files are never
 // overwritten, so flipped statuses survive daemon restarts.
 //

@@ -36,3 +36,16 @@ func SimulateNode(stateDir string, n int) (root string, err error) {
 	}
 	return root, nil
 }
+
+// SimulateBackendNode is SimulateNode for a discovery backend: the node of
+// n LPUs (SimSpecFor) in backend's layout (BackendLPU, BackendXilinx or
+// BackendPCI; "" is BackendLPU).
+func SimulateBackendNode(stateDir string, n int, backend string) (root string, err error) {
+	root = SimulatedRoot(stateDir)
+	spec := SimSpecFor(n)
+	spec.Backend = backend
+	if err := Simulate(root, spec); err != nil {
+		return "", fmt.Errorf("simulate %d LPUs: %w", n, err)
+	}
+	return root, nil
+}

@@ -29,11 +29,18 @@ const (
 type SimSpec struct {
 	Devices       int    // number of LPUs, 1..MaxSimDevices
 	Rings         int    // number of rings; must divide Devices (Devices/Rings LPUs each)
-	Major         int64  // major of every /dev/lpuN; 0 means DefaultMajor
+	Major         int64  // major of every /dev/lpuN (xilinx: of /dev/xclmgmt*, pci: of /dev/haN); 0 means DefaultMajor (SimXclmgmtMajor, SimHAMajor)
 	DriverVersion string // /sys/module/lpu/version; "" means "2.1.0-sim"
 	Firmware      string // firmware_version of every LPU; "" means "1.8.2-sim"
 	Model         string // model of every LPU; "" means SimModel
+	// Backend is the layout to write: BackendLPU ("" too), BackendXilinx
+	// (an Orion node) or BackendPCI (a Bertha node). Firmware, when set,
+	// is the xilinx cards' shell name; Model applies to lpu only.
+	Backend string
 }
+
+// simDefaultFirmware is the firmware_version of simulated LPUs.
+const simDefaultFirmware = "1.8.2-sim"
 
 func (spec SimSpec) validate() (SimSpec, error) {
 	if spec.Devices < 1 || spec.Devices > MaxSimDevices {
@@ -45,8 +52,18 @@ func (spec SimSpec) validate() (SimSpec, error) {
 	if spec.Devices%spec.Rings != 0 {
 		return spec, fmt.Errorf("simulate: rings %d does not divide devices %d", spec.Rings, spec.Devices)
 	}
+	switch spec.Backend {
+	case "":
+		spec.Backend = BackendLPU
+	case BackendLPU, BackendXilinx, BackendPCI:
+	default:
+		return spec, fmt.Errorf("simulate: backend %q: want %s", clip(spec.Backend), strings.Join(Backends, ", "))
+	}
 	if spec.Major == 0 {
-		spec.Major = DefaultMajor
+		spec.Major = map[string]int64{BackendXilinx: SimXclmgmtMajor, BackendPCI: SimHAMajor}[spec.Backend]
+		if spec.Major == 0 {
+			spec.Major = DefaultMajor
+		}
 	}
 	if spec.Major < 1 || spec.Major > MaxMajor {
 		return spec, fmt.Errorf("simulate: major %d: want 1 to %d", spec.Major, MaxMajor)
@@ -55,7 +72,7 @@ func (spec SimSpec) validate() (SimSpec, error) {
 		spec.DriverVersion = "2.1.0-sim"
 	}
 	if spec.Firmware == "" {
-		spec.Firmware = "1.8.2-sim"
+		spec.Firmware = simDefaultFirmware
 	}
 	if spec.Model == "" {
 		spec.Model = SimModel
@@ -98,6 +115,11 @@ func SimPCIBusID(index int) string {
 // daemon restart must not reset them. LPUs from an earlier, larger
 // simulation (lpuN with N >= spec.Devices) are removed from /sys/class/lpu
 // and /dev.
+//
+// With spec.Backend BackendXilinx or BackendPCI it writes that backend's
+// layout instead (see simulateXilinx and simulatePCI in the package
+// documentation, "Simulated node"), with the same idempotence and live
+// attributes (ready, dev_offline, device_bad_state, temperatures, power).
 func Simulate(root string, spec SimSpec) error {
 	spec, err := spec.validate()
 	if err != nil {
@@ -105,12 +127,19 @@ func Simulate(root string, spec SimSpec) error {
 	}
 	w := simWriter{root: root}
 	perRing := spec.Devices / spec.Rings
-	for i := 0; i < spec.Devices; i++ {
-		w.device(spec, i, perRing)
+	switch spec.Backend {
+	case BackendXilinx:
+		simulateXilinx(&w, spec)
+	case BackendPCI:
+		simulatePCI(&w, spec)
+	default:
+		for i := 0; i < spec.Devices; i++ {
+			w.device(spec, i, perRing)
+		}
+		w.prune(spec.Devices)
+		w.file(ModuleVersion, spec.DriverVersion+"\n", 0o644)
+		w.file(DefaultNetworkTable, simTable(spec.Devices, perRing), 0o644)
 	}
-	w.prune(spec.Devices)
-	w.file(ModuleVersion, spec.DriverVersion+"\n", 0o644)
-	w.file(DefaultNetworkTable, simTable(spec.Devices, perRing), 0o644)
 	w.file(SimLibrary, "simulated LPU driver library placeholder, written by lpu-node\n", 0o644)
 	w.file(SimTool, simTool, 0o755)
 	if w.err != nil {

@@ -18,7 +18,7 @@ import (
 
 // simInventory is what discovery must find on a fresh simulated node.
 func simInventory(devices, rings int) *device.Inventory {
-	inv := &device.Inventory{DriverVersion: "2.1.0-sim"}
+	inv := &device.Inventory{DriverVersion: "2.1.0-sim", Backend: device.BackendLPU}
 	per := devices / rings
 	for i := 0; i < devices; i++ {
 		numa := 0
@@ -30,7 +30,9 @@ func simInventory(devices, rings int) *device.Inventory {
 			Major: device.DefaultMajor, Minor: int64(i),
 			Serial: fmt.Sprintf("LPUSIM%06d", i), Firmware: "1.8.2-sim", Model: device.SimModel,
 			NUMANode: numa, PCIBusID: fmt.Sprintf("0000:%02x:00.0", 0x10+i),
-			Health: device.Health{Healthy: true},
+			Health:       device.Health{Healthy: true},
+			Nodes:        []device.Node{{Path: fmt.Sprintf("/dev/lpu%d", i), Major: device.DefaultMajor, Minor: int64(i)}},
+			PCIFunctions: []string{fmt.Sprintf("0000:%02x:00.0", 0x10+i)},
 		})
 		if i%per == 0 {
 			inv.Rings = append(inv.Rings, nil)

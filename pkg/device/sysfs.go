@@ -43,11 +43,14 @@ var ErrNoDriver = errors.New("lpu driver not loaded: no " + ClassDir)
 // tests. Every call reads the files afresh; the only state kept is which
 // warnings were already logged. Safe for concurrent use.
 type Sysfs struct {
-	root   string
-	rings  [][]string
-	table  string
-	source string
-	log    *slog.Logger
+	root    string
+	rings   [][]string
+	table   string
+	source  string
+	disc    Discovery
+	log     *slog.Logger
+	cards   atomic.Pointer[cardIndex] // pci backends: ID → card of the last scan
+	lastMap atomic.Pointer[string]    // pci backends: the address → ID map last logged
 
 	warned  sync.Map // warning text → struct{}: each distinct warning is logged once
 	nWarned atomic.Int64
@@ -98,7 +101,7 @@ func NewSysfs(root string, opts ...Option) *Sysfs {
 	if root == "" {
 		root = "/"
 	}
-	s := &Sysfs{root: filepath.Clean(root), source: TopologyAuto, log: slog.Default()}
+	s := &Sysfs{root: filepath.Clean(root), source: TopologyAuto, disc: Discovery{}.withDefaults(), log: slog.Default()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -108,6 +111,10 @@ func NewSysfs(root string, opts ...Option) *Sysfs {
 // Root returns the directory discovery reads under.
 func (s *Sysfs) Root() string { return s.root }
 
+// Backend returns the discovery backend: BackendLPU, BackendXilinx or
+// BackendPCI.
+func (s *Sysfs) Backend() string { return s.disc.Backend }
+
 // under maps a host path to the path read under the root.
 func (s *Sysfs) under(hostPath string) string { return filepath.Join(s.root, hostPath) }
 
@@ -116,7 +123,34 @@ func (s *Sysfs) under(hostPath string) string { return filepath.Join(s.root, hos
 // device is reported unhealthy, never dropped, and does not stop discovery
 // of the others. Errors: the class directory is missing (wraps ErrNoDriver),
 // the topology input is invalid, or ctx is done.
+//
+// The xilinx and pci backends read the PCI bus instead (see the package
+// documentation); they fail only when /sys/bus/pci/devices is unreadable.
 func (s *Sysfs) Discover(ctx context.Context) (*Inventory, error) {
+	var inv *Inventory
+	var err error
+	switch s.disc.Backend {
+	case BackendXilinx:
+		inv, err = s.discoverXilinx(ctx)
+	case BackendPCI:
+		inv, err = s.discoverPCI(ctx)
+	default:
+		inv, err = s.discoverLPU(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	inv.Backend = s.disc.Backend
+	rings, err := s.topology(inv.Devices)
+	if err != nil {
+		return nil, err
+	}
+	inv.Rings = rings
+	return inv, nil
+}
+
+// discoverLPU is Discover of the lpu backend, without the topology.
+func (s *Sysfs) discoverLPU(ctx context.Context) (*Inventory, error) {
 	indexes, err := s.list()
 	if err != nil {
 		return nil, err
@@ -129,11 +163,6 @@ func (s *Sysfs) Discover(ctx context.Context) (*Inventory, error) {
 		inv.Devices = append(inv.Devices, s.device(idx))
 	}
 	inv.DriverVersion = s.driverVersion()
-	rings, err := s.topology(inv.Devices)
-	if err != nil {
-		return nil, err
-	}
-	inv.Rings = rings
 	return inv, nil
 }
 
@@ -181,6 +210,10 @@ func (s *Sysfs) device(idx int) Device {
 		s.warn("ignoring numa_node", "device", id, "err", describeErr("read", hostAttr(id, attrNUMA), err))
 	}
 	d.PCIBusID = s.pciBusID(id)
+	if d.PCIBusID != "" {
+		d.PCIFunctions = []string{d.PCIBusID}
+	}
+	d.Nodes = []Node{{Path: d.Path, Major: d.Major, Minor: d.Minor}}
 	return d
 }
 
@@ -241,12 +274,19 @@ func (s *Sysfs) driverVersion() string {
 }
 
 // ProbeHealth re-reads what decides the health of one device: its dev and
-// status attributes and the existence of its device node. It is cheap (two
-// small reads and one lstat) and meant for periodic and event-driven
-// re-probes. An invalid ID is unhealthy.
+// status attributes and its device node (lpu backend), or the card's
+// health attributes and nodes (xilinx, pci: the card the last Discover
+// gave this ID). It is cheap (a few small reads and lstats) and meant for
+// periodic and event-driven re-probes. An invalid ID is unhealthy.
 func (s *Sysfs) ProbeHealth(id string) Health {
 	if _, err := ParseID(id); err != nil {
 		return Health{Reason: err.Error()}
+	}
+	switch s.disc.Backend {
+	case BackendXilinx:
+		return s.probeXilinx(id)
+	case BackendPCI:
+		return s.probePCI(id)
 	}
 	_, _, h := s.probe(id)
 	return h
@@ -273,8 +313,8 @@ func (s *Sysfs) probe(id string) (major, minor int64, h Health) {
 	}
 
 	node := DevDir + "/" + id
-	if _, err := os.Lstat(s.under(node)); err != nil {
-		reasons = append(reasons, "device node "+describeErr("stat", node, err))
+	if err := s.checkNode(node, major, minor, major > 0 || minor > 0); err != nil {
+		reasons = append(reasons, err.Error())
 	}
 	if len(reasons) == 0 {
 		return major, minor, Health{Healthy: true}
@@ -287,7 +327,13 @@ func (s *Sysfs) probe(id string) (major, minor int64, h Health) {
 // device's sysfs directory (status flips; real sysfs rarely emits inotify
 // events, so callers also re-probe periodically) and the dev directory
 // (device nodes). Paths that do not exist are left out.
+//
+// The xilinx and pci backends watch /sys/bus/pci/devices, each LPU's PCI
+// function directories, /dev and (xilinx) /dev/dri.
 func (s *Sysfs) WatchPaths() []string {
+	if s.disc.Backend != BackendLPU {
+		return s.watchPCI()
+	}
 	var paths []string
 	class := s.under(ClassDir)
 	if _, err := os.Stat(class); err == nil {

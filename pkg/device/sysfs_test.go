@@ -172,8 +172,13 @@ func TestDiscoverOneDevice(t *testing.T) {
 			if len(inv.Devices) != 1 {
 				t.Fatalf("got %d devices, want 1", len(inv.Devices))
 			}
-			if got := inv.Devices[0]; !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("device:\n got %+v\nwant %+v", got, tc.want)
+			want := tc.want
+			want.Nodes = []device.Node{{Path: want.Path, Major: want.Major, Minor: want.Minor}}
+			if want.PCIBusID != "" {
+				want.PCIFunctions = []string{want.PCIBusID}
+			}
+			if got := inv.Devices[0]; !reflect.DeepEqual(got, want) {
+				t.Errorf("device:\n got %+v\nwant %+v", got, want)
 			}
 			if got := device.NewSysfs(root).ProbeHealth(tc.want.ID); got != tc.want.Health {
 				t.Errorf("ProbeHealth = %+v, want %+v", got, tc.want.Health)

@@ -23,10 +23,23 @@ const (
 // zero. An unreadable or unparsable file is an error naming its host path
 // and value; the fields that did parse are still returned alongside it. A
 // device whose sysfs directory does not exist is an error.
+//
+// The xilinx backend reads temperature and power from the card's xmc.u.*
+// (or hwmon) files and the memory total from the model; utilisation and
+// memory used have no sysfs source there and are always Missing, so
+// metrics leave them out rather than report a made-up zero. The pci
+// backend reports everything Missing (Bertha reads telemetry through the
+// vendor library).
 func (s *Sysfs) Telemetry(id string) (Telemetry, error) {
 	var t Telemetry
 	if _, err := ParseID(id); err != nil {
 		return t, err
+	}
+	switch s.disc.Backend {
+	case BackendXilinx:
+		return s.telemetryXilinx(id)
+	case BackendPCI:
+		return s.telemetryPCI(id)
 	}
 	dir := ClassDir + "/" + id
 	if _, err := os.Stat(s.under(dir)); err != nil {

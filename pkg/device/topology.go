@@ -40,6 +40,9 @@ func (s *Sysfs) topology(devs []Device) ([][]string, error) {
 		if err != nil || found {
 			return rings, err
 		}
+		if s.disc.Backend == BackendXilinx && len(devs) > 1 {
+			s.warn("no network table and no rings configured: the LPUs form one ring in PCI address order, which is right only when the cards are cabled in that order (set topology.networkTable or topology.rings)")
+		}
 		return indexRings(devs), nil
 	case TopologyConfig:
 		if len(s.rings) == 0 {
@@ -134,13 +137,9 @@ func (s *Sysfs) tableRings(devs []Device) ([][]string, error) {
 		}
 		return nil, fmt.Errorf("network table %s: %s", s.table, describeErr("read", s.table, err))
 	}
-	t, err := ParseNetworkTable(s.table, data)
+	t, err := ParseNetworkTableFunc(s.table, data, tableResolver(devs))
 	if err != nil {
 		return nil, err
-	}
-	known := make(map[string]bool, len(devs))
-	for _, d := range devs {
-		known[d.ID] = true
 	}
 	on := map[string]bool{}
 	for _, ring := range t.Rings {
@@ -148,21 +147,42 @@ func (s *Sysfs) tableRings(devs []Device) ([][]string, error) {
 			on[id] = true
 		}
 	}
-	var unknown []string
-	for id := range on {
-		if !known[id] {
-			unknown = append(unknown, id)
-		}
-	}
-	if len(unknown) > 0 {
-		slices.SortFunc(unknown, func(a, b string) int { return t.Line(a) - t.Line(b) })
-		id := unknown[0]
-		return nil, fmt.Errorf("network table %s line %d: %s not discovered on this node", s.table, t.Line(id), id)
-	}
 	if missing := notOn(devs, on); len(missing) > 0 {
 		return nil, fmt.Errorf("network table %s: %s discovered but not in the table", s.table, strings.Join(missing, ", "))
 	}
 	return t.Rings, nil
+}
+
+// tableResolver resolves the tokens of a network table against the
+// discovered devices: an LPU ID, or the PCI address of any function of an
+// LPU's card (case-insensitive), so a table keyed by either the user or the
+// management function of an Orion card names that card.
+func tableResolver(devs []Device) Resolver {
+	byAddr := map[string]int{}
+	known := make(map[int]bool, len(devs))
+	for _, d := range devs {
+		known[d.Index] = true
+		for _, a := range d.PCIFunctions {
+			byAddr[strings.ToLower(a)] = d.Index
+		}
+	}
+	return func(tok string) (int, error) {
+		if isPCIAddress(tok) {
+			idx, ok := byAddr[strings.ToLower(tok)]
+			if !ok {
+				return 0, fmt.Errorf("%s is not a PCI function of an LPU discovered on this node", tok)
+			}
+			return idx, nil
+		}
+		idx, err := ParseID(tok)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not an LPU ID (want %sN) or a PCI address (DDDD:BB:DD.F)", clip(tok), IDPrefix)
+		}
+		if !known[idx] {
+			return 0, fmt.Errorf("%s not discovered on this node", tok)
+		}
+		return idx, nil
+	}
 }
 
 // sysfsRings builds rings from the ring_id and ring_position attributes.
@@ -173,6 +193,9 @@ func (s *Sysfs) tableRings(devs []Device) ([][]string, error) {
 // attribute (or unreadable ones) is put on a ring of its own, after the
 // others, and a warning is logged.
 func (s *Sysfs) sysfsRings(devs []Device) (rings [][]string, found bool, err error) {
+	if s.disc.Backend != BackendLPU {
+		return nil, false, nil // ring attributes are part of the lpu layout only
+	}
 	type attrs struct{ ring, pos int64 }
 	var with, without, orphans []string
 	got := make(map[string]attrs, len(devs))

@@ -32,7 +32,9 @@ var ErrNoDevices = errors.New("inventory has no lpu devices")
 
 // Spec renders the node's inventory as a CDI spec of kind CDIKind:
 //
-//   - one device per LPU, named by its ID ("lpu3"), holding its device node;
+//   - one device per LPU, named by its ID ("lpu3"), holding its device
+//     nodes, primary first (two on Orion: render and management node); an
+//     unhealthy LPU whose nodes could not be found has no device;
 //   - a device "all" holding every node, ring by ring in ring order;
 //   - spec-wide containerEdits with the driver mounts, LPU_DRIVER_VERSION
 //     (when known) and opts.Env, applied once when any LPU is requested.
@@ -57,10 +59,17 @@ func Spec(inv *device.Inventory, opts Options) (*specs.Spec, error) {
 	byID := make(map[string]device.Device, len(inv.Devices))
 	for _, d := range inv.Devices {
 		byID[d.ID] = d
+		nodes := cdiNodes(nil, &d)
+		if len(nodes) == 0 {
+			continue // CDI rejects a device without edits
+		}
 		s.Devices = append(s.Devices, specs.Device{
 			Name:           d.ID,
-			ContainerEdits: specs.ContainerEdits{DeviceNodes: []*specs.DeviceNode{cdiNode(node(d))}},
+			ContainerEdits: specs.ContainerEdits{DeviceNodes: nodes},
 		})
+	}
+	if len(s.Devices) == 0 {
+		return nil, ErrNoDevices
 	}
 	all := specs.Device{Name: CDIAllDevice}
 	placed := make(map[string]bool, len(inv.Devices))
@@ -71,12 +80,12 @@ func Spec(inv *device.Inventory, opts Options) (*specs.Spec, error) {
 				continue
 			}
 			placed[id] = true
-			all.ContainerEdits.DeviceNodes = append(all.ContainerEdits.DeviceNodes, cdiNode(node(d)))
+			all.ContainerEdits.DeviceNodes = cdiNodes(all.ContainerEdits.DeviceNodes, &d)
 		}
 	}
 	for _, d := range inv.Devices { // devices on no ring (should not happen) still belong to "all"
 		if !placed[d.ID] {
-			all.ContainerEdits.DeviceNodes = append(all.ContainerEdits.DeviceNodes, cdiNode(node(d)))
+			all.ContainerEdits.DeviceNodes = cdiNodes(all.ContainerEdits.DeviceNodes, &d)
 		}
 	}
 	s.Devices = append(s.Devices, all)
@@ -95,6 +104,14 @@ func Spec(inv *device.Inventory, opts Options) (*specs.Spec, error) {
 	}
 	s.Version = v
 	return s, nil
+}
+
+// cdiNodes appends the CDI device nodes of every node of d, primary first.
+func cdiNodes(dst []*specs.DeviceNode, d *device.Device) []*specs.DeviceNode {
+	for _, n := range appendNodes(nil, d) {
+		dst = append(dst, cdiNode(n))
+	}
+	return dst
 }
 
 func cdiNode(n DeviceNode) *specs.DeviceNode {

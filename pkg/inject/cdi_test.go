@@ -146,6 +146,32 @@ func loadSpec(t *testing.T, inv *device.Inventory, opts Options) *cdi.Cache {
 // TestSpecInRealCache: the written spec loads in a real CDI cache without
 // errors, its devices resolve by CDIDeviceNames, and injecting them into an
 // OCI spec gives the device nodes, cgroup rules, mounts and env.
+// TestSpecSkipsLPUWithoutNodes: an unhealthy LPU whose nodes could not be
+// found (an Orion card without a render node and no management node) has
+// no CDI device (CDI rejects a device without edits); the others stay.
+func TestSpecSkipsLPUWithoutNodes(t *testing.T) {
+	inv := inventory(3, 3, 0)
+	inv.Devices[1].Path, inv.Devices[1].Major, inv.Devices[1].Minor = "", 0, 0
+	inv.Devices[1].Health = device.Health{Reason: "render node missing"}
+	s, err := Spec(inv, testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range s.Devices {
+		names = append(names, d.Name)
+	}
+	if !slices.Equal(names, []string{"lpu0", "lpu2", CDIAllDevice}) {
+		t.Fatalf("devices %v", names)
+	}
+	if n := len(s.Devices[2].ContainerEdits.DeviceNodes); n != 2 {
+		t.Fatalf("all has %d nodes, want 2", n)
+	}
+	if _, err := WriteSpec(t.TempDir(), s); err != nil {
+		t.Fatalf("the CDI library refuses the spec: %v", err)
+	}
+}
+
 func TestSpecInRealCache(t *testing.T) {
 	cache := loadSpec(t, inventory(8, 8, 0), testOpts)
 	if errs := cache.GetErrors(); len(errs) != 0 {

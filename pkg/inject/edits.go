@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,10 @@ const (
 	// EnvVisibleDevices lists the device indices in ring order, "7,0,1", or
 	// VisibleNone for a container without an allocation.
 	EnvVisibleDevices = "LPU_VISIBLE_DEVICES"
+	// EnvNumDevices is the number of LPUs the container holds, "4": what
+	// HyperDex applications read to pick how many LPUs to use. Set next to
+	// EnvVisibleDevices for every container holding LPUs.
+	EnvNumDevices = "NUM_LPU_DEVICES"
 	// EnvDriverVersion is the host driver version, when known.
 	EnvDriverVersion = "LPU_DRIVER_VERSION"
 	// VisibleNone is EnvVisibleDevices for a container holding no LPU. It
@@ -64,18 +69,21 @@ type Options struct {
 // Edits is the one model of what a container holding LPUs gets. Render it
 // with Adjustment (NRI) or use Spec (CDI); both come from the same helpers.
 type Edits struct {
-	DeviceNodes []DeviceNode // ring order
+	DeviceNodes []DeviceNode // ring order; each LPU's nodes together, primary first
 	Mounts      []Mount      // config order, ContainerPath filled in
-	Env         []string     // KEY=VALUE: LPU_VISIBLE_DEVICES, LPU_DRIVER_VERSION, then Options.Env by key
+	Env         []string     // KEY=VALUE: LPU_VISIBLE_DEVICES, NUM_LPU_DEVICES, LPU_DRIVER_VERSION, then Options.Env by key
 }
 
 // ForDevices returns the edits for devs, which must be in ring order (arc
-// start first); paths and numbers come from discovery. Env is
-// LPU_VISIBLE_DEVICES with the indices in that order, LPU_DRIVER_VERSION
-// when driverVersion is known, then opts.Env sorted by key.
+// start first); paths and numbers come from discovery. Every node of each
+// LPU is added (device.Device.NodeList: on Orion the render node, then the
+// management node), LPU by LPU. Env is LPU_VISIBLE_DEVICES with the
+// indices in that order, NUM_LPU_DEVICES with their count,
+// LPU_DRIVER_VERSION when driverVersion is known, then opts.Env sorted by
+// key.
 //
-// opts.Env can never override LPU_VISIBLE_DEVICES (the key is skipped;
-// config validation rejects it earlier). It may set LPU_DRIVER_VERSION only
+// opts.Env can never override LPU_VISIBLE_DEVICES or NUM_LPU_DEVICES (the
+// keys are skipped; config validation rejects the first earlier). It may set LPU_DRIVER_VERSION only
 // when the driver does not report one. Keys that are not valid environment
 // names are skipped too.
 //
@@ -86,7 +94,7 @@ func ForDevices(devs []device.Device, driverVersion string, opts Options) Edits 
 		return Unallocated()
 	}
 	e := Edits{
-		DeviceNodes: make([]DeviceNode, 0, len(devs)),
+		DeviceNodes: make([]DeviceNode, 0, len(devs)*len(devs[0].NodeList())),
 		Mounts:      mounts(opts.Mounts),
 	}
 	var vis strings.Builder
@@ -94,14 +102,14 @@ func ForDevices(devs []device.Device, driverVersion string, opts Options) Edits 
 	vis.WriteString(EnvVisibleDevices)
 	vis.WriteByte('=')
 	for i, d := range devs {
-		e.DeviceNodes = append(e.DeviceNodes, node(d))
+		e.DeviceNodes = appendNodes(e.DeviceNodes, &d)
 		if i > 0 {
 			vis.WriteByte(',')
 		}
 		vis.WriteString(strconv.Itoa(d.Index))
 	}
-	e.Env = make([]string, 0, 2+len(opts.Env))
-	e.Env = append(e.Env, vis.String())
+	e.Env = make([]string, 0, 3+len(opts.Env))
+	e.Env = append(e.Env, vis.String(), EnvNumDevices+"="+strconv.Itoa(len(devs)))
 	e.Env = append(e.Env, commonEnv(driverVersion, opts.Env)...)
 	return e
 }
@@ -122,6 +130,17 @@ func VisibleDevices(ids []string) (string, error) {
 		b.WriteString(strconv.Itoa(n))
 	}
 	return b.String(), nil
+}
+
+// AllocationEnv returns the env a container holding ids (ring order) gets
+// from the device plugin in CDI mode, where CDI cannot carry it:
+// LPU_VISIBLE_DEVICES (VisibleDevices) and NUM_LPU_DEVICES.
+func AllocationEnv(ids []string) (map[string]string, error) {
+	visible, err := VisibleDevices(ids)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvVisibleDevices, err)
+	}
+	return map[string]string{EnvVisibleDevices: visible, EnvNumDevices: strconv.Itoa(len(ids))}, nil
 }
 
 // Unallocated returns the edits for a container without a valid allocation:
@@ -160,8 +179,12 @@ func (e Edits) Adjustment() *api.ContainerAdjustment {
 	return adj
 }
 
-func node(d device.Device) DeviceNode {
-	return DeviceNode{Path: d.Path, Type: DeviceType, Major: d.Major, Minor: d.Minor, FileMode: DeviceFileMode}
+// appendNodes appends every device node of d, primary first.
+func appendNodes(dst []DeviceNode, d *device.Device) []DeviceNode {
+	for _, n := range d.NodeList() {
+		dst = append(dst, DeviceNode{Path: n.Path, Type: DeviceType, Major: n.Major, Minor: n.Minor, FileMode: DeviceFileMode})
+	}
+	return dst
 }
 
 // mounts copies ms, filling in ContainerPath and cleaning both paths.
@@ -195,7 +218,7 @@ func commonEnv(driverVersion string, extra map[string]string) []string {
 	}
 	keys := make([]string, 0, len(extra))
 	for k := range extra {
-		if !ValidEnvKey(k) || k == EnvVisibleDevices || (k == EnvDriverVersion && driverVersion != "") {
+		if !ValidEnvKey(k) || k == EnvVisibleDevices || k == EnvNumDevices || (k == EnvDriverVersion && driverVersion != "") {
 			continue
 		}
 		keys = append(keys, k)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -26,43 +27,52 @@ func TestForDevices(t *testing.T) {
 		"wrap-around arc": {
 			devs: []device.Device{dev(7), dev(0), dev(1)}, version: "2.1.0",
 			wantNodes: []string{"/dev/lpu7", "/dev/lpu0", "/dev/lpu1"},
-			wantEnv:   []string{"LPU_VISIBLE_DEVICES=7,0,1", "LPU_DRIVER_VERSION=2.1.0"},
+			wantEnv:   []string{"LPU_VISIBLE_DEVICES=7,0,1", "NUM_LPU_DEVICES=3", "LPU_DRIVER_VERSION=2.1.0"},
 		},
 		"no driver version": {
 			devs:      []device.Device{dev(3)},
 			wantNodes: []string{"/dev/lpu3"},
-			wantEnv:   []string{"LPU_VISIBLE_DEVICES=3"},
+			wantEnv:   []string{"LPU_VISIBLE_DEVICES=3", "NUM_LPU_DEVICES=1"},
 		},
 		"mounts default container path": {
 			devs:      []device.Device{dev(0)},
 			opts:      Options{Mounts: []Mount{{HostPath: "/usr/lib/lpu/"}, {HostPath: "/opt/lpu/bin", ContainerPath: "/usr/local/bin/lpu"}, {}}},
 			wantNodes: []string{"/dev/lpu0"},
 			wantMount: []Mount{{"/usr/lib/lpu", "/usr/lib/lpu"}, {"/opt/lpu/bin", "/usr/local/bin/lpu"}},
-			wantEnv:   []string{"LPU_VISIBLE_DEVICES=0"},
+			wantEnv:   []string{"LPU_VISIBLE_DEVICES=0", "NUM_LPU_DEVICES=1"},
 		},
 		"extra env sorted, reserved skipped": {
 			devs: []device.Device{dev(2), dev(3)}, version: "1",
 			opts: Options{Env: map[string]string{
-				"Z_LAST": "z", "A_FIRST": "a=b", "LPU_VISIBLE_DEVICES": "all", "LPU_DRIVER_VERSION": "fake",
+				"Z_LAST": "z", "A_FIRST": "a=b", "LPU_VISIBLE_DEVICES": "all", "NUM_LPU_DEVICES": "8", "LPU_DRIVER_VERSION": "fake",
 				"1BAD": "x", "": "y", "HAS SPACE": "z",
 			}},
 			wantNodes: []string{"/dev/lpu2", "/dev/lpu3"},
-			wantEnv:   []string{"LPU_VISIBLE_DEVICES=2,3", "LPU_DRIVER_VERSION=1", "A_FIRST=a=b", "Z_LAST=z"},
+			wantEnv:   []string{"LPU_VISIBLE_DEVICES=2,3", "NUM_LPU_DEVICES=2", "LPU_DRIVER_VERSION=1", "A_FIRST=a=b", "Z_LAST=z"},
+		},
+		"two nodes per LPU, primary first, LPU by LPU": {
+			devs:      []device.Device{orionDev(5), orionDev(2)},
+			wantNodes: []string{"/dev/dri/renderD133", "/dev/xclmgmt5", "/dev/dri/renderD130", "/dev/xclmgmt2"},
+			wantEnv:   []string{"LPU_VISIBLE_DEVICES=5,2", "NUM_LPU_DEVICES=2"},
 		},
 		"driver version from env when unknown": {
 			devs:      []device.Device{dev(1)},
 			opts:      Options{Env: map[string]string{"LPU_DRIVER_VERSION": "9.9"}},
 			wantNodes: []string{"/dev/lpu1"},
-			wantEnv:   []string{"LPU_VISIBLE_DEVICES=1", "LPU_DRIVER_VERSION=9.9"},
+			wantEnv:   []string{"LPU_VISIBLE_DEVICES=1", "NUM_LPU_DEVICES=1", "LPU_DRIVER_VERSION=9.9"},
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			e := ForDevices(tc.devs, tc.version, tc.opts)
 			var nodes []string
+			var want []device.Node
+			for _, d := range tc.devs {
+				want = append(want, d.NodeList()...)
+			}
 			for i, n := range e.DeviceNodes {
 				nodes = append(nodes, n.Path)
-				d := tc.devs[i]
+				d := want[i]
 				if n.Type != "c" || n.Major != d.Major || n.Minor != d.Minor || n.FileMode != 0o666 {
 					t.Errorf("node %d = %+v", i, n)
 				}
@@ -148,7 +158,7 @@ func TestAdjustment(t *testing.T) {
 	for _, kv := range adj.GetEnv() {
 		env = append(env, kv.Key+"="+kv.Value)
 	}
-	if !reflect.DeepEqual(env, []string{"LPU_VISIBLE_DEVICES=7,0", "LPU_DRIVER_VERSION=2.1.0", "X=a=b"}) {
+	if !reflect.DeepEqual(env, []string{"LPU_VISIBLE_DEVICES=7,0", "NUM_LPU_DEVICES=2", "LPU_DRIVER_VERSION=2.1.0", "X=a=b"}) {
 		t.Errorf("env = %q", env)
 	}
 }
@@ -159,4 +169,11 @@ func TestValidEnvKey(t *testing.T) {
 			t.Errorf("ValidEnvKey(%q) = %v", k, !want)
 		}
 	}
+}
+
+// orionDev is an Orion LPU: render node first, then the management node.
+func orionDev(i int) device.Device {
+	render := device.Node{Path: "/dev/dri/renderD" + strconv.Itoa(128+i), Major: 226, Minor: int64(128 + i)}
+	return device.Device{ID: device.ID(i), Index: i, Path: render.Path, Major: render.Major, Minor: render.Minor,
+		Nodes: []device.Node{render, {Path: "/dev/xclmgmt" + strconv.Itoa(i), Major: 235, Minor: int64(i)}}}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -22,6 +23,44 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 // goldenIDs is a 4-LPU wrap-around arc on a ring of 8: ring order, arc start
 // first.
 var goldenIDs = []string{"lpu6", "lpu7", "lpu0", "lpu1"}
+
+// goldenOrionIDs is a 2-LPU wrap-around arc on the simulated Orion ring of
+// four (lpu0 lpu1 lpu3 lpu2): two LPUs of two nodes each.
+var goldenOrionIDs = []string{"lpu2", "lpu0"}
+
+// goldenLayouts are the node layouts the golden tests render: our own one
+// node per LPU, and Orion's two (render and management node).
+var goldenLayouts = map[string]struct {
+	setup  func(t *testing.T) (string, *device.Inventory, []device.Device, Options)
+	ids    []string
+	suffix string
+}{
+	"lpu":    {goldenSetup, goldenIDs, ""},
+	"xilinx": {goldenSetupOrion, goldenOrionIDs, "-xilinx"},
+}
+
+// goldenSetupOrion discovers a simulated Orion node of four cards under a
+// temp dir with the xilinx backend and picks goldenOrionIDs.
+func goldenSetupOrion(t *testing.T) (root string, inv *device.Inventory, devs []device.Device, opts Options) {
+	t.Helper()
+	root = t.TempDir()
+	if err := device.Simulate(root, device.SimSpec{Devices: 4, Rings: 1, Backend: device.BackendXilinx}); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := device.NewSysfs(root, device.WithDiscovery(device.Discovery{Backend: device.BackendXilinx}),
+		device.WithNetworkTable(device.DefaultNetworkTable)).Discover(context.Background())
+	if err != nil {
+		t.Fatalf("discover: %v", err)
+	}
+	for _, id := range goldenOrionIDs {
+		d, ok := inv.Device(id)
+		if !ok || len(d.Nodes) != 2 {
+			t.Fatalf("%s: %+v, want a discovered LPU with two nodes", id, d)
+		}
+		devs = append(devs, d)
+	}
+	return root, inv, devs, Options{Mounts: []Mount{{HostPath: "/opt/xilinx/xrt"}}}
+}
 
 // goldenSetup discovers a fake 8-LPU node (one ring) under a temp dir, so
 // any discovery-root path leaking into the output would show up.
@@ -52,15 +91,21 @@ func goldenSetup(t *testing.T) (root string, inv *device.Inventory, devs []devic
 }
 
 func TestGolden(t *testing.T) {
-	root, inv, devs, opts := goldenSetup(t)
+	for layout, l := range goldenLayouts {
+		t.Run(layout, func(t *testing.T) { testGolden(t, l.setup, l.suffix) })
+	}
+}
+
+func testGolden(t *testing.T, setup func(t *testing.T) (string, *device.Inventory, []device.Device, Options), suffix string) {
+	root, inv, devs, opts := setup(t)
 	adj := ForDevices(devs, inv.DriverVersion, opts).Adjustment()
 	spec, err := Spec(inv, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	outputs := map[string]any{
-		"nri-adjustment.golden.json": adj,
-		"cdi-spec.golden.json":       spec,
+		"nri-adjustment" + suffix + ".golden.json": adj,
+		"cdi-spec" + suffix + ".golden.json":       spec,
 	}
 	for name, v := range outputs {
 		t.Run(name, func(t *testing.T) {
@@ -99,7 +144,13 @@ func TestGolden(t *testing.T) {
 // the CDI spec through a real CDI cache — and requires the same device
 // nodes, device numbers, cgroup access, mounts and env.
 func TestNRIAndCDIAgree(t *testing.T) {
-	_, inv, devs, opts := goldenSetup(t)
+	for layout, l := range goldenLayouts {
+		t.Run(layout, func(t *testing.T) { testNRIAndCDIAgree(t, l.setup, l.ids) })
+	}
+}
+
+func testNRIAndCDIAgree(t *testing.T, setup func(t *testing.T) (string, *device.Inventory, []device.Device, Options), ids []string) {
+	_, inv, devs, opts := setup(t)
 
 	// NRI side.
 	adj := ForDevices(devs, inv.DriverVersion, opts).Adjustment()
@@ -121,24 +172,29 @@ func TestNRIAndCDIAgree(t *testing.T) {
 	// CDI side: the spec lpu-nri writes, the names and env the device
 	// plugin returns in CDI mode.
 	cache := loadSpec(t, inv, opts)
-	visible, err := VisibleDevices(goldenIDs)
+	env, err := AllocationEnv(ids)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cdiSpec := &oci.Spec{Process: &oci.Process{Env: []string{EnvVisibleDevices + "=" + visible}}, Linux: &oci.Linux{}}
-	if _, err := cache.InjectDevices(cdiSpec, CDIDeviceNames(goldenIDs)...); err != nil {
+	cdiSpec := &oci.Spec{Process: &oci.Process{Env: []string{
+		EnvVisibleDevices + "=" + env[EnvVisibleDevices], EnvNumDevices + "=" + env[EnvNumDevices]}}, Linux: &oci.Linux{}}
+	if _, err := cache.InjectDevices(cdiSpec, CDIDeviceNames(ids)...); err != nil {
 		t.Fatalf("InjectDevices: %v", err)
 	}
 
-	if len(nriDevs) != len(goldenIDs) || len(cdiSpec.Linux.Devices) != len(goldenIDs) {
-		t.Fatalf("NRI %d devices, CDI %d, want %d", len(nriDevs), len(cdiSpec.Linux.Devices), len(goldenIDs))
+	var want []device.Node // every node of every LPU, ring order, primary first
+	for _, d := range devs {
+		want = append(want, d.NodeList()...)
+	}
+	if len(nriDevs) != len(want) || len(cdiSpec.Linux.Devices) != len(want) {
+		t.Fatalf("NRI %d devices, CDI %d, want %d", len(nriDevs), len(cdiSpec.Linux.Devices), len(want))
 	}
 	for i, n := range nriDevs {
 		c := cdiSpec.Linux.Devices[i]
 		if n.Path != c.Path || n.Type != c.Type || n.Major != c.Major || n.Minor != c.Minor || *n.FileMode != *c.FileMode {
 			t.Errorf("device %d: NRI %+v, CDI %+v", i, n, c)
 		}
-		d := devs[i]
+		d := want[i]
 		if n.Path != d.Path || n.Major != d.Major || n.Minor != d.Minor {
 			t.Errorf("device %d: NRI %+v, discovered %+v", i, n, d)
 		}
@@ -165,7 +221,8 @@ func TestNRIAndCDIAgree(t *testing.T) {
 	if !slices.Equal(nriEnv, cdiSpec.Process.Env) {
 		t.Errorf("env: NRI %q, CDI %q", nriEnv, cdiSpec.Process.Env)
 	}
-	if nriEnv[0] != "LPU_VISIBLE_DEVICES=6,7,0,1" {
-		t.Errorf("LPU_VISIBLE_DEVICES = %q, want ring order 6,7,0,1", nriEnv[0])
+	visible, _ := VisibleDevices(ids)
+	if nriEnv[0] != EnvVisibleDevices+"="+visible || nriEnv[1] != EnvNumDevices+"="+strconv.Itoa(len(ids)) {
+		t.Errorf("env %q, want %s=%s (ring order) then %s=%d", nriEnv, EnvVisibleDevices, visible, EnvNumDevices, len(ids))
 	}
 }

@@ -5,8 +5,8 @@
 #
 # usage: test/e2e/run.sh [demo|all|SCENARIO...] | [demo-dra|dra|DRA-SCENARIO...]
 #   demo      scenario 1, printing what each pod's container sees
-#   all       1 2 3 4 5 perf image 6 (the default)
-#   SCENARIO  any of 1 2 3 4 5 6 perf image, run in that canonical order
+#   all       1 2 3 4 5 orion perf image 6 (the default)
+#   SCENARIO  any of 1 2 3 4 5 orion 6 perf image, run in that canonical order
 #   dra       d1..d7 on a real cluster (etcd, apiserver, scheduler, ...)
 #   demo-dra  d1 d2, printing what each pod sees and its claim
 #   install   the image and chart installed on that cluster (scaffolding)
@@ -42,7 +42,7 @@ source "$E2E_DIR/lib/dra.sh"
 # shellcheck source=lib/install.sh
 source "$E2E_DIR/lib/install.sh"
 
-ORDER=(1 2 3 4 5 perf image 6)
+ORDER=(1 2 3 4 5 orion perf image 6)
 DRA_ORDER=(d1 d2 d3 d4 d5 d6 d7)
 CLUSTER=0
 
@@ -135,7 +135,7 @@ main() {
     case $s in
       all) want+=("${ORDER[@]}") ;;
       demo) DEMO=1 && want+=(1) ;;
-      1 | 2 | 3 | 4 | 5 | 6 | perf | image) want+=("$s") ;;
+      1 | 2 | 3 | 4 | 5 | 6 | orion | perf | image) want+=("$s") ;;
       dra) want_dra+=("${DRA_ORDER[@]}") ;;
       demo-dra) DEMO=1 && want_dra+=(d1 d2) ;;
       d1 | d2 | d3 | d4 | d5 | d6 | d7) want_dra+=("$s") ;;

@@ -123,8 +123,9 @@ choose_major() {
   used=$(awk '/^Character/{c=1;next} /^Block/{c=0} c{print $1}' /proc/devices)
   for m in $(seq 240 254); do
     grep -qx "$m" <<<"$used" && continue
-    # no existing character node on the host may use it either
-    if ! stat -c '%F %t' /dev/* /dev/*/* 2>/dev/null | grep -qx "character special file $(printf '%x' "$m")"; then
+    # no existing character node on the host may use it either (stat fails on
+    # some entries; under pipefail that must not make the major look free)
+    if ! { stat -c '%F %t' /dev/* /dev/*/* 2>/dev/null || true; } | grep -qx "character special file $(printf '%x' "$m")"; then
       echo "$m"
       return 0
     fi
@@ -158,6 +159,69 @@ make_node() {
   mkdir -p "$ROOT$(dirname "$DRIVER_DIR")"
   ln -sfn "$DRIVER_DIR" "$ROOT$DRIVER_DIR"
   log "simulated node: 8 LPUs, major $LPU_MAJOR, ring0 = ${RING[*]}"
+}
+
+# make_orion_node: a simulated Orion node (8 Alveo U55C cards under XRT, the
+# xilinx backend) under ORION_ROOT, next to the LPU node. pkg/device writes
+# the PCI tree (with its distractors and a network table keyed by PCI
+# addresses whose ring is not address order); every render node
+# (226:128+i) and management node (a free major, minor i) in it becomes a
+# real character device of the number sysfs gives, so discovery checks real
+# device numbers. No node is made on the host: runc creates them in the
+# container from the numbers lpu-nri injects.
+ORION_ROOT=$BASE/orion
+ORION_CFG=$BASE/lpu-orion.yaml
+ORION_RING=()  # card indices of ring 0 in ring order (from the table)
+ORION_NODES="" # "node lpuN PATH MAJOR:MINOR" lines
+ORION_PCI=""   # "pci lpuN ADDRESS" lines
+make_orion_node() {
+  local major out id path num
+  grep -qx 226 <<<"$(awk '/^Character/{c=1;next} /^Block/{c=0} c{print $1}' /proc/devices)" &&
+    log "major 226 (DRM) is in use on this host; the simulated render nodes reuse its numbers only inside the tree"
+  major=$(choose_major) || { nok "orion node" "no free character major in 240-254 for xclmgmt"; return 1; }
+  [ "$major" != "$LPU_MAJOR" ] || { nok "orion node" "xclmgmt major $major is the LPU node's"; return 1; }
+  out=$("$BASE/bin/simnode" --root "$ORION_ROOT" --devices 8 --rings 1 --backend xilinx --major "$major" 2>>"$LOGS/simnode-orion.log") ||
+    { nok "orion node" "simnode: $(tail -3 "$LOGS/simnode-orion.log")"; return 1; }
+  read -r -a ORION_RING <<<"$(sed -n 's/^ring0: //p' <<<"$out" | sed 's/lpu//g')"
+  ORION_NODES=$(grep '^node ' <<<"$out")
+  ORION_PCI=$(grep '^pci ' <<<"$out")
+  if [ ${#ORION_RING[@]} != 8 ] || [ "$(wc -l <<<"$ORION_NODES")" != 16 ]; then
+    nok "orion node" "simnode printed no ring of 8 with 16 nodes: $out"
+    return 1
+  fi
+  while read -r _ id path num; do
+    rm -f "$ORION_ROOT$path"
+    mknod -m 0666 "$ORION_ROOT$path" c "${num%%:*}" "${num##*:}"
+  done <<<"$ORION_NODES"
+  log "orion node: 8 cards, render major 226, xclmgmt major $major, ring0 = ${ORION_RING[*]}"
+}
+
+# write_orion_config FILE: the daemons' config for the Orion node.
+write_orion_config() {
+  cat >"$1" <<EOF
+version: v1
+resourceName: $RESOURCE
+root: $ORION_ROOT
+stateDir: $STATE
+discovery:
+  backend: xilinx
+topology:
+  networkTable: /etc/lpu/network.table
+injection:
+  mode: nri
+  mounts: []
+health:
+  resyncInterval: 1s
+  failureThreshold: 2
+  recoveryThreshold: 2
+kubelet:
+  devicePluginDir: $DP_DIR
+cdi:
+  specDir: $BASE/ctd-a/cdi
+log:
+  level: info
+  format: json
+EOF
 }
 
 # write_config FILE MODE SPECDIR: the daemons' config (both read the same file).

@@ -416,6 +416,112 @@ scenario_5() {
   expect "all 8 devices healthy at the end (sum lpu_device_healthy = $h)" "sum $h" test "$h" = 8
 }
 
+# ---------------------------------------------------------------- scenario orion
+# The Orion layout (8 Alveo U55C cards under XRT, discovery.backend: xilinx)
+# on the same kubelet and containerd: a pod of 4 sees the render AND
+# management nodes of 4 ring-neighbour cards (ring from a network table
+# keyed by PCI addresses, not in address order) with the numbers sysfs
+# gives, LPU_VISIBLE_DEVICES in ring order and NUM_LPU_DEVICES=4; a card
+# whose ready turns 0x0 stops being offered and comes back at 0x1. The LPU
+# node is restored afterwards.
+
+# orion_node ID KIND: "PATH MAJOR:MINOR" of card ID's render or mgmt node.
+orion_node() {
+  local pat=/dev/dri/renderD
+  [ "$2" = mgmt ] && pat=/dev/xclmgmt
+  awk -v id="$1" -v p="$pat" '$2 == id && index($3, p) == 1 {print $3, $4}' <<<"$ORION_NODES"
+}
+
+# check_orion_container NAME COUNT: what a container holding COUNT Orion
+# LPUs must see.
+check_orion_container() {
+  local name=$1 count=$2 out path kind maj min id want renders="" mgmts="" bad="" arc env num lpus
+  out=$(in_ctr "$name" sh -c 'for f in /dev/dri/renderD* /dev/xclmgmt* /dev/lpu*; do [ -e "$f" ] && stat -c "%n|%F|%t|%T" "$f"; done; true')
+  while IFS='|' read -r path kind maj min; do
+    [ -n "$path" ] || continue
+    id=$(awk -v p="$path" '$3 == p {print $2}' <<<"$ORION_NODES")
+    want=$(awk -v p="$path" '$3 == p {print $4}' <<<"$ORION_NODES")
+    if [ -z "$id" ] || [ "$kind" != "character special file" ] || [ "$((16#$maj)):$((16#$min))" != "$want" ]; then
+      bad+="$path($kind $((16#$maj)):$((16#$min)), want ${want:-none}) "
+      continue
+    fi
+    case $path in
+      /dev/dri/renderD*) renders+="${id#lpu} " ;;
+      /dev/xclmgmt*) mgmts+="${id#lpu} " ;;
+    esac
+  done <<<"$out"
+  renders=$(tr ' ' '\n' <<<"$renders" | grep . | sort -n | tr '\n' ' ')
+  mgmts=$(tr ' ' '\n' <<<"$mgmts" | grep . | sort -n | tr '\n' ' ')
+  expect "$name: every device node is a card's, with the number sysfs gives" "$bad" test -z "$bad"
+  expect "$name: sees the render nodes of $count cards" "render nodes of [$renders]" test "$(wc -w <<<"$renders")" = "$count"
+  expect "$name: sees the management nodes of the same $count cards" "render [$renders] management [$mgmts]" test "$renders" = "$mgmts"
+  lpus=${renders% }
+  arc=$(ring_arc "$lpus") || arc=""
+  expect "$name: its cards are ring neighbours" "[$lpus] is not one arc of ring [${RING[*]}]" test -n "$arc"
+  env=$(ctr_env "$name" LPU_VISIBLE_DEVICES)
+  expect "$name: LPU_VISIBLE_DEVICES lists them in ring order" "LPU_VISIBLE_DEVICES=$env, cards [$lpus], ring [${RING[*]}]" \
+    eval 'ring_ordered "$(visible_list "$env")" && [ "$(visible_list "$env" | tr " " "\n" | sort -n | tr "\n" " ")" = "$renders" ]'
+  num=$(ctr_env "$name" NUM_LPU_DEVICES)
+  expect "$name: NUM_LPU_DEVICES=$count" "NUM_LPU_DEVICES=$num" test "$num" = "$count"
+  GOT=$lpus
+}
+
+# lpu_daemons_restart: stop both daemons and start them on CFG and ROOT.
+lpu_daemons_restart() {
+  stop_daemon lpu-device-plugin 3
+  stop_daemon lpu-nri 3
+  start_lpu_nri nri
+  wait_for 20 nri_ready || { nok "$1: lpu-nri connects" "$(tail -3 "$LOGS/lpu-nri.log")"; return 1; }
+  start_lpu_dp nri
+  wait_for 30 eval '[ "$(metric "http://$DP_METRICS/metrics" lpu_device_healthy)" = 8 ]' ||
+    { nok "$1: 8 healthy LPUs offered" "$(metric "http://$DP_METRICS/metrics" lpu_device_healthy); $(tail -3 "$LOGS/lpu-device-plugin.log")"; return 1; }
+}
+
+scenario_orion() {
+  log "scenario orion: Alveo U55C cards under XRT (xilinx backend)"
+  ensure_kubelet
+  remove_all_pods
+  make_orion_node || return 0
+  write_orion_config "$ORION_CFG"
+  local saved_cfg=$CFG saved_root=$ROOT card addr ready
+  local -a saved_ring=("${RING[@]}")
+  CFG=$ORION_CFG ROOT=$ORION_ROOT
+  RING=("${ORION_RING[@]}")
+  if lpu_daemons_restart orion; then
+    ok "orion: both daemons serve the Orion node, 8 healthy LPUs (ring0 = ${RING[*]})"
+    expect "orion: the device plugin logged the PCI address to LPU ID map" "$(grep -c . "$LOGS/lpu-device-plugin.log") log lines" \
+      grep -q '"PCI address to LPU ID map"' "$LOGS/lpu-device-plugin.log"
+    lpu_pod orion4 4
+    if wait_running orion4 60; then
+      ok "orion4: pod with $RESOURCE: 4 is running"
+      check_orion_container orion4 4
+    else
+      nok "orion4: pod with $RESOURCE: 4 is running" "$(kpod_status orion4)"
+    fi
+    wait_gone orion4
+    card=${RING[2]}
+    addr=$(awk -v id="lpu$card" '$2 == id {print $3}' <<<"$ORION_PCI")
+    ready=$ORION_ROOT/sys/bus/pci/devices/$addr/ready
+    h() { metric "http://$DP_METRICS/metrics" lpu_device_healthy "device=\"lpu$card\""; }
+    echo 0x0 >"$ready"
+    expect "orion: lpu$card ($addr) unhealthy after its ready turned 0x0" "metric: $(h)" wait_for 15 eval '[ "$(h)" = 0 ]'
+    lpu_pod orion8 8
+    if wait_for 30 admission_refused orion8; then
+      ok "orion8: a pod needing all 8 cards is not admitted while lpu$card is unhealthy"
+    else
+      nok "orion8: a pod needing all 8 cards is not admitted while lpu$card is unhealthy" "kubelet: $(kpod_status orion8)"
+    fi
+    del_pod orion8
+    echo 0x1 >"$ready"
+    expect "orion: lpu$card offered again after ready turned 0x1" "metric: $(h)" wait_for 15 eval '[ "$(h)" = 1 ]'
+    wait_for 30 gone orion8 || true
+  fi
+  remove_all_pods
+  CFG=$saved_cfg ROOT=$saved_root
+  RING=("${saved_ring[@]}")
+  lpu_daemons_restart "orion: back to the LPU node" && ok "orion: back to the LPU node, 8 healthy LPUs"
+}
+
 # ---------------------------------------------------------------- scenario 6
 # CDI for runtimes without NRI: podman 4.3 with a spec from `lpu-nri cdi
 # generate`, then containerd with NRI off + the device plugin in cdi mode.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -61,8 +62,7 @@ func Run(ctx context.Context, p Params) error {
 	tracer, stopTracing := startup.Tracing(ctx, cfg.Tracing, "lpu-device-plugin", p.Version, log)
 	defer stopTracing()
 
-	t := cfg.Topology
-	sysfs := device.NewSysfs(root, device.WithTopology(t.Source, t.Rings, t.NetworkTable), device.WithLogger(log))
+	sysfs := device.NewSysfs(root, append(cfg.DiscoveryOptions(opts.Simulate > 0), device.WithLogger(log))...)
 	mon := health.New(sysfs, health.Options{
 		ResyncInterval:    cfg.Health.ResyncInterval.Duration,
 		PollInterval:      cfg.Health.PollInterval.Duration,
@@ -75,7 +75,7 @@ func Run(ctx context.Context, p Params) error {
 	defer holders.Close()
 	m := metrics.New(metrics.Options{
 		Node: node, Devices: mon, Telemetry: sysfs, Holders: holders,
-		HoldersTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Logger: log,
+		HoldersTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Logger: log, Version: p.Version,
 	})
 	plug, err := plugin.New(mon, plugin.Options{
 		ResourceName: cfg.ResourceName, KubeletDir: cfg.Kubelet.DevicePluginDir, StateDir: cfg.StateDir,
@@ -96,12 +96,12 @@ func discoveryRoot(cfg *config.Config, simulate int, log *slog.Logger) (string, 
 	if simulate <= 0 {
 		return cfg.Root, nil
 	}
-	root, err := device.SimulateNode(cfg.StateDir, simulate)
+	root, err := device.SimulateBackendNode(cfg.StateDir, simulate, cfg.Simulate.Backend)
 	if err != nil {
 		return "", err
 	}
 	spec := device.SimSpecFor(simulate)
-	log.Info("serving a simulated node", "root", root, "devices", spec.Devices, "rings", spec.Rings)
+	log.Info("serving a simulated node", "root", root, "devices", spec.Devices, "rings", spec.Rings, "backend", cfg.Simulate.Backend)
 	return root, nil
 }
 
@@ -202,25 +202,29 @@ func writeFeatures(ctx context.Context, mon *health.Monitor, path, resource stri
 	}
 	var last []string
 	var errs logchange.Errors
-	written := false
+	written, due := false, false
+	refresh := time.NewTicker(nfd.Refresh) // renews the file's expiry
+	defer refresh.Stop()
 	for {
 		snap, changed := mon.Snapshot()
-		if lines := nfd.Features(resource, snap.Inventory); !written || !slices.Equal(lines, last) {
-			ok, err := nfd.Write(path, lines)
+		if lines := nfd.Features(resource, snap.Inventory); !written || due || !slices.Equal(lines, last) {
+			ok, err := nfd.Write(path, nfd.Expiring(lines, time.Now().Add(nfd.Lifetime)))
 			if errs.Note(err) == logchange.Failed {
 				log.Warn("cannot write the NFD feature file", "file", path, "err", err)
 			}
 			if err == nil {
-				if ok {
+				if ok && (!written || !slices.Equal(lines, last)) {
 					log.Info("wrote the NFD feature file", "file", path, "features", lines)
 				}
-				last, written = lines, true
+				last, written, due = lines, true, false
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
+		case <-refresh.C:
+			due = true
 		}
 	}
 }

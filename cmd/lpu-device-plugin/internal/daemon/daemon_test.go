@@ -177,6 +177,14 @@ func TestDaemonSimulatedNode(t *testing.T) {
 			strings.Contains(string(b), "hyperaccel.ai/lpu.rings=2\n") && strings.Contains(string(b), "hyperaccel.ai/lpu.largest-ring=8\n") &&
 			strings.Contains(string(b), "hyperaccel.ai/lpu.model=HyperAccel-LPU-sim\n")
 	})
+	// NFD drops the labels an hour after the last write.
+	if b, _ := os.ReadFile(d.nfdFile); true {
+		head, _, _ := strings.Cut(string(b), "\n")
+		until, err := time.Parse(time.RFC3339, strings.TrimPrefix(head, "# +expiry-time="))
+		if err != nil || !strings.HasPrefix(head, "# +expiry-time=") || time.Until(until) < 50*time.Minute || time.Until(until) > 61*time.Minute {
+			t.Errorf("NFD file starts %q (%v), want an expiry about an hour ahead", head, err)
+		}
+	}
 
 	// Kubelet restart → re-registration, metrics keep serving meanwhile.
 	d.kubelet.Stop() // a kubelet that exits also drops its plugin connections

@@ -30,7 +30,7 @@ func Command(o *Options) *cmdline.Command {
 	o.Declare(c, "config", "root", "kubelet-dir", "state-dir")
 	c.String(&o.injection, "injection", "LPU_INJECTION", "", "injection `MODE` nri|cdi|auto; overrides config injection.mode (default auto: nri when the config's nri.socket exists, else cdi)").
 		OneOf(config.AllowedInjectionModes...).Sets(func(cfg *config.Config) { cfg.Injection.Mode = o.injection })
-	o.Declare(c, "metrics-addr", "simulate")
+	o.Declare(c, "metrics-addr", "simulate", "simulate-backend")
 	c.String(&o.NFDFile, "nfd-features-file", "LPU_NFD_FEATURES_FILE", nfd.DefaultPath, "`FILE` for the Node Feature Discovery feature file; empty disables (default "+nfd.DefaultPath+", or inside the simulated tree with --simulate; the default is skipped when its directory does not exist)").
 		MarkGiven(&o.NFDFileGiven)
 	o.Declare(c, "version")

@@ -69,6 +69,24 @@ func TestPrecedence(t *testing.T) {
 				}
 			},
 		},
+		"simulate backend: flag over env over file": {
+			args: []string{"--simulate-backend", "xilinx"},
+			env:  map[string]string{"LPU_SIMULATE_BACKEND": "pci"},
+			file: func(c *config.Config) { c.Simulate.Backend = "lpu" },
+			check: func(t *testing.T, o parsed, c *config.Config) {
+				if c.Simulate.Backend != "xilinx" {
+					t.Fatalf("simulate.backend %q, want xilinx", c.Simulate.Backend)
+				}
+			},
+		},
+		"simulate backend from env": {
+			env: map[string]string{"LPU_SIMULATE_BACKEND": "pci"},
+			check: func(t *testing.T, o parsed, c *config.Config) {
+				if c.Simulate.Backend != "pci" || c.Discovery.Backend != "lpu" {
+					t.Fatalf("simulate.backend %q discovery.backend %q", c.Simulate.Backend, c.Discovery.Backend)
+				}
+			},
+		},
 		"flag over env": {
 			args: []string{"--root", "/flagroot", "--kubelet-dir=/k", "--state-dir", "/s", "--metrics-addr", "127.0.0.1:1", "--injection", "nri"},
 			env:  map[string]string{"LPU_ROOT": "/envroot", "LPU_KUBELET_DIR": "/ek", "LPU_METRICS_ADDR": ":2"},
@@ -96,12 +114,13 @@ func TestPrecedence(t *testing.T) {
 				}
 			},
 		},
-		"bad injection":       {args: []string{"--injection", "docker"}, wantErr: `injection "docker"`},
-		"bad env simulate":    {env: map[string]string{"LPU_SIMULATE": "many"}, wantErr: "LPU_SIMULATE"},
-		"negative simulate":   {args: []string{"--simulate", "-1"}, wantErr: "simulate -1"},
-		"relative root":       {args: []string{"--root", "host"}, wantErr: `root "host"`},
-		"positional argument": {args: []string{"serve"}, wantErr: `unexpected argument "serve"`},
-		"unknown flag":        {args: []string{"--kubelet-socket", "/x"}, wantErr: "kubelet-socket"},
+		"bad injection":        {args: []string{"--injection", "docker"}, wantErr: `injection "docker"`},
+		"bad env simulate":     {env: map[string]string{"LPU_SIMULATE": "many"}, wantErr: "LPU_SIMULATE"},
+		"bad simulate backend": {args: []string{"--simulate-backend", "gpu"}, wantErr: `"gpu"`},
+		"negative simulate":    {args: []string{"--simulate", "-1"}, wantErr: "simulate -1"},
+		"relative root":        {args: []string{"--root", "host"}, wantErr: `root "host"`},
+		"positional argument":  {args: []string{"serve"}, wantErr: `unexpected argument "serve"`},
+		"unknown flag":         {args: []string{"--kubelet-socket", "/x"}, wantErr: "kubelet-socket"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -55,6 +56,8 @@ type Options struct {
 	HoldersTimeout time.Duration
 	// Logger receives scrape problems once per change.
 	Logger *slog.Logger
+	// Version is the build version lpu_build_info reports.
+	Version string
 }
 
 // Metrics is lpu-device-plugin's Prometheus registry: counters and
@@ -156,6 +159,12 @@ var (
 	descArc = prometheus.NewDesc("lpu_largest_free_arc",
 		"Longest run of healthy, unallocated ring neighbours per ring (allocations from the kubelet's PodResources; all healthy devices count as free when it is unavailable).",
 		[]string{"node", "ring"}, nil)
+	descAllocated = prometheus.NewDesc("lpu_device_allocated",
+		"1 while a container holds the device (kubelet PodResources), else 0; absent while PodResources is unavailable.", deviceLabels, nil)
+	descInfo = prometheus.NewDesc("lpu_device_info",
+		"Always 1; the labels carry the device's model, firmware and driver versions.", []string{"node", "device", "model", "firmware", "driver"}, nil)
+	descBuild = prometheus.NewDesc("lpu_build_info",
+		"Always 1; the labels carry the daemon's build version and Go version.", []string{"daemon", "version", "goversion"}, nil)
 )
 
 // deviceCollector reads device state and telemetry at scrape time.
@@ -180,7 +189,7 @@ func newDeviceCollector(opts Options) *deviceCollector {
 
 // Describe sends the descriptors.
 func (c *deviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descHealthy, descUtil, descMemUsed, descMemTotal, descTemp, descPower, descArc} {
+	for _, d := range []*prometheus.Desc{descHealthy, descUtil, descMemUsed, descMemTotal, descTemp, descPower, descArc, descAllocated, descInfo, descBuild} {
 		ch <- d
 	}
 }
@@ -205,6 +214,7 @@ func (c *deviceCollector) note(source string, err error) {
 // Collect reads the snapshot, the holders (one PodResources List) and each
 // device's telemetry.
 func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(descBuild, prometheus.GaugeValue, 1, "lpu-device-plugin", c.opts.Version, runtime.Version())
 	if c.opts.Devices == nil {
 		return
 	}
@@ -228,6 +238,14 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(descHealthy, prometheus.GaugeValue, healthy, node, d.ID)
+		ch <- prometheus.MustNewConstMetric(descInfo, prometheus.GaugeValue, 1, node, d.ID, d.Model, d.Firmware, snap.Inventory.DriverVersion)
+		if holders != nil {
+			held := 0.0
+			if _, ok := holders[d.ID]; ok {
+				held = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descAllocated, prometheus.GaugeValue, held, node, d.ID)
+		}
 		if c.opts.Telemetry == nil {
 			continue
 		}

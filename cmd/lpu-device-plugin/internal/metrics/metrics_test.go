@@ -72,9 +72,15 @@ func TestDeviceMetrics(t *testing.T) {
 	holders := podresources.New(sock, "hyperaccel.ai/lpu")
 	defer holders.Close()
 
-	m := New(Options{Node: "n1", Devices: mon, Telemetry: sysfs, Holders: holders})
+	m := New(Options{Node: "n1", Devices: mon, Telemetry: sysfs, Holders: holders, Version: "1.2.3"})
 	url := serve(t, m, nil, nil)
 	_, body := daemontest.Get(url + "/metrics")
+	snap, _ := mon.Snapshot()
+	dev1, ok := snap.Inventory.Device("lpu1")
+	if !ok {
+		t.Fatal("no lpu1 in the inventory")
+	}
+	driver := snap.Inventory.DriverVersion
 
 	checks := map[string]struct {
 		name   string
@@ -90,6 +96,10 @@ func TestDeviceMetrics(t *testing.T) {
 		"holder labels":    {"lpu_utilization_percent", []string{`device="lpu3"`, `pod="train-0"`, `namespace="ml"`, `container="main"`}, 30},
 		"free has no pod":  {"lpu_utilization_percent", []string{`device="lpu4"`, `pod=""`}, 40},
 		"largest free arc": {"lpu_largest_free_arc", []string{`ring="0"`}, 6}, // 4..7,0,1
+		"allocated":        {"lpu_device_allocated", []string{`device="lpu3"`, `node="n1"`}, 1},
+		"not allocated":    {"lpu_device_allocated", []string{`device="lpu4"`}, 0}, // held for another resource
+		"device info":      {"lpu_device_info", []string{`device="lpu1"`, `node="n1"`, `firmware="` + dev1.Firmware + `"`, `driver="` + driver + `"`}, 1},
+		"build info":       {"lpu_build_info", []string{`daemon="lpu-device-plugin"`, `version="1.2.3"`, `goversion="go`}, 1},
 	}
 	for name, c := range checks {
 		t.Run(name, func(t *testing.T) {
@@ -124,6 +134,9 @@ func TestDeviceMetrics(t *testing.T) {
 	if _, ok := daemontest.Value(body, "lpu_utilization_percent", `device="lpu3"`, `pod="train-0"`); ok {
 		t.Fatal("holder labels kept after the pod left")
 	}
+	if v, _ := daemontest.Value(body, "lpu_device_allocated", `device="lpu3"`); v != 0 {
+		t.Fatal("lpu3 still allocated after the pod left")
+	}
 }
 
 func TestPodResourcesUnavailable(t *testing.T) {
@@ -151,6 +164,45 @@ func TestPodResourcesUnavailable(t *testing.T) {
 	}
 	if v, ok := daemontest.Value(body, "lpu_utilization_percent", `device="lpu0"`, `pod=""`, `namespace=""`); !ok || v != 12 {
 		t.Fatalf("utilization %v %v, want 12 with empty holder labels\n%s", v, ok, body)
+	}
+	if _, ok := daemontest.Value(body, "lpu_device_allocated"); ok {
+		t.Fatal("lpu_device_allocated reported while PodResources is unavailable (it would claim every LPU free)")
+	}
+}
+
+// TestOrionTelemetry: on the xilinx backend temperature, power and memory
+// total are reported, utilisation and memory used are absent (no sysfs
+// source), never a made-up zero.
+func TestOrionTelemetry(t *testing.T) {
+	root := t.TempDir()
+	if err := device.Simulate(root, device.SimSpec{Devices: 2, Rings: 1, Backend: device.BackendXilinx}); err != nil {
+		t.Fatal(err)
+	}
+	sysfs := device.NewSysfs(root, device.WithDiscovery(device.Discovery{Backend: device.BackendXilinx}))
+	mon := health.New(sysfs, health.Options{ResyncInterval: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mon.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	<-mon.Ready()
+	holders := podresources.New(filepath.Join(sockettest.ShortDir(t), "absent.sock"), "hyperaccel.ai/lpu")
+	defer holders.Close()
+	m := New(Options{Node: "n1", Devices: mon, Telemetry: sysfs, Holders: holders, HoldersTimeout: 100 * time.Millisecond})
+	_, body := daemontest.Get(serve(t, m, nil, nil) + "/metrics")
+	for name, want := range map[string]float64{"lpu_temperature_celsius": 42, "lpu_power_watts": 22.5, "lpu_memory_total_bytes": 16 << 30, "lpu_device_healthy": 1} {
+		if v, ok := daemontest.Value(body, name, `device="lpu1"`); !ok || v != want {
+			t.Errorf("%s = %v (found %v), want %v", name, v, ok, want)
+		}
+	}
+	for _, name := range []string{"lpu_utilization_percent", "lpu_memory_used_bytes"} {
+		if _, ok := daemontest.Value(body, name, `device="lpu1"`); ok {
+			t.Errorf("%s reported on Orion, which has no source for it", name)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
@@ -19,6 +20,25 @@ const DefaultPath = "/etc/kubernetes/node-feature-discovery/features.d/lpu"
 
 // maxValue is the longest Kubernetes label value.
 const maxValue = 63
+
+// Lifetime is how long NFD keeps the labels of a feature file after it was
+// written (its "# +expiry-time" directive); Refresh is how often a running
+// device plugin rewrites the file, well inside Lifetime. A node whose device
+// plugin is gone (uninstalled, crashed for good) loses the labels within an
+// hour instead of advertising LPUs forever.
+const (
+	Lifetime = time.Hour
+	Refresh  = Lifetime / 4
+)
+
+// Expiring returns lines headed by NFD's expiry directive for until (UTC,
+// RFC 3339, whole seconds); no lines stay none, so Write removes the file.
+func Expiring(lines []string, until time.Time) []string {
+	if len(lines) == 0 {
+		return nil
+	}
+	return append([]string{"# +expiry-time=" + until.UTC().Truncate(time.Second).Format(time.RFC3339)}, lines...)
+}
 
 // Features returns the feature lines for an inventory, one "name=value" per
 // line, names prefixed with the resource name:

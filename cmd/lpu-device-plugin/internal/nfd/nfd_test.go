@@ -126,3 +126,27 @@ func TestWrite(t *testing.T) {
 		t.Fatalf("file still there: %v", err)
 	}
 }
+
+func TestExpiring(t *testing.T) {
+	until := time.Date(2030, 7, 29, 13, 22, 33, 900_000_000, time.FixedZone("KST", 9*3600))
+	cases := map[string]struct {
+		lines, want []string
+	}{
+		"lines get the directive first, in UTC, whole seconds": {
+			lines: []string{"hyperaccel.ai/lpu.present=true"},
+			want:  []string{"# +expiry-time=2030-07-29T04:22:33Z", "hyperaccel.ai/lpu.present=true"},
+		},
+		"no lines stay none (the file is removed)": {},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Expiring(tc.lines, until)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("Expiring = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if Refresh >= Lifetime/2 {
+		t.Errorf("Refresh %v must leave room inside Lifetime %v", Refresh, Lifetime)
+	}
+}

@@ -419,17 +419,17 @@ func (p *Plugin) respond(pl alloc.Placement, allocID string) (*pluginapi.Contain
 
 // cdiResponse names the devices for CDI: CDIDevices (kubelet ≥ 1.28), the
 // cdi.k8s.io/ annotation older kubelets pass to the runtime, and the
-// set-wide LPU_VISIBLE_DEVICES (per-device CDI env would replace each
-// other). ids are in ring order.
+// set-wide LPU_VISIBLE_DEVICES and NUM_LPU_DEVICES (per-device CDI env
+// would replace each other). ids are in ring order.
 func cdiResponse(ids []string) (*pluginapi.ContainerAllocateResponse, error) {
 	names := inject.CDIDeviceNames(ids)
 	value, err := cdi.AnnotationValue(names)
 	if err != nil {
 		return nil, fmt.Errorf("cdi annotation value: %w", err)
 	}
-	visible, err := inject.VisibleDevices(ids)
+	env, err := inject.AllocationEnv(ids)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", inject.EnvVisibleDevices, err)
+		return nil, err
 	}
 	devs := make([]*pluginapi.CDIDevice, len(names))
 	for i, name := range names {
@@ -438,7 +438,7 @@ func cdiResponse(ids []string) (*pluginapi.ContainerAllocateResponse, error) {
 	return &pluginapi.ContainerAllocateResponse{
 		CdiDevices:  devs,
 		Annotations: map[string]string{cdiAnnotationKey: value},
-		Envs:        map[string]string{inject.EnvVisibleDevices: visible},
+		Envs:        env,
 	}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"golang.org/x/sync/errgroup"
 
@@ -50,13 +51,14 @@ func DiscoveryRoot(cfg *config.Config, simulate int) (string, error) {
 	if simulate <= 0 {
 		return cfg.Root, nil
 	}
-	return device.SimulateNode(cfg.StateDir, simulate)
+	return device.SimulateBackendNode(cfg.StateDir, simulate, cfg.Simulate.Backend)
 }
 
-// Discoverer returns the sysfs discoverer for cfg under root.
+// Discoverer returns the discoverer for cfg under root: the configured
+// backend, or simulate.backend when root is the simulated node.
 func Discoverer(cfg *config.Config, root string, log *slog.Logger) *device.Sysfs {
-	t := cfg.Topology
-	return device.NewSysfs(root, device.WithTopology(t.Source, t.Rings, t.NetworkTable), device.WithLogger(log))
+	simulated := root == device.SimulatedRoot(cfg.StateDir)
+	return device.NewSysfs(root, append(cfg.DiscoveryOptions(simulated), device.WithLogger(log))...)
 }
 
 // InjectOptions returns the mounts and env for LPU containers. Mounts whose
@@ -116,6 +118,7 @@ func Run(ctx context.Context, p Params) error {
 	if m == nil {
 		m = metrics.New()
 	}
+	m.Build.WithLabelValues("lpu-nri", p.Version, runtime.Version()).Set(1)
 	disc := Discoverer(cfg, root, log)
 	opts := InjectOptions(cfg, simRoot(cfg, p.Simulate), log)
 	log.Info("starting lpu-nri", "version", p.Version, "mode", p.Mode, "root", root,
@@ -212,6 +215,11 @@ func CDIList(ctx context.Context, p Params, w io.Writer) error {
 	return nil
 }
 
+// DevicePluginHealthEnv names the device plugin's /healthz URL for doctor,
+// asked when the kubelet dir is not visible; the Helm chart sets it in the
+// lpu-nri container (the pod's loopback reaches the device plugin).
+const DevicePluginHealthEnv = "LPU_DEVICE_PLUGIN_HEALTH_URL"
+
 // Doctor runs the checks, prints them to w and reports whether any failed.
 func Doctor(ctx context.Context, p Params, pluginDir string, w io.Writer) (failed bool, err error) {
 	root, err := DiscoveryRoot(p.Config, p.Simulate)
@@ -220,9 +228,10 @@ func Doctor(ctx context.Context, p Params, pluginDir string, w io.Writer) (faile
 	}
 	cfg := p.Config
 	results := doctor.Run(ctx, doctor.Params{
-		Root: root, StateDir: cfg.StateDir, Mode: p.Mode, NRISocket: cfg.NRI.Socket,
+		Root: root, Discovery: cfg.DiscoveryOptions(p.Simulate > 0), StateDir: cfg.StateDir, Mode: p.Mode, NRISocket: cfg.NRI.Socket,
 		PluginName: cfg.NRI.PluginName, PluginIndex: cfg.NRI.PluginIndex, PluginDir: pluginDir,
 		CDIDir: cfg.CDI.SpecDir, KubeletDir: cfg.Kubelet.DevicePluginDir, ResourceName: cfg.ResourceName,
+		DevicePluginHealth: os.Getenv(DevicePluginHealthEnv),
 	})
 	results = append([]doctor.Result{{Check: "mode", OK: true, Detail: p.ModeReason}}, results...)
 	return doctor.Print(w, results), nil

@@ -65,7 +65,7 @@ func (o *Options) common(c *cmdline.Command) {
 		}).Sets(func(cfg *config.Config) { cfg.NRI.PluginIndex = o.pluginIdx })
 	c.String(&o.mode, "mode", "LPU_MODE", "", "`MODE` nri|cdi; overrides config injection.mode (default auto: nri when the NRI socket exists at start, else cdi, as lpu-device-plugin decides)").
 		OneOf(config.InjectionNRI, config.InjectionCDI).Sets(func(cfg *config.Config) { cfg.Injection.Mode = o.mode })
-	o.Declare(c, "simulate")
+	o.Declare(c, "simulate", "simulate-backend")
 }
 
 const intro = `lpu-nri injects the LPUs a container was allocated by lpu-device-plugin,

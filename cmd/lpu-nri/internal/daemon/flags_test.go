@@ -130,6 +130,7 @@ func TestParseErrors(t *testing.T) {
 		"bad index":             {args: []string{"--plugin-idx", "7"}, says: "plugin-idx"},
 		"bad index from env":    {env: map[string]string{"LPU_PLUGIN_IDX": "x1"}, says: "plugin-idx"},
 		"bad simulate from env": {env: map[string]string{"LPU_SIMULATE": "many"}, says: "LPU_SIMULATE"},
+		"bad simulate backend":  {env: map[string]string{"LPU_SIMULATE_BACKEND": "fpga"}, says: `--simulate-backend "fpga": want lpu, xilinx or pci`},
 		"simulate too large":    {args: []string{"--simulate", "5000"}, says: "simulate 5000"},
 		"relative root":         {args: []string{"--root", "host"}, says: "absolute"},
 		"unknown command":       {args: []string{"serve"}, says: `unknown command "serve"`},

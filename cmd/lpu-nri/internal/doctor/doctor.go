@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,7 +34,10 @@ const MaxPodmanCDIVersion = "0.5.0"
 
 // Params say where to look.
 type Params struct {
-	Root         string // discovery root ("/")
+	Root string // discovery root ("/")
+	// Discovery are the discoverer's options (backend, topology); none
+	// means the lpu layout with default topology.
+	Discovery    []device.Option
 	StateDir     string // seal key and readiness socket
 	Mode         string // "nri" or "cdi"
 	NRISocket    string
@@ -44,6 +48,10 @@ type Params struct {
 	KubeletDir   string        // device plugin dir holding kubelet.sock and ours
 	ResourceName string        // hyperaccel.ai/lpu
 	Timeout      time.Duration // per network check; default 3s
+	// DevicePluginHealth is the device plugin's /healthz URL, asked when
+	// KubeletDir is not visible (lpu-nri's container in the Helm chart does
+	// not mount it; both containers share the pod's loopback). "" skips it.
+	DevicePluginHealth string
 }
 
 // Result is one check's verdict.
@@ -68,7 +76,7 @@ func Run(ctx context.Context, p Params) []Result {
 		checkCDI(ctx, p),
 		checkNodes(p),
 		checkKey(p),
-		checkDevicePlugin(p),
+		checkDevicePlugin(ctx, p),
 	}
 }
 
@@ -246,7 +254,7 @@ func checkCDI(ctx context.Context, p Params) Result {
 	if ours.Version != minV {
 		return fail(name, "%s has cdiVersion %s, but needs only %s: older runtimes (podman 4.3 reads <= %s) may reject it", file, ours.Version, minV, MaxPodmanCDIVersion)
 	}
-	want, err := discoverIDs(ctx, p.Root)
+	want, err := discoverIDs(ctx, p)
 	if err != nil {
 		return fail(name, "%s cdiVersion %s, but cannot compare with the node: %v", file, ours.Version, err)
 	}
@@ -263,8 +271,8 @@ func checkCDI(ctx context.Context, p Params) Result {
 	return ok(name, "%s valid, cdiVersion %s (minimum needed), %d devices + all", file, ours.Version, len(have))
 }
 
-func discoverIDs(ctx context.Context, root string) ([]string, error) {
-	inv, err := device.NewSysfs(root).Discover(ctx)
+func discoverIDs(ctx context.Context, p Params) ([]string, error) {
+	inv, err := device.NewSysfs(p.Root, p.Discovery...).Discover(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -283,9 +291,14 @@ func errOr(err error, s string) string {
 	return s
 }
 
-// checkNodes compares /dev/lpuN with /sys/class/lpu/lpuN under the root.
+// checkNodes compares /dev/lpuN with /sys/class/lpu/lpuN under the root;
+// with another discovery backend it reports what discovery found wrong
+// with each LPU's nodes.
 func checkNodes(p Params) Result {
 	const name = "device nodes"
+	if s := device.NewSysfs(p.Root, p.Discovery...); s.Backend() != device.BackendLPU {
+		return checkDiscoveredNodes(s)
+	}
 	class := filepath.Join(p.Root, device.ClassDir)
 	entries, err := os.ReadDir(class)
 	if err != nil {
@@ -356,6 +369,34 @@ func checkNodes(p Params) Result {
 	return ok(name, "%s", detail)
 }
 
+// checkDiscoveredNodes is checkNodes for the PCI backends: discovery
+// checks every node of every LPU (type and number); its reasons are the
+// problems.
+func checkDiscoveredNodes(s *device.Sysfs) Result {
+	const name = "device nodes"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	inv, err := s.Discover(ctx)
+	if err != nil {
+		return fail(name, "%s discovery: %v", s.Backend(), err)
+	}
+	if len(inv.Devices) == 0 {
+		return fail(name, "no LPUs found by the %s backend", s.Backend())
+	}
+	var problems []string
+	nodes := 0
+	for _, d := range inv.Devices {
+		nodes += len(d.NodeList())
+		if !d.Health.Healthy && strings.Contains(d.Health.Reason, "node") {
+			problems = append(problems, d.ID+" ("+d.PCIBusID+"): "+d.Health.Reason)
+		}
+	}
+	if len(problems) > 0 {
+		return fail(name, "%s", strings.Join(problems, "; "))
+	}
+	return ok(name, "%d LPUs (%s backend), %d device nodes of the right type and number", len(inv.Devices), s.Backend(), nodes)
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -388,8 +429,14 @@ func checkKey(p Params) Result {
 	return ok(name, "%s present, mode 0600, %d bytes", file, fi.Size())
 }
 
-func checkDevicePlugin(p Params) Result {
+func checkDevicePlugin(ctx context.Context, p Params) Result {
 	const name = "device plugin socket"
+	if _, err := os.Stat(p.KubeletDir); errors.Is(err, fs.ErrNotExist) {
+		if p.DevicePluginHealth == "" {
+			return fail(name, "kubelet dir %s is not visible here (not mounted into this container?)", p.KubeletDir)
+		}
+		return checkDevicePluginHealth(ctx, p)
+	}
 	file := filepath.Join(p.KubeletDir, device.PluginSocketName(p.ResourceName))
 	fi, err := os.Stat(file)
 	if err != nil {
@@ -408,6 +455,29 @@ func checkDevicePlugin(p Params) Result {
 		return fail(name, "%s present, but the kubelet's %s is missing: %v", file, kubelet, err)
 	}
 	return ok(name, "%s present next to %s", file, kubelet)
+}
+
+// checkDevicePluginHealth asks the device plugin itself: its /healthz is 200
+// only while it is registered with the kubelet and a ListAndWatch stream is
+// open, which is what the socket check infers from the files.
+func checkDevicePluginHealth(ctx context.Context, p Params) Result {
+	const name = "device plugin socket"
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.DevicePluginHealth, nil)
+	if err != nil {
+		return fail(name, "device plugin health URL %q: %v", p.DevicePluginHealth, err)
+	}
+	rsp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fail(name, "kubelet dir %s not visible here; the device plugin at %s does not answer: %v", p.KubeletDir, p.DevicePluginHealth, err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(rsp.Body, 512))
+	rsp.Body.Close()
+	if rsp.StatusCode != http.StatusOK {
+		return fail(name, "the device plugin at %s says %d %s: not registered with the kubelet or no ListAndWatch stream", p.DevicePluginHealth, rsp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return ok(name, "kubelet dir %s not visible here; the device plugin at %s is registered with the kubelet (ListAndWatch open)", p.KubeletDir, p.DevicePluginHealth)
 }
 
 type quiet struct{}

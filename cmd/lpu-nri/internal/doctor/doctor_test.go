@@ -3,9 +3,12 @@ package doctor
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -250,6 +253,26 @@ func TestFailures(t *testing.T) {
 			},
 			check: "device plugin socket", says: "nobody answers",
 		},
+		"kubelet dir not mounted, no health URL": {
+			breakIt: func(t *testing.T, n *node) { n.p.KubeletDir = filepath.Join(t.TempDir(), "absent") },
+			check:   "device plugin socket", says: "not visible here",
+		},
+		"kubelet dir not mounted, device plugin unhealthy": {
+			breakIt: func(t *testing.T, n *node) {
+				n.p.KubeletDir = filepath.Join(t.TempDir(), "absent")
+				n.p.DevicePluginHealth = healthServer(t, http.StatusServiceUnavailable).URL + "/healthz"
+			},
+			check: "device plugin socket", says: "says 503",
+		},
+		"kubelet dir not mounted, device plugin down": {
+			breakIt: func(t *testing.T, n *node) {
+				n.p.KubeletDir = filepath.Join(t.TempDir(), "absent")
+				srv := healthServer(t, http.StatusOK)
+				n.p.DevicePluginHealth = srv.URL + "/healthz"
+				srv.Close()
+			},
+			check: "device plugin socket", says: "does not answer",
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -267,5 +290,55 @@ func TestFailures(t *testing.T) {
 				t.Fatalf("report does not show the failure:\n%s", out)
 			}
 		})
+	}
+}
+
+// healthServer serves /healthz with code on loopback, as the device plugin
+// does on its metrics port in the same pod.
+func healthServer(t *testing.T, code int) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(code)
+		fmt.Fprintln(w, http.StatusText(code))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestDevicePluginHealthFallback: from lpu-nri's container in the chart the
+// kubelet dir is not mounted; the device plugin's own /healthz answers for it.
+func TestDevicePluginHealthFallback(t *testing.T) {
+	n := newNode(t)
+	n.p.KubeletDir = filepath.Join(t.TempDir(), "absent")
+	n.p.DevicePluginHealth = healthServer(t, http.StatusOK).URL + "/healthz"
+	m, out := results(t, n.p)
+	if r := m["device plugin socket"]; !r.OK || !strings.Contains(r.Detail, "registered with the kubelet") {
+		t.Fatalf("device plugin check = %+v\n%s", r, out)
+	}
+}
+
+// TestCheckNodesOrion: with the xilinx backend the node check is what
+// discovery finds wrong with each card's nodes.
+func TestCheckNodesOrion(t *testing.T) {
+	root := t.TempDir()
+	if err := device.Simulate(root, device.SimSpec{Devices: 4, Rings: 1, Backend: device.BackendXilinx}); err != nil {
+		t.Fatal(err)
+	}
+	p := Params{Root: root, Discovery: []device.Option{
+		device.WithDiscovery(device.Discovery{Backend: device.BackendXilinx}),
+		device.WithLogger(slog.New(slog.DiscardHandler)),
+	}}
+	if r := checkNodes(p); !r.OK || !strings.Contains(r.Detail, "4 LPUs (xilinx backend), 8 device nodes") {
+		t.Fatalf("healthy Orion node: %+v", r)
+	}
+	if err := os.Remove(filepath.Join(root, "/dev/xclmgmt12544")); err != nil {
+		t.Fatal(err)
+	}
+	if r := checkNodes(p); r.OK || !strings.Contains(r.Detail, "lpu2 (0000:31:00.1): device node /dev/xclmgmt12544 missing") {
+		t.Fatalf("missing management node: %+v", r)
 	}
 }

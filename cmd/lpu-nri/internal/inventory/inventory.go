@@ -23,20 +23,30 @@ type Snapshot struct {
 	// Err is the last discovery error, nil when the last scan succeeded.
 	Err error
 
-	byID   map[string]*device.Device
-	majors map[int64]bool
+	byID    map[string]*device.Device
+	majors  map[int64]bool    // majors the LPU driver owns (lpu backend only)
+	numbers map[[2]int64]bool // major:minor of every node of every LPU
 }
 
 func newSnapshot(inv *device.Inventory, err error) *Snapshot {
-	s := &Snapshot{Inventory: inv, Err: err, byID: map[string]*device.Device{}, majors: map[int64]bool{}}
+	s := &Snapshot{Inventory: inv, Err: err, byID: map[string]*device.Device{}, majors: map[int64]bool{}, numbers: map[[2]int64]bool{}}
 	if inv == nil {
 		return s
 	}
+	// Only our own driver owns its major: on Orion the render major is
+	// DRM's (226, shared with every GPU) and xclmgmt's may be shared too,
+	// so there a node is an LPU's only by its exact number.
+	ownMajor := inv.Backend == "" || inv.Backend == device.BackendLPU
 	for i := range inv.Devices {
 		d := &inv.Devices[i]
 		s.byID[d.ID] = d
-		if d.Major > 0 {
-			s.majors[d.Major] = true
+		for _, n := range d.NodeList() {
+			if n.Major > 0 || n.Minor > 0 {
+				s.numbers[[2]int64{n.Major, n.Minor}] = true
+			}
+			if ownMajor && n.Major > 0 {
+				s.majors[n.Major] = true
+			}
 		}
 	}
 	return s
@@ -60,10 +70,13 @@ func (s *Snapshot) DriverVersion() string {
 	return s.Inventory.DriverVersion
 }
 
-// IsLPUNode reports whether a device node seen in a container is an LPU:
-// a character device with one of the LPU majors, or a path /dev/lpuN.
-func (s *Snapshot) IsLPUNode(path, typ string, major int64) bool {
-	if (typ == "c" || typ == "") && s.majors[major] {
+// IsLPUNode reports whether a device node seen in a container is an LPU's:
+// a character device with the number of a node of a discovered LPU (any
+// of its nodes: on Orion the render and the management node), one with a
+// major our own driver owns (lpu backend: a node of an LPU that has since
+// gone), or a path /dev/lpuN.
+func (s *Snapshot) IsLPUNode(path, typ string, major, minor int64) bool {
+	if (typ == "c" || typ == "") && (s.numbers[[2]int64{major, minor}] || s.majors[major]) {
 		return true
 	}
 	if rest, ok := strings.CutPrefix(path, device.DevDir+"/"); ok {
@@ -195,7 +208,7 @@ func changed(a, b *Snapshot) bool {
 		return true
 	}
 	for i := range ai.Devices {
-		if ai.Devices[i] != bi.Devices[i] {
+		if !ai.Devices[i].Equal(&bi.Devices[i]) {
 			return true
 		}
 	}

@@ -94,8 +94,42 @@ func TestIsLPUNode(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := snap.IsLPUNode(tc.path, tc.typ, tc.major); got != tc.want {
+			if got := snap.IsLPUNode(tc.path, tc.typ, tc.major, 0); got != tc.want {
 				t.Fatalf("IsLPUNode(%s %s %d) = %v", tc.path, tc.typ, tc.major, got)
+			}
+		})
+	}
+}
+
+// TestIsLPUNodeOrion: on the xilinx backend a node is an LPU's by its
+// exact number, render or management node alike; the render major is
+// DRM's, so another render node (a GPU's) is not an LPU's.
+func TestIsLPUNodeOrion(t *testing.T) {
+	root := t.TempDir()
+	if err := device.Simulate(root, device.SimSpec{Devices: 2, Rings: 1, Backend: device.BackendXilinx}); err != nil {
+		t.Fatal(err)
+	}
+	disc := device.NewSysfs(root, device.WithLogger(discard), device.WithDiscovery(device.Discovery{Backend: device.BackendXilinx}))
+	snap, err := New(disc, Options{Logger: discard}).Refresh(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		path         string
+		major, minor int64
+		want         bool
+	}{
+		"render node of lpu1":     {"/dev/dri/renderD129", device.SimRenderMajor, 129, true},
+		"management node of lpu0": {"/dev/xclmgmt5888", device.SimXclmgmtMajor, 0, true},
+		"renamed management node": {"/dev/accel", device.SimXclmgmtMajor, 1, true},
+		"a GPU's render node":     {"/dev/dri/renderD140", device.SimRenderMajor, 140, false},
+		"another xclmgmt minor":   {"/dev/xclmgmt9", device.SimXclmgmtMajor, 9, false},
+		"lpu path of no LPU":      {"/dev/lpu3", 1, 3, true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := snap.IsLPUNode(tc.path, "c", tc.major, tc.minor); got != tc.want {
+				t.Fatalf("IsLPUNode(%s %d:%d) = %v, want %v", tc.path, tc.major, tc.minor, got, tc.want)
 			}
 		})
 	}

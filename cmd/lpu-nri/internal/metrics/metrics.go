@@ -41,6 +41,7 @@ type Metrics struct {
 	Unallocated    prometheus.Gauge       // lpu_nri_unallocated_holders
 	Reconnects     prometheus.Counter     // lpu_nri_connections_total
 	SpecWrites     prometheus.Counter     // lpu_nri_cdi_spec_writes_total
+	Build          *prometheus.GaugeVec   // lpu_build_info{daemon,version,goversion}, set once at start
 }
 
 // New returns the collectors registered in a fresh registry, with the Go
@@ -80,11 +81,15 @@ func New() *Metrics {
 			Help: "CDI spec files written because the inventory or driver version changed (CDI mode).",
 		}),
 	}
+	m.Build = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "lpu_build_info",
+		Help: "Always 1; the labels carry the daemon's build version and Go version.",
+	}, []string{"daemon", "version", "goversion"})
 	for _, r := range Reasons {
 		m.Refusals.WithLabelValues(r)
 	}
 	m.Registry.MustRegister(m.CreateDuration, m.Injections, m.Refusals, m.Connected,
-		m.Unallocated, m.Reconnects, m.SpecWrites,
+		m.Unallocated, m.Reconnects, m.SpecWrites, m.Build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

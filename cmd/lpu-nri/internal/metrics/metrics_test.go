@@ -46,12 +46,14 @@ func TestServe(t *testing.T) {
 	m.Injections.Add(3)
 	m.Refusals.WithLabelValues(ReasonBadSeal).Inc()
 	m.Connected.Set(1)
+	m.Build.WithLabelValues("lpu-nri", "1.2.3", "go1.26").Set(1)
 	_, body := get("/metrics")
 	for _, want := range []string{
 		"lpu_nri_injections_total 3",
 		`lpu_nri_refusals_total{reason="bad-seal"} 1`,
 		`lpu_nri_refusals_total{reason="pod-annotation"} 0`,
 		"lpu_nri_connected 1",
+		`lpu_build_info{daemon="lpu-nri",goversion="go1.26",version="1.2.3"} 1`,
 		"lpu_nri_unallocated_holders 0",
 		"lpu_nri_create_container_duration_seconds_count 0",
 		"go_goroutines",

@@ -290,7 +290,7 @@ func (p *Plugin) Audit(pods []*api.PodSandbox, ctrs []*api.Container) int {
 		}
 		var held []*api.LinuxDevice
 		for _, d := range c.GetLinux().GetDevices() {
-			if snap.IsLPUNode(d.GetPath(), d.GetType(), d.GetMajor()) {
+			if snap.IsLPUNode(d.GetPath(), d.GetType(), d.GetMajor(), d.GetMinor()) {
 				held = append(held, d)
 			}
 		}
@@ -334,7 +334,9 @@ func (p *Plugin) coverage(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.
 	paths := make(map[string]bool)
 	for _, id := range ids {
 		if d, ok := snap.Device(id); ok {
-			numbers[number{d.Major, d.Minor}] = true
+			for _, n := range d.NodeList() {
+				numbers[number{n.Major, n.Minor}] = true
+			}
 		} else {
 			paths[device.DevDir+"/"+id] = true
 		}

@@ -183,14 +183,14 @@ func TestCreateContainerThroughRuntime(t *testing.T) {
 			ctrAnn: valid,
 			want: view{
 				Devices: []string{dev(7), dev(0), dev(1)},
-				Env:     []string{"LPU_VISIBLE_DEVICES=7,0,1", driverEnv},
+				Env:     []string{"LPU_VISIBLE_DEVICES=7,0,1", "NUM_LPU_DEVICES=3", driverEnv},
 				Mounts:  []string{libMount},
 			},
 		},
 		"valid allocation overrides image env": {
 			ctrAnn: f.key.Annotations([]string{"lpu3"}),
 			env:    []string{"LPU_VISIBLE_DEVICES=0,1,2,3,4,5,6,7", "PATH=/bin"},
-			want:   view{Devices: []string{dev(3)}, Env: []string{"LPU_VISIBLE_DEVICES=3", driverEnv}, Mounts: []string{libMount}},
+			want:   view{Devices: []string{dev(3)}, Env: []string{"LPU_VISIBLE_DEVICES=3", "NUM_LPU_DEVICES=1", driverEnv}, Mounts: []string{libMount}},
 		},
 		"forged annotation without seal": {
 			ctrAnn: map[string]string{inject.AnnotationDevices: "lpu0,lpu1"},
@@ -525,6 +525,57 @@ func TestAuditByDeviceNumber(t *testing.T) {
 			c.State = api.ContainerState_CONTAINER_RUNNING
 			c.Linux = &api.LinuxContainer{Devices: tc.devs}
 			got := f.p.Audit([]*api.PodSandbox{pod(name, nil)}, []*api.Container{c})
+			if want := map[bool]int{false: 0, true: 1}[tc.flagged]; got != want {
+				t.Fatalf("Audit = %d holders, want %d", got, want)
+			}
+		})
+	}
+}
+
+// TestAuditOrion: on an Orion node (xilinx backend) every LPU has two
+// nodes; the audit knows both by number, and a GPU's render node on DRM's
+// shared major is not an LPU's.
+func TestAuditOrion(t *testing.T) {
+	root := t.TempDir()
+	if err := device.Simulate(root, device.SimSpec{Devices: 4, Rings: 1, Backend: device.BackendXilinx}); err != nil {
+		t.Fatal(err)
+	}
+	store := inventory.New(device.NewSysfs(root, device.WithLogger(discard),
+		device.WithDiscovery(device.Discovery{Backend: device.BackendXilinx})), inventory.Options{Logger: discard})
+	if _, err := store.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	key := testKey(t, 7)
+	p, err := New(Config{Key: key, Store: store, Log: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := func(i int64) *api.LinuxDevice {
+		return &api.LinuxDevice{Path: fmt.Sprintf("/dev/dri/renderD%d", 128+i), Type: "c", Major: device.SimRenderMajor, Minor: 128 + i}
+	}
+	mgmt := func(i int64) *api.LinuxDevice {
+		return &api.LinuxDevice{Path: "/dev/xclmgmt", Type: "c", Major: device.SimXclmgmtMajor, Minor: i}
+	}
+	tests := map[string]struct {
+		ids     []string
+		devs    []*api.LinuxDevice
+		flagged bool
+	}{
+		"both nodes of its LPU":              {ids: []string{"lpu1"}, devs: []*api.LinuxDevice{render(1), mgmt(1)}},
+		"another LPU's management node":      {ids: []string{"lpu1"}, devs: []*api.LinuxDevice{render(1), mgmt(2)}, flagged: true},
+		"no allocation, a management node":   {devs: []*api.LinuxDevice{mgmt(3)}, flagged: true},
+		"no allocation, a GPU's render node": {devs: []*api.LinuxDevice{render(20)}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var ann map[string]string
+			if tc.ids != nil {
+				ann = key.Annotations(tc.ids)
+			}
+			c := ctr(name, ann)
+			c.State = api.ContainerState_CONTAINER_RUNNING
+			c.Linux = &api.LinuxContainer{Devices: tc.devs}
+			got := p.Audit([]*api.PodSandbox{pod(name, nil)}, []*api.Container{c})
 			if want := map[bool]int{false: 0, true: 1}[tc.flagged]; got != want {
 				t.Fatalf("Audit = %d holders, want %d", got, want)
 			}

@@ -63,7 +63,7 @@ version: v1
 
 {{/* Flags shared by both daemons. */}}
 {{- define "lpu-node.commonArgs" -}}
-- --config=/etc/lpu/config.yaml
+- --config=/etc/lpu/{{ include "lpu-node.configFile" . }}
 {{- if gt (int .Values.simulate) 0 }}
 - --simulate={{ int .Values.simulate }}
 {{- end }}

@@ -1,0 +1,337 @@
+package device
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Device numbers of the simulated PCI layouts: DRM's render major, and the
+// majors the kernel would hand xclmgmt and the Bertha driver dynamically.
+const (
+	SimRenderMajor  = 226
+	SimXclmgmtMajor = 235
+	SimHAMajor      = 236
+)
+
+// simXilinxBuses are the bus numbers of the first eight simulated Orion
+// cards: pairs under four root ports, not contiguous, as on a real host.
+var simXilinxBuses = [...]int{0x17, 0x18, 0x31, 0x32, 0xb1, 0xb2, 0xca, 0xcb}
+
+// SimXilinxAddress is the address of the user function (function 1) of the
+// simulated Orion card with this index; its management function is the
+// same address with function 0.
+func SimXilinxAddress(index int) string {
+	return fmt.Sprintf("%04x:%02x:00.1", index/len(simXilinxBuses), simXilinxBuses[index%len(simXilinxBuses)])
+}
+
+// SimPCIAddress is the address of the simulated Bertha function with this
+// index.
+func SimPCIAddress(index int) string {
+	return fmt.Sprintf("%04x:%02x:00.0", index/200, 0x3b+index%200)
+}
+
+// xclmgmtInstance is XRT's instance number of a management function:
+// domain<<16 | bus<<8 | devfn, in decimal in /dev/xclmgmt<instance>.
+func xclmgmtInstance(addr string) int {
+	dom, _ := strconv.ParseUint(addr[0:4], 16, 16)
+	bus, _ := strconv.ParseUint(addr[5:7], 16, 8)
+	dev, _ := strconv.ParseUint(addr[8:10], 16, 8)
+	fn, _ := strconv.ParseUint(addr[11:12], 16, 8)
+	return int(dom<<16 | bus<<8 | dev<<3 | fn)
+}
+
+// simRingOrder is the order of perRing cards around a simulated Orion
+// ring: the even positions up, then the odd ones down (0 2 4 6 7 5 3 1),
+// cabling that does not follow address order.
+func simRingOrder(perRing int) []int {
+	var order []int
+	for p := 0; p < perRing; p += 2 {
+		order = append(order, p)
+	}
+	for p := perRing - 1; p > 0; p-- {
+		if p%2 == 1 {
+			order = append(order, p)
+		}
+	}
+	return order
+}
+
+// SimXilinxRings are the rings, as LPU IDs, of the simulated Orion node
+// with this many devices and rings (what its network table describes), in
+// the canonical order discovery returns: each from its first card toward
+// its lower-indexed neighbour (0 1 3 5 7 6 4 2 for a ring of eight).
+func SimXilinxRings(devices, rings int) [][]string {
+	per := devices / rings
+	out := make([][]string, rings)
+	for r := range out {
+		order := simRingOrder(per)
+		out[r] = append(out[r], ID(r*per+order[0]))
+		for i := len(order) - 1; i > 0; i-- {
+			out[r] = append(out[r], ID(r*per+order[i]))
+		}
+	}
+	return out
+}
+
+// simulateXilinx writes an Orion node: spec.Devices Alveo U55C cards under
+// /sys/bus/pci/devices (management function .0 with mgmt_pf, instance and
+// xrt_mgmt/xclmgmt<instance>/dev; user function .1 with user_pf, ready,
+// dev_offline, device_bad_state, board_name, logic_uuids, numa_node,
+// rom.u.<n>/VBNV and timestamp, xmc.u.<n> serial, temperature and power,
+// hwmon, drm/renderD<128+i>/dev, driver links), plain files for
+// /dev/dri/renderD* and /dev/xclmgmt*, the xocl version, a network table at
+// DefaultNetworkTable keyed by PCI addresses (mixing user and management
+// functions) whose rings do not follow address order, and the distractors
+// of a real host: another vendor's device, a Xilinx management-only
+// function of another model, and a plain rom file beside rom.u.*.
+func simulateXilinx(w *simWriter, spec SimSpec) {
+	for i := 0; i < spec.Devices; i++ {
+		w.xilinxCard(spec, i)
+	}
+	// Distractors.
+	w.pciFunction("0000:00:1f.3", "0x8086", "0xa348", "0x040300", "snd_hda_intel", 0)
+	w.pciFunction("0000:5e:00.0", DefaultXilinxVendor, "0x5004", "0x058000", "xclmgmt", 0)
+	w.file(pciDevDir("0000:5e:00.0")+"/"+fileMgmtPF, "", 0o644)
+	w.pruneXilinx(spec.Devices)
+	w.file(XoclVersion, "2.15.225,adf27adb3cfadc6e4c41d6db814159f1329b24f3\n", 0o644)
+	w.file("/sys/module/xclmgmt/version", "2.15.225,adf27adb3cfadc6e4c41d6db814159f1329b24f3\n", 0o644)
+	w.file(DefaultNetworkTable, simXilinxTable(spec), 0o644)
+}
+
+// pciDevDir is the real directory of a simulated PCI function.
+func pciDevDir(addr string) string {
+	return "/sys/devices/pci" + addr[:4] + ":" + addr[5:7] + "/" + addr
+}
+
+// pciFunction writes one PCI function with its vendor, device, class,
+// numa_node and driver link, and its /sys/bus/pci/devices link.
+func (w *simWriter) pciFunction(addr, vendor, devID, class, driver string, numa int) {
+	dir := pciDevDir(addr)
+	w.mkdir(dir)
+	w.file(dir+"/vendor", vendor+"\n", 0o644)
+	w.file(dir+"/device", devID+"\n", 0o644)
+	w.file(dir+"/class", class+"\n", 0o644)
+	w.file(dir+"/"+attrNUMA, strconv.Itoa(numa)+"\n", 0o644)
+	w.mkdir("/sys/bus/pci/drivers/" + driver)
+	w.symlink("../../../bus/pci/drivers/"+driver, dir+"/driver")
+	w.symlink("../../../devices/pci"+addr[:4]+":"+addr[5:7]+"/"+addr, PCIDevicesDir+"/"+addr)
+	w.symlink("../../../../devices/pci"+addr[:4]+":"+addr[5:7]+"/"+addr, "/sys/bus/pci/drivers/"+driver+"/"+addr)
+}
+
+func (w *simWriter) xilinxCard(spec SimSpec, i int) {
+	user := SimXilinxAddress(i)
+	mgmt := cardKey(user) + ".0"
+	numa := 0
+	if spec.Devices > 1 && i >= spec.Devices/2 {
+		numa = 1
+	}
+	inst := xclmgmtInstance(mgmt)
+	w.pciFunction(mgmt, DefaultXilinxVendor, DefaultXilinxMgmtDevice, "0x058000", "xclmgmt", numa)
+	m := pciDevDir(mgmt)
+	w.file(m+"/"+fileMgmtPF, "", 0o644)
+	w.file(m+"/"+fileInstance, strconv.Itoa(inst)+"\n", 0o644)
+	w.file(fmt.Sprintf("%s/xrt_mgmt/%s%d/dev", m, xclmgmtNode, inst), fmt.Sprintf("%d:%d\n", spec.Major, i), 0o644)
+
+	w.pciFunction(user, DefaultXilinxVendor, DefaultXilinxUserDevice, "0x058000", xoclDriver, numa)
+	u := pciDevDir(user)
+	uinst := xclmgmtInstance(user)
+	w.file(u+"/"+fileUserPF, "", 0o644)
+	w.file(u+"/"+fileBoardName, "u55c\n", 0o644)
+	w.file(u+"/logic_uuids", fmt.Sprintf("%032x\n", 0x5eed0000+i), 0o644)
+	rom := fmt.Sprintf("%s/%s.u.%d", u, subROM, uinst)
+	w.file(u+"/"+subROM, "distractor: a plain file named like the rom subdevice\n", 0o644)
+	w.file(rom+"/"+fileVBNV, spec.shell()+"\n", 0o644)
+	w.file(rom+"/timestamp", "0\n", 0o644)
+	xmc := fmt.Sprintf("%s/%s.u.%d", u, subXMC, uinst+0x100000)
+	w.file(xmc+"/"+fileSerialNum, fmt.Sprintf("XFL1SIM%05d\n", i), 0o644)
+	render := fmt.Sprintf("%s%d", renderPrefix, 128+i)
+	w.file(u+"/drm/"+render+"/"+attrDev, fmt.Sprintf("%d:%d\n", SimRenderMajor, 128+i), 0o644)
+	w.file(u+"/drm/card"+strconv.Itoa(i)+"/"+attrDev, fmt.Sprintf("%d:%d\n", SimRenderMajor, i), 0o644)
+	for _, a := range []struct{ path, value string }{
+		{u + "/" + fileReady, "0x1"},
+		{u + "/" + fileDevOffline, "0"},
+		{u + "/" + fileBadState, "0"},
+		{xmc + "/" + fileXMCTemp, strconv.Itoa(41 + i%4)},
+		{xmc + "/" + fileXMCPower, strconv.Itoa(21000000 + (i%3)*1500000)},
+		{fmt.Sprintf("%s/%s/%s%d/%s", u, hwmonDir, hwmonDir, 3+i, fileHwmonTemp), strconv.Itoa((41 + i%4) * 1000)},
+	} {
+		w.create(a.path, a.value+"\n", 0o644)
+	}
+	w.create(DRIDir+"/"+render, "", 0o666)
+	w.create(fmt.Sprintf("%s/%s%d", DevDir, xclmgmtNode, inst), "", 0o666)
+}
+
+// spec.shell is the VBNV the simulated cards carry.
+func (spec SimSpec) shell() string {
+	if spec.Firmware != "" && spec.Firmware != simDefaultFirmware {
+		return spec.Firmware
+	}
+	return DefaultXilinxShell
+}
+
+// simXilinxTable renders the Orion network table: one link per line
+// between two cards, named by PCI address, the first by its user function
+// and the second by its management function (either names the card).
+func simXilinxTable(spec SimSpec) string {
+	var b strings.Builder
+	b.WriteString("# LPU network table of the simulated Orion node: one link per line between two cards,\n")
+	b.WriteString("# each named by the PCI address of either of its functions.\n")
+	per := spec.Devices / spec.Rings
+	for r := 0; r < spec.Rings; r++ {
+		var ring []string
+		for _, p := range simRingOrder(per) {
+			ring = append(ring, ID(r*per+p))
+		}
+		fmt.Fprintf(&b, "# ring %d\n", r)
+		addr := func(id string, mgmt bool) string {
+			idx, _ := ParseID(id)
+			a := SimXilinxAddress(idx)
+			if mgmt {
+				a = cardKey(a) + ".0"
+			}
+			return a
+		}
+		switch len(ring) {
+		case 1:
+			fmt.Fprintf(&b, "%s\n", addr(ring[0], false))
+		case 2:
+			fmt.Fprintf(&b, "%s %s\n", addr(ring[0], false), addr(ring[1], true))
+		default:
+			for p := range ring {
+				fmt.Fprintf(&b, "%s %s\n", addr(ring[p], false), addr(ring[(p+1)%len(ring)], true))
+			}
+		}
+	}
+	return b.String()
+}
+
+// pruneXilinx removes the cards and nodes of an earlier, larger Orion
+// simulation (indexes >= n).
+func (w *simWriter) pruneXilinx(n int) {
+	keep := map[string]bool{}
+	for i := 0; i < n; i++ {
+		keep[cardKey(SimXilinxAddress(i))] = true
+	}
+	w.prunePCI(func(addr string) bool {
+		return addr[8:] == "00.0" || addr[8:] == "00.1"
+	}, func(addr string) bool {
+		return keep[cardKey(addr)] || addr == "0000:5e:00.0"
+	}, func(name string) bool {
+		if rest, ok := strings.CutPrefix(name, renderPrefix); ok {
+			m, err := strconv.Atoi(rest)
+			return err == nil && m >= 128+n
+		}
+		if rest, ok := strings.CutPrefix(name, xclmgmtNode); ok {
+			inst, err := strconv.Atoi(rest)
+			if err != nil {
+				return false
+			}
+			for i := 0; i < n; i++ {
+				if xclmgmtInstance(cardKey(SimXilinxAddress(i))+".0") == inst {
+					return false
+				}
+			}
+			return true
+		}
+		return false
+	})
+}
+
+// prunePCI removes simulated functions that ours says belong to the
+// simulation and keep says are no longer wanted, and device nodes stale
+// says are gone.
+func (w *simWriter) prunePCI(ours, keep func(addr string) bool, stale func(node string) bool) {
+	if w.err != nil {
+		return
+	}
+	entries, err := os.ReadDir(filepath.Join(w.root, PCIDevicesDir))
+	if err != nil {
+		w.fail(err)
+		return
+	}
+	for _, e := range entries {
+		if a := e.Name(); isPCIAddress(a) && ours(a) && !keep(a) && a != "0000:00:1f.3" {
+			w.remove(PCIDevicesDir + "/" + a)
+		}
+	}
+	for _, dir := range []string{DevDir, DRIDir} {
+		entries, err := os.ReadDir(filepath.Join(w.root, dir))
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if !e.IsDir() && stale(e.Name()) {
+				w.remove(dir + "/" + e.Name())
+			}
+		}
+	}
+}
+
+// keepOnly removes every entry of hostDir but name.
+func (w *simWriter) keepOnly(hostDir, name string) {
+	if w.err != nil {
+		return
+	}
+	entries, err := os.ReadDir(filepath.Join(w.root, hostDir))
+	if err != nil {
+		w.fail(err)
+		return
+	}
+	for _, e := range entries {
+		if e.Name() != name {
+			w.fail(os.RemoveAll(filepath.Join(w.root, hostDir, e.Name())))
+		}
+	}
+}
+
+func (w *simWriter) remove(hostPath string) {
+	if err := os.Remove(filepath.Join(w.root, hostPath)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		w.fail(err)
+	}
+}
+
+// simulatePCI writes a Bertha node: spec.Devices functions of vendor
+// 0x1eff, class 0x120000 under /sys/bus/pci/devices, each with its node at
+// <function>/ha/haK/dev where K follows probe order, which is not bus
+// order (here the reverse), plain files /dev/haK, the driver version, a
+// network table of lpuN IDs at DefaultNetworkTable, and distractors:
+// another vendor's device and a function of the same vendor with another
+// class.
+func simulatePCI(w *simWriter, spec SimSpec) {
+	for i := 0; i < spec.Devices; i++ {
+		addr := SimPCIAddress(i)
+		numa := 0
+		if spec.Devices > 1 && i >= spec.Devices/2 {
+			numa = 1
+		}
+		k := spec.Devices - 1 - i // probe order
+		w.pciFunction(addr, DefaultPCIVendor, "0x0b00", DefaultPCIClass, "ha", numa)
+		name := fmt.Sprintf("ha%d", k)
+		w.file(fmt.Sprintf("%s/%s/%s/%s", pciDevDir(addr), DefaultPCIClassDir, name, attrDev), fmt.Sprintf("%d:%d\n", spec.Major, k), 0o644)
+		w.create(DevDir+"/"+name, "", 0o666)
+		w.keepOnly(pciDevDir(addr)+"/"+DefaultPCIClassDir, name) // a rerun with another count renumbers
+	}
+	w.pciFunction("0000:00:1f.3", "0x8086", "0xa348", "0x040300", "snd_hda_intel", 0)
+	w.pciFunction("0000:3a:00.0", DefaultPCIVendor, "0x0b01", "0x058000", "ha", 0)
+	w.prunePCI(func(addr string) bool {
+		return addr[8:] == "00.0" && addr != "0000:3a:00.0"
+	}, func(addr string) bool {
+		for i := 0; i < spec.Devices; i++ {
+			if SimPCIAddress(i) == addr {
+				return true
+			}
+		}
+		return false
+	}, func(name string) bool {
+		rest, ok := strings.CutPrefix(name, "ha")
+		k, err := strconv.Atoi(rest)
+		return ok && err == nil && k >= spec.Devices
+	})
+	w.file("/sys/module/ha/version", spec.DriverVersion+"\n", 0o644)
+	w.file(DefaultNetworkTable, simTable(spec.Devices, spec.Devices/spec.Rings), 0o644)
+}
