@@ -90,7 +90,7 @@ cluster_pki() {
 
 # ---------------------------------------------------------------- tools and builds
 setup_cluster_tools() {
-  log "tools: etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl (cached; ~15 min the first time)"
+  log "tools: etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl (cached; ~5-8 min the first time)"
   bash "$E2E_DIR/tools.sh" etcd kube >>"$LOGS/tools.log" 2>&1 ||
     fatal "tools" "test/e2e/tools.sh etcd kube failed, see $LOGS/tools.log: $(tail -3 "$LOGS/tools.log")"
   local t
