@@ -1,37 +1,300 @@
 # shellcheck shell=bash
-# install.sh — issue 14's "installed the way users install it", scaffolding:
-# on the cluster of lib/cluster.sh (without the host lpu-nri and lpu-dra),
-# import the image deploy/container/build-oci.sh builds, `helm install` the
-# chart in mode devicePlugin on a simulated node (values `simulate: 8`, the
-# chart's own way to run without LPUs), wait for both DaemonSet containers
-# Ready, run an LPU pod scheduled by the real scheduler, `helm uninstall`.
+# install.sh — issue 14's "installed the way users install it": on the
+# cluster of lib/cluster.sh (without the host lpu-nri and lpu-dra), import
+# the image deploy/container/build-oci.sh builds, then
+#   1. `helm install` the chart in mode devicePlugin on a simulated node
+#      (values `simulate: 8`, the chart's own way to run without LPUs): both
+#      DaemonSet containers Ready, an LPU pod placed by the real scheduler
+#      gets 4 ring neighbours; `helm upgrade` to a changed config rolls the
+#      pod while LPU pods keep being created, and every LPU container that
+#      starts during the roll has its LPUs (never bare); `helm uninstall`
+#      leaves the node clean except the seal key;
+#   2. `kubectl apply -f deploy/manifests/lpu-node.yaml` with the two
+#      overrides a machine without LPUs and with a private containerd needs
+#      (LPU_SIMULATE=8 on both containers, the NRI socket's host dir), the
+#      image imported under the manifest's own name: Ready, ring neighbours,
+#      `kubectl delete -f` leaves the node clean except the seal key.
 # Sourced by test/e2e/run.sh after lib/dra.sh.
-#
-# Not done yet (see the report of this step): `kubectl apply` of the plain
-# manifests, `helm upgrade` with a changed config rolling without an LPU
-# container ever starting bare, the node left clean after uninstall (sockets,
-# CDI specs, NFD file; the seal key stays), and mode dra.
 
 CHART_NS=lpu-system
 CHART_STATE=$BASE/chart-state          # the chart's stateDir (a hostPath)
 CHART_NFD=$BASE/chart-nfd
+MAN_NS=kube-system                     # the plain manifests' namespace
+MAN_STATE=/var/lib/lpu                 # ... and their host paths, as shipped
+MAN_NFD=/etc/kubernetes/node-feature-discovery/features.d
 
-# ds_ready: every DaemonSet of the release has all its pods ready.
+# ds_ready [NS]: every DaemonSet in NS has all its pods updated and ready.
 ds_ready() {
   local j
-  j=$(kc get ds -n "$CHART_NS" -o json 2>/dev/null) || return 1
-  jq -e '(.items | length) > 0 and all(.items[]; .status.desiredNumberScheduled > 0 and .status.numberReady == .status.desiredNumberScheduled)' <<<"$j" >/dev/null
+  j=$(kc get ds -n "${1:-$CHART_NS}" -o json 2>/dev/null) || return 1
+  jq -e '(.items | length) > 0 and all(.items[]; .status.desiredNumberScheduled > 0 and .status.numberReady == .status.desiredNumberScheduled and (.status.updatedNumberScheduled // 0) == .status.desiredNumberScheduled)' <<<"$j" >/dev/null
+}
+ds_not_ready() {
+  kc get pods -n "$1" -o wide 2>&1 | tail -3 | tr '\n' ';'
+  kc get events -n "$1" -o jsonpath='{range .items[-3:]}{.reason}: {.message} | {end}' 2>/dev/null
+}
+
+# label_for_ds NS: the node carries the labels the DaemonSets in NS select
+# on, as a person (or NFD, which this cluster does not run) would set them.
+label_for_ds() {
+  local sel
+  for sel in $(kc get ds -n "$1" -o json | jq -r '.items[].spec.template.spec.nodeSelector // {} | to_entries[] | "\(.key)=\(.value)"' | sort -u); do
+    kc label node "$KNODE" "$sel" --overwrite >/dev/null || nok "install: label node $sel" "$(kc label node "$KNODE" "$sel" --overwrite 2>&1)"
+  done
+}
+
+# sim_ring STATE: RING from the simulated node the daemons wrote under
+# STATE (ring 0, by ring_position).
+sim_ring() {
+  local d f
+  RING=()
+  read -r -a RING <<<"$(for d in "$1"/simulated-node/sys/class/lpu/lpu*; do
+    f=$(readlink -f "$d")
+    [ "$(cat "$f/ring_id" 2>/dev/null)" = 0 ] && echo "$(cat "$f/ring_position") ${d##*lpu}"
+  done | sort -n | awk '{printf "%s ", $2}')"
+  [ ${#RING[@]} -gt 0 ]
+}
+
+# ctr_devs NAME: indices of the /dev/lpuN the container of pod NAME has.
+ctr_devs() {
+  in_ctr "$1" sh -c 'for f in /dev/lpu*; do [ -e "$f" ] && echo "${f#/dev/lpu}"; done; true' | sort -n | tr '\n' ' ' | sed 's/ $//'
+}
+
+# advertised COUNT: the node's allocatable hyperaccel.ai/lpu is COUNT.
+advertised() { [ "$(kc get node "$KNODE" -o jsonpath='{.status.allocatable.hyperaccel\.ai/lpu}')" = "$1" ]; }
+
+# four_lpu_pod WHAT STATE: a pod asking hyperaccel.ai/lpu: 4, placed by the
+# scheduler, runs with 4 ring neighbours of the simulated node under STATE.
+four_lpu_pod() {
+  local what=$1 env devs node
+  if ! wait_for 60 advertised 8; then
+    nok "$what: node advertises hyperaccel.ai/lpu: 8" "allocatable: $(kc get node "$KNODE" -o jsonpath='{.status.allocatable}')"
+    return
+  fi
+  ok "$what: node $KNODE advertises hyperaccel.ai/lpu: 8"
+  dra_pod chart-four extended hyperaccel.ai/lpu=4
+  if wait_pod chart-four 90; then
+    env=$(ctr_env chart-four LPU_VISIBLE_DEVICES)
+    devs=$(ctr_devs chart-four)
+    node=$(kc get pod chart-four -o jsonpath='{.spec.nodeName}')
+    expect "$what: the scheduler bound the pod asking hyperaccel.ai/lpu: 4 to $KNODE" "nodeName=$node" test "$node" = "$KNODE"
+    sim_ring "$2" || nok "$what: ring of the simulated node" "no ring_id/ring_position under $2/simulated-node"
+    expect "$what: it sees 4 LPUs that are ring neighbours (/dev/lpu{$devs}, ring ${RING[*]})" "devices [$devs], ring [${RING[*]}]" \
+      eval '[ "$(wc -w <<<"$devs")" = 4 ] && ring_arc "$devs" >/dev/null'
+    expect "$what: LPU_VISIBLE_DEVICES=$env lists them in ring order" "LPU_VISIBLE_DEVICES=$env, devices [$devs], ring [${RING[*]}]" \
+      eval 'ring_ordered "$(visible_list "$env")" && [ "$(visible_list "$env" | tr " " "\n" | sort -n | tr "\n" " ")" = "$(tr " " "\n" <<<"$devs" | sort -n | tr "\n" " ")" ]'
+  else
+    nok "$what: a pod asking hyperaccel.ai/lpu: 4 runs" "$(pod_why chart-four)"
+  fi
+  delete_pod chart-four
+}
+
+# injector_up STATE: the readiness socket under STATE says lpu-nri is
+# connected to the runtime (what the device plugin's PreStartContainer asks).
+injector_up() {
+  [ "$(timeout 2 /usr/bin/python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(1)
+s.connect(sys.argv[1])
+print(s.recv(64).decode().strip())' "$1/nri-ready.sock" 2>/dev/null)" = connected ]
+}
+
+# roll_pod NAME: a one-LPU pod whose container prints what it got at start,
+# then exits (restartPolicy Never), so its LPU is free again 2 s later.
+roll_pod() {
+  kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: default, labels: {e2e-roll: "1"}}
+spec:
+  hostNetwork: true
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  tolerations: [{operator: Exists}]
+  containers:
+  - name: $1
+    image: $IMG:busybox
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "echo view env=\${LPU_VISIBLE_DEVICES-unset} devs=\$(ls -d /dev/lpu* 2>/dev/null | tr -s '[:space:]' ,); sleep 2"]
+    resources: {limits: {hyperaccel.ai/lpu: 1}}
+EOF
+}
+
+# roll_watch STATE: until $BASE/roll-on goes (at most 90 s), create a roll
+# pod every second, and one at once whenever the injector goes down; logs
+# "<n> up|down" per pod to $BASE/roll-log.
+roll_watch() {
+  local i=0 deadline=$((SECONDS + 90)) st last=up next=0
+  : >"$BASE/roll-log"
+  while [ -f "$BASE/roll-on" ] && ((SECONDS < deadline)); do
+    if injector_up "$1"; then st=up; else st=down; fi
+    if ((SECONDS >= next)) || { [ "$st" = down ] && [ "$last" = up ]; }; then
+      roll_pod "roll-$i"
+      echo "$i $st" >>"$BASE/roll-log"
+      i=$((i + 1))
+      next=$((SECONDS + 1))
+    fi
+    last=$st
+    sleep 0.2
+  done
+}
+
+# roll_settled: every roll pod finished (Succeeded or Failed).
+roll_settled() {
+  kc get pods -l e2e-roll=1 -o json | jq -e 'all(.items[]; .status.phase == "Succeeded" or .status.phase == "Failed")' >/dev/null
+}
+
+# helm_upgrade_roll HELM CHART: helm upgrade to a changed config while roll
+# pods keep being created; every LPU container that started had its LPU.
+helm_upgrade_roll() {
+  local helm=$1 chart=$2 old new out started=0 bare="" down warn p line watcher
+  old=$(kc get pods -n "$CHART_NS" -o jsonpath='{.items[*].metadata.uid}')
+  touch "$BASE/roll-on"
+  roll_watch "$CHART_STATE" &
+  watcher=$!
+  sleep 2
+  out=$("$helm" upgrade lpu-node "$chart" --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --reuse-values \
+    --set config.health.resyncInterval=2s --set config.allocation.policy=strict --wait --timeout 120s 2>&1) ||
+    nok "upgrade: helm upgrade to a changed config" "$(tail -3 <<<"$out")"
+  wait_for 60 ds_ready "$CHART_NS" || nok "upgrade: the DaemonSet is Ready again" "$(ds_not_ready "$CHART_NS")"
+  sleep 3
+  rm -f "$BASE/roll-on"
+  wait "$watcher"
+  new=$(kc get pods -n "$CHART_NS" -o jsonpath='{.items[*].metadata.uid}')
+  expect "upgrade: helm upgrade (allocation strict, resync 2s) replaced the DaemonSet's pod" "pods before [$old], after [$new]" \
+    eval '[ -n "$new" ] && ! grep -qwF -- "${new%% *}" <<<"$old"'
+  wait_for 90 roll_settled ||
+    log "roll pods not finished after 90s: $(kc get pods -l e2e-roll=1 --no-headers 2>&1 | grep -v Completed | head -3 | tr '\n' ';')"
+  for p in $(kc get pods -l e2e-roll=1 -o json | jq -r '.items[] | select(any((.status.containerStatuses // [])[]; .state.terminated.startedAt != null or .state.running != null)) | .metadata.name'); do
+    started=$((started + 1))
+    line=$(kc logs "$p" 2>/dev/null | grep '^view ' | head -1)
+    if ! [[ $line =~ ^view\ env=([0-9]+)\ devs=/dev/lpu([0-9]+),$ ]] || [ "${BASH_REMATCH[1]}" != "${BASH_REMATCH[2]}" ]; then
+      bare+="${p}[$line] "
+    fi
+  done
+  down=$(awk '$2 == "down"' "$BASE/roll-log" | wc -l)
+  warn=$(kc get events -n default -o json | jq -r '[.items[] | select(.involvedObject.name | startswith("roll-")) | select(.type == "Warning") | .reason] | group_by(.) | map("\(.[0]) x\(length)") | join(", ")')
+  echo "# upgrade: $(wc -l <"$BASE/roll-log") roll pods created around the roll, $down of them while lpu-nri was not connected; $started started; warnings: ${warn:-none}"
+  expect "upgrade: all $started LPU containers that started during the roll had their LPU (LPU_VISIBLE_DEVICES=N and /dev/lpuN)" \
+    "bare: $bare" eval '[ "$started" -gt 0 ] && [ -z "$bare" ]'
+  kc delete pods -l e2e-roll=1 --grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1
+}
+
+# dp_left: files in the kubelet's device-plugin dir this run added.
+dp_left() { find "$DP_DIR" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | grep -v -x -F -f "$BASE/dp-before" | grep -v -x kubelet.sock; }
+
+# node_clean WHAT STATE NFD: after an uninstall the node holds none of our
+# sockets, CDI specs or NFD feature file; the seal key stays in STATE.
+node_clean() {
+  local what=$1 state=$2 nfd=$3 left
+  wait_for 30 eval '[ -z "$(dp_left)" ]'
+  left=$(dp_left | tr '\n' ' ')
+  expect "$what: no device-plugin socket left in $DP_DIR" "left: $left" test -z "$left"
+  left=$(find "$state" -maxdepth 1 -type s 2>/dev/null | tr '\n' ' ')
+  expect "$what: no socket left in the state dir" "left: $left" test -z "$left"
+  left=$(find "$DRA_CDI" /var/run/cdi /etc/cdi -maxdepth 1 -name 'hyperaccel.ai*' 2>/dev/null | tr '\n' ' ')
+  expect "$what: no CDI spec left" "left: $left" test -z "$left"
+  left=$(ls "$nfd/lpu" 2>/dev/null)
+  expect "$what: no NFD feature file left" "left: $left ($(head -1 "$nfd/lpu" 2>/dev/null))" test -z "$left"
+  expect "$what: the seal key stays ($state/seal.key)" "state dir: $(find "$state" -maxdepth 1 -printf '%f ' 2>&1)" test -s "$state/seal.key"
+}
+
+# install_helm HELM CHART: mode devicePlugin from the chart.
+install_helm() {
+  local helm=$1 chart=$2 out
+  if ! out=$("$helm" install lpu-node "$chart" --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --create-namespace \
+    --set image.repository=localhost/lpu-node --set image.tag=e2e --set image.pullPolicy=Never \
+    --set simulate=8 --set config.stateDir="$CHART_STATE" --set config.nri.socket="$(nri_sock a)" \
+    --set config.cdi.specDir="$DRA_CDI" --set nfd.featuresDir="$CHART_NFD" \
+    --set "config.injection.mounts[0].hostPath=$DRIVER_DIR" \
+    --set "config.injection.mounts[0].containerPath=$DRIVER_CTR_DIR" 2>&1); then
+    nok "install: helm install the chart" "$(tail -5 <<<"$out")"
+    return
+  fi
+  ok "install: helm install lpu-node (chart $(sed -n 's/^version: //p' "$chart/Chart.yaml"))"
+  label_for_ds "$CHART_NS"
+  if wait_for 180 ds_ready "$CHART_NS"; then
+    ok "install: the DaemonSet's pods are Ready on $KNODE"
+  else
+    nok "install: the DaemonSet's pods are Ready" "$(ds_not_ready "$CHART_NS")"
+  fi
+  four_lpu_pod install "$CHART_STATE"
+  helm_upgrade_roll "$helm" "$chart"
+  out=$("$helm" uninstall lpu-node --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --wait --timeout 60s 2>&1) ||
+    nok "install: helm uninstall" "$(tail -3 <<<"$out")"
+  if wait_for 60 eval "[ -z \"\$(kc get pods -n $CHART_NS -o name 2>/dev/null)\" ]"; then
+    ok "install: helm uninstall removed the DaemonSet's pods"
+  else
+    nok "install: helm uninstall removed the DaemonSet's pods" "$(kc get pods -n "$CHART_NS" -o name | tr '\n' ' ')"
+  fi
+  node_clean uninstall "$CHART_STATE" "$CHART_NFD"
+}
+
+# install_manifests REF: deploy/manifests/lpu-node.yaml as shipped but for
+# two overrides, applied with kubectl; then kubectl delete -f.
+install_manifests() {
+  local ref=$1 src=$REPO/deploy/manifests/lpu-node.yaml m=$BASE/lpu-node.manifests.yaml img out p
+  img=$(sed -n 's/^ *image: //p' "$src" | sort -u)
+  if [ "$(wc -l <<<"$img")" != 1 ]; then
+    nok "manifests: one image in $src" "$img"
+    return
+  fi
+  # the image under the manifest's own name, as a pull would leave it
+  ctrc -n k8s.io images tag --force "$ref" "$img" >>"$LOGS/images.log" 2>&1 ||
+    { nok "manifests: tag $ref as $img" "$(tail -2 "$LOGS/images.log")"; return; }
+  # host paths the manifests create, which this run removes again
+  for p in "$MAN_STATE" /etc/kubernetes /usr/lib/lpu /var/run/nri /var/run/cdi /opt/nri /opt/nri/plugins /var/lib/kubelet/pod-resources; do
+    [ -e "$p" ] && continue
+    case $p in
+      "$MAN_STATE") record tree "$p" ;;
+      /etc/kubernetes) record dir /etc/kubernetes && record dir /etc/kubernetes/node-feature-discovery &&
+        record dir "$MAN_NFD" ;;
+      *) record dir "$p" ;;
+    esac
+  done
+  # overrides: simulated LPUs (LPU_SIMULATE, the --simulate flag's
+  # variable) on both containers, and the host dir of this node's NRI socket
+  # (containerd a listens on $BASE/ctd-a/nri.sock, not /var/run/nri)
+  if ! awk '
+    { print }
+    /^ *fieldPath: spec.nodeName$/ { ind = $0; sub(/[^ ].*/, "", ind); ind = substr(ind, 7)
+      print ind "- name: LPU_SIMULATE"; print ind "  value: \"8\""; env++ }
+    END { if (env != 2) exit 1 }' "$src" | sed "s#^\( *path: \)/var/run/nri\$#\1$BASE/ctd-a#" >"$m"; then
+    nok "manifests: override $src" "not exactly two NODE_NAME env entries"
+    return
+  fi
+  expect "manifests: the only overrides are LPU_SIMULATE=8 on both containers and the NRI socket's host dir" "$(diff "$src" "$m" | head -20)" \
+    test "$(diff "$src" "$m" | grep -c '^>')" = 5
+  if ! out=$(kc apply -f "$m" 2>&1); then
+    nok "manifests: kubectl apply -f deploy/manifests/lpu-node.yaml" "$(tail -3 <<<"$out")"
+    return
+  fi
+  ok "manifests: kubectl apply -f deploy/manifests/lpu-node.yaml ($(grep -c '^kind:' "$m") objects, image $img)"
+  label_for_ds "$MAN_NS"
+  if wait_for 180 ds_ready "$MAN_NS"; then
+    ok "manifests: the DaemonSet's pods are Ready on $KNODE"
+  else
+    nok "manifests: the DaemonSet's pods are Ready" "$(ds_not_ready "$MAN_NS")"
+  fi
+  four_lpu_pod manifests "$MAN_STATE"
+  out=$(kc delete -f "$m" --wait=true --timeout=60s 2>&1) || nok "manifests: kubectl delete -f" "$(tail -3 <<<"$out")"
+  if wait_for 60 eval "[ -z \"\$(kc get pods -n $MAN_NS -l app.kubernetes.io/name=lpu-node -o name 2>/dev/null)\" ]"; then
+    ok "manifests: kubectl delete -f removed the DaemonSet's pods"
+  else
+    nok "manifests: kubectl delete -f removed the DaemonSet's pods" "$(kc get pods -n "$MAN_NS" -o name | tr '\n' ' ')"
+  fi
+  node_clean "manifests delete" "$MAN_STATE" "$MAN_NFD"
 }
 
 scenario_install() {
   local script=$REPO/deploy/container/build-oci.sh chart=$REPO/deploy/helm/lpu-node
-  local tar=$BASE/oci/lpu-node.tar ref=localhost/lpu-node:e2e helm out env n
+  local tar=$BASE/oci/lpu-node.tar ref=localhost/lpu-node:e2e helm out
   helm=${HELM:-$(command -v helm)}
   if [ ! -f "$script" ] || [ ! -d "$chart" ] || [ -z "$helm" ]; then
     echo "# skip install: needs deploy/container/build-oci.sh, deploy/helm/lpu-node and helm"
     return 0
   fi
-  log "install: build-oci.sh image, helm install (mode devicePlugin, simulate 8), DaemonSet Ready, an LPU pod"
+  log "install: build-oci.sh image; helm install (devicePlugin, simulate 8), upgrade, uninstall; kubectl apply -f the manifests"
   mkdir -p "$BASE/oci" "$CHART_STATE" "$CHART_NFD"
   if ! out=$(IMAGE=localhost/lpu-node bash "$script" "$tar" e2e 2>&1); then
     nok "install: build-oci.sh builds the image" "$(tail -5 <<<"$out")"
@@ -45,47 +308,6 @@ scenario_install() {
     nok "install: image $ref imported into the node's containerd" "$out"
     return
   fi
-  if ! out=$("$helm" install lpu-node "$chart" --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --create-namespace \
-    --set image.repository=localhost/lpu-node --set image.tag=e2e --set image.pullPolicy=Never \
-    --set simulate=8 --set config.stateDir="$CHART_STATE" --set config.nri.socket="$(nri_sock a)" \
-    --set config.cdi.specDir="$DRA_CDI" --set nfd.featuresDir="$CHART_NFD" \
-    --set "config.injection.mounts[0].hostPath=$DRIVER_DIR" \
-    --set "config.injection.mounts[0].containerPath=$DRIVER_CTR_DIR" 2>&1); then
-    nok "install: helm install the chart" "$(tail -5 <<<"$out")"
-    return
-  fi
-  ok "install: helm install lpu-node (chart $(sed -n 's/^version: //p' "$chart/Chart.yaml"))"
-  # the node carries the labels the DaemonSets select on, as a person (or
-  # NFD, which this cluster does not run) would set them
-  local sel
-  for sel in $(kc get ds -n "$CHART_NS" -o json | jq -r '.items[].spec.template.spec.nodeSelector // {} | to_entries[] | "\(.key)=\(.value)"' | sort -u); do
-    kc label node "$KNODE" "$sel" --overwrite >/dev/null || nok "install: label node $sel" "$(kc label node "$KNODE" "$sel" --overwrite 2>&1)"
-  done
-  if wait_for 180 ds_ready; then
-    ok "install: the DaemonSet's pods are Ready on $KNODE"
-  else
-    nok "install: the DaemonSet's pods are Ready" "$(kc get pods -n "$CHART_NS" -o wide 2>&1 | tail -3 | tr '\n' ';') $(kc get events -n "$CHART_NS" -o jsonpath='{range .items[-3:]}{.reason}: {.message} | {end}')"
-  fi
-  if wait_for 60 eval "[ \"\$(kc get node $KNODE -o jsonpath='{.status.allocatable.hyperaccel\.ai/lpu}')\" = 8 ]"; then
-    ok "install: node $KNODE advertises hyperaccel.ai/lpu: 8"
-    dra_pod chart-four extended hyperaccel.ai/lpu=4
-    if wait_pod chart-four 90; then
-      env=$(ctr_env chart-four LPU_VISIBLE_DEVICES)
-      n=$(visible_list "$env" | wc -w)
-      expect "install: a pod asking hyperaccel.ai/lpu: 4 runs with 4 LPUs (LPU_VISIBLE_DEVICES=$env)" "LPU_VISIBLE_DEVICES=$env" test "$n" = 4
-    else
-      nok "install: a pod asking hyperaccel.ai/lpu: 4 runs" "$(pod_why chart-four)"
-    fi
-    delete_pod chart-four
-  else
-    nok "install: node advertises hyperaccel.ai/lpu: 8" "allocatable: $(kc get node "$KNODE" -o jsonpath='{.status.allocatable}')"
-  fi
-  out=$("$helm" uninstall lpu-node --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --wait --timeout 60s 2>&1) ||
-    nok "install: helm uninstall" "$(tail -3 <<<"$out")"
-  if wait_for 60 eval "[ -z \"\$(kc get pods -n $CHART_NS -o name 2>/dev/null)\" ]"; then
-    ok "install: helm uninstall removed the DaemonSet's pods"
-  else
-    nok "install: helm uninstall removed the DaemonSet's pods" "$(kc get pods -n "$CHART_NS" -o name | tr '\n' ' ')"
-  fi
-  echo "# install: not yet covered: plain manifests, helm upgrade without a bare LPU container, node clean after uninstall, mode dra"
+  install_helm "$helm" "$chart"
+  install_manifests "$ref"
 }

@@ -586,7 +586,9 @@ teardown() {
         emptydir) find "$path" -maxdepth 1 -type l -lname "$BASE/*" -delete 2>/dev/null; rmdir "$path" 2>/dev/null ;;
         dir) rmdir "$path" 2>/dev/null ;;
         tree-if-empty) rmdir "$path"/* "$path" 2>/dev/null ;;
-        tree) [ "$path" = /var/lib/kubelet ] && rm -rf "$path" ;;
+        # only trees a run may own whole: the kubelet's, and the plain
+        # manifests' state dir (lib/install.sh)
+        tree) case $path in /var/lib/kubelet | /var/lib/lpu) rm -rf "$path" ;; esac ;;
       esac
     done < <(tac "$BASE/created")
   fi
