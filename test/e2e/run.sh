@@ -124,7 +124,7 @@ main_install() {
   build_images
   echo "fake LPU runtime library" >"$DRIVER_DIR/$DRIVER_MARKER"
   cluster_up bare
-  scenario_install
+  scenario_install || nok "scenario install" "broke off with status $?"
 }
 
 main() {

@@ -8,12 +8,15 @@
 #      gets 4 ring neighbours; `helm upgrade` to a changed config rolls the
 #      pod while LPU pods keep being created, and every LPU container that
 #      starts during the roll has its LPUs (never bare); `helm uninstall`
-#      leaves the node clean except the seal key;
+#      leaves no socket and no CDI spec, the seal key stays, and the NFD
+#      feature file stays until its expiry (see node_clean);
 #   2. `kubectl apply -f deploy/manifests/lpu-node.yaml` with the two
 #      overrides a machine without LPUs and with a private containerd needs
 #      (LPU_SIMULATE=8 on both containers, the NRI socket's host dir), the
 #      image imported under the manifest's own name: Ready, ring neighbours,
-#      `kubectl delete -f` leaves the node clean except the seal key.
+#      `kubectl delete -f` leaves the node as clean. These use the shipped
+#      host paths (/var/lib/lpu, the NFD features.d, ...); the ones this run
+#      created are recorded and removed at teardown.
 # Sourced by test/e2e/run.sh after lib/dra.sh.
 
 CHART_NS=lpu-system
@@ -129,7 +132,7 @@ roll_watch() {
   while [ -f "$BASE/roll-on" ] && ((SECONDS < deadline)); do
     if injector_up "$1"; then st=up; else st=down; fi
     if ((SECONDS >= next)) || { [ "$st" = down ] && [ "$last" = up ]; }; then
-      roll_pod "roll-$i"
+      roll_pod "roll-$i" || true
       echo "$i $st" >>"$BASE/roll-log"
       i=$((i + 1))
       next=$((SECONDS + 1))
@@ -159,7 +162,7 @@ helm_upgrade_roll() {
   wait_for 60 ds_ready "$CHART_NS" || nok "upgrade: the DaemonSet is Ready again" "$(ds_not_ready "$CHART_NS")"
   sleep 3
   rm -f "$BASE/roll-on"
-  wait "$watcher"
+  wait "$watcher" || log "roll watcher exited with status $?"
   new=$(kc get pods -n "$CHART_NS" -o jsonpath='{.items[*].metadata.uid}')
   expect "upgrade: helm upgrade (allocation strict, resync 2s) replaced the DaemonSet's pod" "pods before [$old], after [$new]" \
     eval '[ -n "$new" ] && ! grep -qwF -- "${new%% *}" <<<"$old"'
@@ -180,22 +183,32 @@ helm_upgrade_roll() {
   kc delete pods -l e2e-roll=1 --grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1
 }
 
-# dp_left: files in the kubelet's device-plugin dir this run added.
-dp_left() { find "$DP_DIR" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | grep -v -x -F -f "$BASE/dp-before" | grep -v -x kubelet.sock; }
+# dp_left: sockets in the kubelet's device-plugin dir other than the
+# kubelet's own (its checkpoint file is the kubelet's too).
+dp_left() { find "$DP_DIR" -mindepth 1 -maxdepth 1 -type s ! -name kubelet.sock -printf '%f\n' 2>/dev/null; }
 
 # node_clean WHAT STATE NFD: after an uninstall the node holds none of our
 # sockets, CDI specs or NFD feature file; the seal key stays in STATE.
 node_clean() {
   local what=$1 state=$2 nfd=$3 left
-  wait_for 30 eval '[ -z "$(dp_left)" ]'
+  wait_for 30 eval '[ -z "$(dp_left)" ]' || true
   left=$(dp_left | tr '\n' ' ')
   expect "$what: no device-plugin socket left in $DP_DIR" "left: $left" test -z "$left"
   left=$(find "$state" -maxdepth 1 -type s 2>/dev/null | tr '\n' ' ')
   expect "$what: no socket left in the state dir" "left: $left" test -z "$left"
   left=$(find "$DRA_CDI" /var/run/cdi /etc/cdi -maxdepth 1 -name 'hyperaccel.ai*' 2>/dev/null | tr '\n' ' ')
   expect "$what: no CDI spec left" "left: $left" test -z "$left"
-  left=$(ls "$nfd/lpu" 2>/dev/null)
-  expect "$what: no NFD feature file left" "left: $left ($(head -1 "$nfd/lpu" 2>/dev/null))" test -z "$left"
+  # the NFD feature file stays on purpose (deploy/README.md section 7): it
+  # carries hyperaccel.ai/lpu.present, the DaemonSet's own nodeSelector
+  # label, so removing it at every shutdown could unlabel the node during a
+  # roll; its expiry makes NFD drop the labels within nfd.Lifetime (1 h)
+  left=$(sed -n 's/^# +expiry-time=//p' "$nfd/lpu" 2>/dev/null)
+  if [ ! -e "$nfd/lpu" ]; then
+    ok "$what: no NFD feature file left"
+  else
+    expect "$what: the NFD feature file left behind expires within 1h ($left)" "$(head -2 "$nfd/lpu")" \
+      eval '[ -n "$left" ] && [ "$(date -d "$left" +%s)" -le $(($(date +%s) + 3600)) ] && [ "$(date -d "$left" +%s)" -gt "$(date +%s)" ]'
+  fi
   expect "$what: the seal key stays ($state/seal.key)" "state dir: $(find "$state" -maxdepth 1 -printf '%f ' 2>&1)" test -s "$state/seal.key"
 }
 
@@ -248,7 +261,7 @@ install_manifests() {
     case $p in
       "$MAN_STATE") record tree "$p" ;;
       /etc/kubernetes) record dir /etc/kubernetes && record dir /etc/kubernetes/node-feature-discovery &&
-        record dir "$MAN_NFD" ;;
+        record dir "$MAN_NFD" && record file "$MAN_NFD/lpu" ;;
       *) record dir "$p" ;;
     esac
   done

@@ -26,6 +26,10 @@ KUBELET_STARTS=0
 KUBELET_LOG=""
 LPU_MAJOR=""
 RING=()                             # device indices of ring 0 in ring order
+# CONTAINERD=1.7 runs the node on containerd 1.7 (test/e2e/tools.sh
+# containerd17) with deploy/runtime/containerd-1.7.toml; default: 2.x (2.4.2)
+CTD_SERIES=${CONTAINERD:-2}
+CONTAINERD17_VERSION=${CONTAINERD17_VERSION:-v1.7.35}
 
 cri() { crictl --config "$BASE/ctd-$CTD/crictl.yaml" "$@" 2>/dev/null; }
 ctrc() { ctr --address "$BASE/ctd-$CTD/containerd.sock" "$@"; }
@@ -67,8 +71,17 @@ setup_tools() {
   log "tools: apt packages, containerd, crictl, kubelet (cached builds; ~15 min the first time, log: $LOGS/tools.log)"
   bash "$E2E_DIR/tools.sh" apt containerd crictl kubelet >>"$LOGS/tools.log" 2>&1 ||
     fatal "tools" "test/e2e/tools.sh failed, see $LOGS/tools.log: $(tail -3 "$LOGS/tools.log")"
-  PATH=$(bash "$E2E_DIR/tools.sh" path):/usr/local/go/bin:$PATH
+  case $CTD_SERIES in
+    2) PATH=$(bash "$E2E_DIR/tools.sh" path):/usr/local/go/bin:$PATH ;;
+    1.7)
+      bash "$E2E_DIR/tools.sh" containerd17 >>"$LOGS/tools.log" 2>&1 ||
+        fatal "tools" "test/e2e/tools.sh containerd17 failed, see $LOGS/tools.log: $(tail -3 "$LOGS/tools.log")"
+      # the same tools, but containerd, ctr and the shim from 1.7
+      PATH=$(CONTAINERD_VERSION=$CONTAINERD17_VERSION bash "$E2E_DIR/tools.sh" path):/usr/local/go/bin:$PATH ;;
+    *) fatal "tools" "CONTAINERD=$CTD_SERIES: want 2 or 1.7" ;;
+  esac
   export PATH
+  log "containerd $(containerd --version | awk '{print $3}') from $(dirname "$(command -v containerd)")"
   local t
   for t in containerd ctr containerd-shim-runc-v2 crictl kubelet runc umoci podman; do
     command -v "$t" >/dev/null || fatal "tools" "$t not on PATH"
@@ -264,6 +277,10 @@ containerd_snippet() {
 # and imports: first the project's snippet, then our overrides (later imports
 # win), so the snippet is loaded the way an operator would load it.
 ctd_config() {
+  if [ "$CTD_SERIES" = 1.7 ]; then
+    ctd17_config "$@"
+    return
+  fi
   local n=$1 nri=$2 d=$BASE/ctd-$1 imports="" snip
   mkdir -p "$d"/{root,state,cdi,nri/plugins,nri/conf.d} "$BASE/runc-$n"
   if snip=$(containerd_snippet); then
@@ -328,10 +345,98 @@ timeout: 30
 EOF
 }
 
+# ctd17_config NAME NRI(on|off): ctd_config for containerd 1.7 (config
+# version 2, CRI plugin io.containerd.grpc.v1.cri). 1.7 replaces a whole
+# plugin table from an imported file instead of merging it, so the shipped
+# deploy/runtime/containerd-1.7.toml is used as its comments say: its NRI
+# table imported (host paths moved under $BASE/ctd-NAME, nothing else
+# changed), its CRI keys (enable_cdi, cdi_spec_dirs, the dirs moved too)
+# merged into the main CRI table. With NRI off nothing is imported.
+ctd17_config() {
+  local n=$1 nri=$2 d=$BASE/ctd-$1 imports="" snip=$REPO/deploy/runtime/containerd-1.7.toml cdi
+  mkdir -p "$d"/{root,state,cdi,nri/plugins,nri/conf.d} "$BASE/runc-$n"
+  [ -f "$snip" ] || fatal "containerd 1.7" "no $snip in the checkout"
+  if [ "$nri" = on ]; then
+    # the NRI table: from its header to the end of the file or the next table
+    awk -v sock="$d/nri.sock" -v pp="$d/nri/plugins" -v pc="$d/nri/conf.d" '
+      /^\[/ { keep = ($0 == "[plugins.\"io.containerd.nri.v1.nri\"]") }
+      keep && /^ *socket_path = / { sub(/".*"/, "\"" sock "\"") }
+      keep && /^ *plugin_path = / { sub(/".*"/, "\"" pp "\"") }
+      keep && /^ *plugin_config_path = / { sub(/".*"/, "\"" pc "\"") }
+      keep || NR == 1 || /^version/ { print }' "$snip" >"$d/lpu-nri-1.7.toml"
+    imports="\"$d/lpu-nri-1.7.toml\""
+    echo "$snip" >"$d/snippet"
+  fi
+  # the snippet's CRI keys; its two host dirs become this instance's CDI dir
+  cdi=$(awk '/^\[/ { keep = ($0 == "[plugins.\"io.containerd.grpc.v1.cri\"]") } keep && /^ *enable_cdi = / { print $3 }' "$snip")
+  [ "$cdi" = true ] || fatal "containerd 1.7" "$snip: no enable_cdi = true in its CRI table"
+  cat >"$d/config.toml" <<EOF
+version = 2
+root = "$d/root"
+state = "$d/state"
+imports = [$imports]
+
+[grpc]
+  address = "$d/containerd.sock"
+
+[ttrpc]
+  address = "$d/containerd.sock.ttrpc"
+
+[debug]
+  level = "info"
+
+[plugins]
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = "$IMG:pause"
+    restrict_oom_score_adj = true
+    disable_tcp_service = true
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+    # from deploy/runtime/containerd-1.7.toml
+    enable_cdi = $cdi
+    cdi_spec_dirs = ["$d/cdi"]
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      snapshotter = "overlayfs"
+      default_runtime_name = "runc"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          BinaryName = "/usr/sbin/runc"
+          SystemdCgroup = false
+          Root = "$BASE/runc-$n"
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "$d/cni/bin"
+      conf_dir = "$d/cni/net.d"
+EOF
+  if [ "$nri" != on ]; then
+    cat >>"$d/config.toml" <<EOF
+
+  [plugins."io.containerd.nri.v1.nri"]
+    disable = true
+EOF
+  fi
+  cat >"$d/crictl.yaml" <<EOF
+runtime-endpoint: unix://$d/containerd.sock
+image-endpoint: unix://$d/containerd.sock
+timeout: 30
+EOF
+}
+
 # check_snippet_loaded NAME: containerd's merged config shows the project's
 # snippet imported, and its NRI validator settings in effect.
 check_snippet_loaded() {
   local d=$BASE/ctd-$1 snip dump rel
+  if [ "$CTD_SERIES" = 1.7 ]; then
+    dump=$(containerd --config "$d/config.toml" config dump 2>&1) || { nok "containerd 1.7 loads its config" "$(tail -3 <<<"$dump")"; return 0; }
+    echo "$dump" >"$d/config.dump.toml"
+    expect "containerd 1.7 imports deploy/runtime/containerd-1.7.toml's NRI table: NRI on at $d/nri.sock" \
+      "$(grep -A8 'io.containerd.nri.v1.nri"\]' <<<"$dump" | tr -s ' ' | tr '\n' ' ')" \
+      eval "grep -A8 'io.containerd.nri.v1.nri\"\]' <<<\"\$dump\" | grep -q 'disable = false' &&
+        grep -A8 'io.containerd.nri.v1.nri\"\]' <<<\"\$dump\" | grep -qF 'socket_path = \"$d/nri.sock\"'"
+    expect "containerd 1.7 merged the snippet's CRI keys: enable_cdi = true" "$(grep -E 'enable_cdi|cdi_spec_dirs' <<<"$dump" | tr -s ' ')" \
+      grep -q 'enable_cdi = true' <<<"$dump"
+    return 0
+  fi
   if ! snip=$(containerd_snippet); then
     echo "# skip containerd snippet: no deploy/runtime containerd 2.x snippet in the checkout"
     return 0

@@ -27,8 +27,19 @@ type Runner struct {
 	Socket string // the runtime's NRI socket
 
 	Backoff backoff.Steps // reconnect waits; zero fields take backoff.Default
-	Log     *slog.Logger  // nil discards
+	// Drain is how long the plugin keeps answering the runtime after ctx is
+	// done while already telling readiness it is gone (0: DefaultDrain).
+	Drain time.Duration
+	Log   *slog.Logger // nil discards
 }
+
+// DefaultDrain covers the kubelet's step from PreStartContainer (which
+// asks readiness) to CreateContainer (which reaches this plugin): a
+// container that passed the first while lpu-nri was still connected is
+// created before the connection closes, not without its devices. Seen in
+// the e2e's helm upgrade: containerd creates the container unadjusted when
+// the plugin exits mid-request, required plugin or not.
+const DefaultDrain = 2 * time.Second
 
 // Validate checks the name, index and socket.
 func (r *Runner) Validate() error {
@@ -111,8 +122,11 @@ func (r *Runner) once(ctx context.Context, log *slog.Logger) (connected bool, er
 	if err != nil {
 		return false, fmt.Errorf("create nri stub: %w", err)
 	}
+	// The stub outlives ctx by the drain, so it runs on its own context.
+	stubCtx, stopStub := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopStub()
 	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	go func() { done <- s.Run(stubCtx) }()
 	select {
 	case err = <-done:
 	case <-closed:
@@ -122,6 +136,24 @@ func (r *Runner) once(ctx context.Context, log *slog.Logger) (connected bool, er
 			err = errors.New("nri connection closed")
 		}
 	case <-ctx.Done():
+		// Readiness first: new LPU containers are refused at
+		// PreStartContainer from now on; the runtime is still answered
+		// for containers already past it.
+		if r.Plugin.Connected() {
+			r.Plugin.setConnected(false)
+			drain := r.Drain
+			if drain <= 0 {
+				drain = DefaultDrain
+			}
+			log.Info("stopping: readiness off, draining NRI requests", "drain", drain)
+			t := time.NewTimer(drain)
+			select {
+			case <-t.C:
+			case <-closed:
+				t.Stop()
+			}
+		}
+		stopStub()
 		select {
 		case err = <-done:
 		case <-time.After(2 * time.Second):
