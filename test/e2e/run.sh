@@ -9,10 +9,13 @@
 #   SCENARIO  any of 1 2 3 4 5 orion 6 perf image, run in that canonical order
 #   dra       d1..d7 on a real cluster (etcd, apiserver, scheduler, ...)
 #   demo-dra  d1 d2, printing what each pod sees and its claim
-#   install   the image and chart installed on that cluster (scaffolding)
+#   install   on that cluster: the image, the chart (install, upgrade,
+#             uninstall) and the plain manifests, installed as users do
 # env: BASE (private base dir; default a fresh /tmp/lpu-e2e.XXXX), KEEP=1
 #      (leave $BASE on disk), PERF_ROUNDS, PERF_BLOCK, LPU_DRA (a prebuilt
-#      lpu-dra for the DRA run instead of the checkout's).
+#      lpu-dra for the DRA run instead of the checkout's), CONTAINERD=1.7
+#      (the node on containerd 1.7 with deploy/runtime/containerd-1.7.toml
+#      instead of 2.4.2 with the 2.x drop-in).
 #
 # Must run as root. Every assertion prints "ok - ..." or "not ok - ...: ...";
 # the last line is "e2e: N passed, M failed"; the exit status is non-zero when
@@ -47,7 +50,7 @@ DRA_ORDER=(d1 d2 d3 d4 d5 d6 d7)
 CLUSTER=0
 
 usage() {
-  sed -n '4,15p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '4,18p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
