@@ -72,7 +72,7 @@ cluster_pki() {
   {
     openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
       -subj /CN=lpu-e2e-ca -keyout "$CL/pki/ca.key" -out "$CL/pki/ca.crt" 2>/dev/null &&
-      cl_cert apiserver /CN=kube-apiserver "IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc" &&
+      cl_cert apiserver /CN=kube-apiserver "IP:127.0.0.1,IP:10.244.77.1,DNS:localhost,DNS:kubernetes.default.svc" &&
       cl_cert admin "/O=system:masters/CN=e2e-admin" &&
       cl_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" &&
       cl_cert controller-manager /CN=system:kube-controller-manager &&
@@ -350,7 +350,7 @@ cluster_teardown() {
   stop_daemon lpu-dra 3
   teardown
   local n
-  for n in kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_daemon "$n" 5; done
+  for n in api-relay kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_daemon "$n" 5; done
   if [ -f "$BASE/cni-bridge-ours" ]; then
     ip link del "$CNI_BRIDGE" 2>/dev/null
     rm -f "$BASE/cni-bridge-ours"

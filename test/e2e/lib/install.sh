@@ -299,6 +299,100 @@ install_manifests() {
   node_clean "manifests delete" "$MAN_STATE" "$MAN_NFD"
 }
 
+# api_relay_up: kube-apiserver listens on 127.0.0.1 only and this cluster has
+# no kube-proxy, so a pod on the bridge network reaches it through a TCP
+# relay on the bridge's host address (host-only), which the apiserver's
+# certificate names. lpu-dra's in-cluster config is pointed there with
+# KUBERNETES_SERVICE_HOST/PORT (dra.extraEnv).
+API_RELAY=10.244.77.1:6443
+api_relay_up() {
+  running api-relay && return 0
+  start_daemon api-relay "$LOGS/api-relay.log" /usr/bin/python3 -c '
+import asyncio, sys
+host, port, target = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+async def pipe(r, w):
+    try:
+        while data := await r.read(65536):
+            w.write(data)
+            await w.drain()
+    finally:
+        w.close()
+async def handle(r, w):
+    tr, tw = await asyncio.open_connection("127.0.0.1", target)
+    await asyncio.gather(pipe(r, tw), pipe(tr, w), return_exceptions=True)
+async def main():
+    srv = await asyncio.start_server(handle, host, port)
+    async with srv:
+        await srv.serve_forever()
+asyncio.run(main())' "${API_RELAY%:*}" "${API_RELAY#*:}" "$API_PORT"
+  wait_for 10 eval "ss -ltnH 'sport = :${API_RELAY#*:}' | grep -q '${API_RELAY%:*}'"
+}
+
+# install_dra HELM CHART: the chart in mode dra (lpu-dra and lpu-nri
+# DaemonSets, DeviceClasses, claim templates); a pod with the chart's
+# lpu-arc-4 claim template gets a contiguous 4-arc; helm uninstall.
+install_dra() {
+  local helm=$1 chart=$2 out state=$BASE/chart-dra-state claim env devs want
+  mkdir -p "$state"
+  if ! ip addr show "$CNI_BRIDGE" 2>/dev/null | grep -q "inet ${API_RELAY%:*}/"; then
+    echo "# skip install mode dra: bridge $CNI_BRIDGE has no ${API_RELAY%:*} yet"
+    return 0
+  fi
+  api_relay_up || { nok "dra: relay to the apiserver on $API_RELAY" "$(tail -3 "$LOGS/api-relay.log")"; return; }
+  if ! out=$("$helm" install lpu-node "$chart" --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --create-namespace \
+    --set mode=dra --set image.repository=localhost/lpu-node --set image.tag=e2e --set image.pullPolicy=Never \
+    --set simulate=8 --set config.stateDir="$state" --set config.nri.socket="$(nri_sock a)" \
+    --set config.cdi.specDir="$DRA_CDI" --set nfd.enabled=false \
+    --set dra.pluginDir="$DRA_PLUGIN_DIR" --set dra.registryDir="$DRA_REGISTRY_DIR" \
+    --set "dra.extraEnv[0].name=KUBERNETES_SERVICE_HOST" --set "dra.extraEnv[0].value=${API_RELAY%:*}" \
+    --set "dra.extraEnv[1].name=KUBERNETES_SERVICE_PORT" --set-string "dra.extraEnv[1].value=${API_RELAY#*:}" \
+    --set "config.injection.mounts[0].hostPath=$DRIVER_DIR" \
+    --set "config.injection.mounts[0].containerPath=$DRIVER_CTR_DIR" 2>&1); then
+    nok "dra: helm install --set mode=dra" "$(tail -5 <<<"$out")"
+    return
+  fi
+  ok "dra: helm install lpu-node --set mode=dra"
+  label_for_ds "$CHART_NS"
+  if wait_for 180 ds_ready "$CHART_NS"; then
+    ok "dra: the lpu-dra and lpu-nri DaemonSets' pods are Ready ($(kc get ds -n "$CHART_NS" -o jsonpath='{.items[*].metadata.name}'))"
+  else
+    nok "dra: the DaemonSets' pods are Ready" "$(ds_not_ready "$CHART_NS")"
+  fi
+  if wait_for 60 dra_slices_published; then
+    ok "dra: lpu-dra published ResourceSlices for $KNODE ($(kc get resourceslices -o json | jq --arg n "$KNODE" '[.items[] | select(.spec.nodeName == $n) | (.spec.devices // [])[]] | length') devices)"
+  else
+    nok "dra: lpu-dra published ResourceSlices" "$(kc logs -n "$CHART_NS" -l hyperaccel.ai/daemon=lpu-dra --tail 5 2>&1 | tr '\n' ' ')"
+  fi
+  if kc get resourceclaimtemplate "$TPL_STRICT4" -n default >/dev/null 2>&1; then
+    ok "dra: the chart made DeviceClasses ($(kc get deviceclasses -o name | wc -l)) and claim template $TPL_STRICT4 in default"
+  else
+    nok "dra: the chart made claim template $TPL_STRICT4" "$(kc get resourceclaimtemplates -A 2>&1 | tr '\n' ';')"
+  fi
+  dra_pod chart-arc template "$TPL_STRICT4"
+  if wait_pod chart-arc 90; then
+    claim=$(claim_of chart-arc)
+    want=$(claim_lpus "$claim")
+    env=$(ctr_env chart-arc LPU_VISIBLE_DEVICES)
+    devs=$(ctr_devs chart-arc)
+    sim_ring "$state" || nok "dra: ring of the simulated node" "no ring under $state/simulated-node"
+    expect "dra: the $TPL_STRICT4 pod sees a contiguous 4-arc (/dev/lpu{$devs}, ring ${RING[*]})" "devices [$devs], ring [${RING[*]}]" \
+      eval '[ "$(wc -w <<<"$devs")" = 4 ] && ring_arc "$devs" >/dev/null'
+    expect "dra: ... exactly its claim's LPUs ($claim: $want), LPU_VISIBLE_DEVICES=$env" "claim [$want], devices [$devs], env $env" \
+      eval '[ "$(tr " " "\n" <<<"$want" | sort -n | tr "\n" " " | sed "s/ $//")" = "$devs" ] && [ "$(visible_list "$env" | tr " " "\n" | sort -n | tr "\n" " " | sed "s/ $//")" = "$devs" ]'
+  else
+    nok "dra: a pod with claim template $TPL_STRICT4 runs" "$(pod_why chart-arc)"
+  fi
+  delete_pod chart-arc
+  out=$("$helm" uninstall lpu-node --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --wait --timeout 60s 2>&1) ||
+    nok "dra: helm uninstall" "$(tail -3 <<<"$out")"
+  if wait_for 60 eval "[ -z \"\$(kc get pods -n $CHART_NS -o name 2>/dev/null)\" ]"; then
+    ok "dra: helm uninstall removed the DaemonSets' pods"
+  else
+    nok "dra: helm uninstall removed the DaemonSets' pods" "$(kc get pods -n "$CHART_NS" -o name | tr '\n' ' ')"
+  fi
+  stop_daemon api-relay 2
+}
+
 scenario_install() {
   local script=$REPO/deploy/container/build-oci.sh chart=$REPO/deploy/helm/lpu-node
   local tar=$BASE/oci/lpu-node.tar ref=localhost/lpu-node:e2e helm out
@@ -323,4 +417,5 @@ scenario_install() {
   fi
   install_helm "$helm" "$chart"
   install_manifests "$ref"
+  install_dra "$helm" "$chart"
 }
