@@ -31,6 +31,7 @@ type Flag struct {
 	Usage   string // a `quoted` word names the value in help
 	abs     bool
 	req     bool
+	alone   bool
 	check   func() error
 	allowed []string
 	mark    *bool
@@ -76,6 +77,11 @@ func (f *Flag) Absolute() *Flag { f.abs = true; return f }
 // Required makes a flag that is given neither on the command line nor in
 // the environment an error.
 func (f *Flag) Required() *Flag { f.req = true; return f }
+
+// Standalone marks a flag that answers on its own, like --version: when
+// it is given, missing Required flags are no error (the program prints and
+// exits without using them).
+func (f *Flag) Standalone() *Flag { f.alone = true; return f }
 
 // Check runs fn once after parsing when the flag was given; its error
 // should name the flag and the value.
@@ -251,13 +257,17 @@ func (c *Command) finish(lookupEnv func(string) (string, bool)) error {
 		}
 		c.given[f.Name] = true
 	}
+	alone := false
+	for _, f := range c.flags {
+		alone = alone || (f.alone && c.given[f.Name])
+	}
 	for _, f := range c.flags {
 		if f.mark != nil {
 			*f.mark = c.given[f.Name]
 		}
 		v := c.fs.Lookup(f.Name).Value.String()
 		switch {
-		case f.req && !c.given[f.Name]:
+		case f.req && !c.given[f.Name] && !alone:
 			return fmt.Errorf("--%s is required%s", f.Name, envHint(f))
 		case f.abs && c.given[f.Name] && !strings.HasPrefix(v, "/"):
 			return fmt.Errorf("--%s %q: want an absolute path", f.Name, v)

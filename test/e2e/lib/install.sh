@@ -196,7 +196,7 @@ node_clean() {
   expect "$what: no device-plugin socket left in $DP_DIR" "left: $left" test -z "$left"
   left=$(find "$state" -maxdepth 1 -type s 2>/dev/null | tr '\n' ' ')
   expect "$what: no socket left in the state dir" "left: $left" test -z "$left"
-  left=$(find "$DRA_CDI" /var/run/cdi /etc/cdi -maxdepth 1 -name 'hyperaccel.ai*' 2>/dev/null | tr '\n' ' ')
+  left=$(find "$DRA_CDI" /var/run/cdi /etc/cdi -maxdepth 1 -name '*hyperaccel.ai*' 2>/dev/null | tr '\n' ' ')
   expect "$what: no CDI spec left" "left: $left" test -z "$left"
   # the NFD feature file stays on purpose (deploy/README.md section 7): it
   # carries hyperaccel.ai/lpu.present, the DaemonSet's own nodeSelector
@@ -393,6 +393,9 @@ install_dra() {
   else
     nok "dra: helm uninstall removed the DaemonSets' pods" "$(kc get pods -n "$CHART_NS" -o name | tr '\n' ' ')"
   fi
+  out=$(find "$DRA_PLUGIN_DIR" "$DRA_REGISTRY_DIR" -type s 2>/dev/null | tr '\n' ' ')
+  expect "dra uninstall: no lpu-dra socket left in the kubelet's plugin dirs" "left: $out" test -z "$out"
+  node_clean "dra uninstall" "$state" "$BASE/no-nfd"
   stop_daemon api-relay 2
 }
 
