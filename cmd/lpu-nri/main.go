@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	nrilog "github.com/containerd/nri/pkg/log"
@@ -52,6 +53,9 @@ func run() error {
 	defer stop()
 	mode, why := cli.ResolveMode(cfg)
 	p := daemon.Params{Config: cfg, Mode: mode, ModeReason: why, Simulate: opts.Simulate, Logger: log, Version: version}
+	if opts.OtherFingerprints != "" {
+		p.OtherFingerprints = strings.Split(opts.OtherFingerprints, ",")
+	}
 	switch opts.Command {
 	case cli.CmdCDIGenerate:
 		return daemon.CDIGenerate(ctx, p, os.Stdout)

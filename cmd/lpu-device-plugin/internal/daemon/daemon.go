@@ -62,22 +62,24 @@ func Run(ctx context.Context, p Params) error {
 	sysfs := device.NewSysfs(root, device.WithTopology(t.Source, t.Rings, t.NetworkTable), device.WithLogger(log))
 
 	mode, why := config.ResolveInjection(cfg.Injection.Mode, cfg.NRI.Socket)
+	node, nodeErr := inject.NodeName(getenv)
 	var key *inject.Key
 	if mode == plugin.InjectionNRI {
+		// The seals cover the node name: lpu-nri on another node that
+		// shares the key (a cloned image) cannot open them.
+		if nodeErr != nil {
+			return fmt.Errorf("seal key for nri injection: %w", nodeErr)
+		}
 		k, err := inject.LoadOrCreateKey(cfg.StateDir)
 		if err != nil {
 			return fmt.Errorf("seal key for nri injection: %w", err)
 		}
-		key = k
-	}
-
-	node := getenv("NODE_NAME")
-	if node == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			log.Warn("no node name (NODE_NAME unset, hostname unknown)", "err", err)
+		if key, err = k.ForNode(node); err != nil {
+			return fmt.Errorf("seal key for nri injection: %w", err)
 		}
-		node = h
+		log.Info("seal key loaded", "path", key.Path(), "node", node, "fingerprint", key.Fingerprint())
+	} else if nodeErr != nil {
+		log.Warn("no usable node name for metric labels", "err", nodeErr)
 	}
 	log.Info("starting lpu-device-plugin", "version", p.Version, "node", node, "resource", cfg.ResourceName,
 		"root", root, "kubeletDir", cfg.Kubelet.DevicePluginDir, "stateDir", cfg.StateDir,

@@ -40,7 +40,10 @@ type Options struct {
 	Output      string // cdi generate
 	PluginDir   string // doctor
 	KubeletDir  string // doctor
-	Version     bool
+	// OtherFingerprints are other nodes' seal key fingerprints (doctor,
+	// comma separated): a match is reported as a shared key.
+	OtherFingerprints string
+	Version           bool
 
 	given map[string]bool
 }
@@ -57,16 +60,18 @@ var specs = flagenv.Flags{
 	{Name: "simulate", Env: "LPU_SIMULATE", Usage: "use `N` simulated LPUs (rings of 8) written under <state-dir>/simulated-node, the same node as lpu-device-plugin --simulate N; 0 uses real hardware"},
 	{Name: "output", Env: "LPU_CDI_OUTPUT", Usage: "CDI spec `DIR` to write to; overrides config cdi.specDir (default " + config.DefaultCDISpecDir + ")"},
 	{Name: "nri-plugin-dir", Env: "LPU_NRI_PLUGIN_DIR", Usage: "the runtime's pre-installed NRI plugin `DIR` (default " + DefaultNRIPluginDir + ")"},
+	{Name: "other-fingerprints", Env: "LPU_OTHER_FINGERPRINTS", Usage: "comma separated seal key fingerprints `FP,...` of other nodes (from their doctor output); doctor fails when this node's matches one (a cloned key)"},
 	{Name: "kubelet-dir", Env: "LPU_KUBELET_DIR", Usage: "kubelet device plugin `DIR`; overrides config kubelet.devicePluginDir (default " + config.DefaultDevicePluginDir + ")"},
 }
 
 // only lists the commands that accept a flag; flags not in it go with
 // every command.
 var only = map[string][]string{
-	"metrics-addr":   {CmdDaemon},
-	"output":         {CmdCDIGenerate},
-	"nri-plugin-dir": {CmdDoctor},
-	"kubelet-dir":    {CmdDoctor},
+	"metrics-addr":       {CmdDaemon},
+	"output":             {CmdCDIGenerate},
+	"nri-plugin-dir":     {CmdDoctor},
+	"kubelet-dir":        {CmdDoctor},
+	"other-fingerprints": {CmdDoctor},
 }
 
 const intro = `lpu-nri injects the LPUs a container was allocated by lpu-device-plugin,
@@ -78,7 +83,7 @@ Usage:
           [--plugin-idx NN] [--mode nri|cdi] [--metrics-addr HOST:PORT] [--simulate N]
   lpu-nri cdi generate [--root DIR] [--output DIR] [common flags]
   lpu-nri cdi list [--root DIR] [common flags]
-  lpu-nri doctor [--nri-plugin-dir DIR] [--kubelet-dir DIR] [common flags]
+  lpu-nri doctor [--nri-plugin-dir DIR] [--kubelet-dir DIR] [--other-fingerprints FP,...] [common flags]
   lpu-nri --help | --version
 
 Every flag but --version has an environment twin (in brackets). Precedence:
@@ -92,7 +97,8 @@ Commands:
   cdi generate  discover the node and write <output>/hyperaccel.ai-lpu.json once
   cdi list      print the CDI device names a runtime resolves (hyperaccel.ai/lpu=lpu0 ... =all)
   doctor        check the node (NRI socket and registration, plugin index, readiness,
-                CDI spec, /dev vs sysfs, seal key, device plugin socket); exit 1 on any FAIL
+                CDI spec, /dev vs sysfs, seal key and its fingerprint, device plugin
+                socket); exit 1 on any FAIL
 
 Other environment:
   LPU_LOG_LEVEL   error|warn|info|debug (over the config's log.level; invalid values fall back with a warning)
@@ -155,6 +161,7 @@ func newFlagSet(o *Options) *flag.FlagSet {
 	fs.StringVar(&o.Output, "output", "", u("output"))
 	fs.StringVar(&o.PluginDir, "nri-plugin-dir", DefaultNRIPluginDir, u("nri-plugin-dir"))
 	fs.StringVar(&o.KubeletDir, "kubelet-dir", "", u("kubelet-dir"))
+	fs.StringVar(&o.OtherFingerprints, "other-fingerprints", "", u("other-fingerprints"))
 	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
 	return fs
 }

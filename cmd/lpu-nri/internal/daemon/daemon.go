@@ -14,6 +14,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/cdimode"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/doctor"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/plugin"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/podres"
@@ -38,6 +39,11 @@ type Params struct {
 	// MinBackoff and MaxBackoff bound the NRI reconnect backoff; zero:
 	// plugin defaults (100ms, 5s).
 	MinBackoff, MaxBackoff time.Duration
+	// OtherFingerprints are other nodes' seal key fingerprints (doctor).
+	OtherFingerprints []string
+	// Getenv reads NODE_NAME (the node the seals are bound to); nil means
+	// os.Getenv.
+	Getenv func(string) string
 }
 
 func (p Params) log() *slog.Logger {
@@ -132,10 +138,27 @@ func Run(ctx context.Context, p Params) error {
 		g.Go(func() error { return s.Run(ctx) })
 		g.Go(func() error { return m.Serve(ctx, cfg.Metrics.Address, s.Synced, log) })
 	case config.InjectionNRI:
+		getenv := p.Getenv
+		if getenv == nil {
+			getenv = os.Getenv
+		}
+		node, err := inject.NodeName(getenv)
+		if err != nil {
+			return err
+		}
 		key, err := inject.LoadOrCreateKey(cfg.StateDir)
 		if err != nil {
 			return err
 		}
+		if key, err = key.ForNode(node); err != nil {
+			return err
+		}
+		led, err := ledger.Open(cfg.StateDir)
+		if err != nil {
+			return err
+		}
+		log.Info("seal key loaded", "path", key.Path(), "node", node, "fingerprint", key.Fingerprint(),
+			"acceptLegacySeals", cfg.Security.AcceptLegacySeals, "ledger", led.Path())
 		store := inventory.New(disc, inventory.WithInterval(cfg.Health.ResyncInterval.Duration), inventory.WithLogger(log))
 		if _, err := store.Refresh(ctx); err != nil {
 			log.Warn("initial device discovery failed; retrying in the background", "err", err)
@@ -149,7 +172,8 @@ func Run(ctx context.Context, p Params) error {
 		tracer, stopTracing := startup.Tracing(ctx, cfg.Tracing, "lpu-nri", p.Version, log)
 		defer stopTracing()
 		pc := plugin.Config{Key: key, Store: store, Options: opts, Metrics: m, Ready: rs, Log: log,
-			CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Tracer: tracer}
+			CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Tracer: tracer,
+			Ledger: led, AcceptLegacySeals: cfg.Security.AcceptLegacySeals}
 		if cfg.Kubelet.PodResourcesCheck {
 			c := podres.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
 			defer c.Close()
@@ -226,6 +250,7 @@ func Doctor(ctx context.Context, p Params, pluginDir string, w io.Writer) (faile
 		Root: root, StateDir: cfg.StateDir, Mode: p.Mode, NRISocket: cfg.NRI.Socket,
 		PluginName: cfg.NRI.PluginName, PluginIndex: cfg.NRI.PluginIndex, PluginDir: pluginDir,
 		CDIDir: cfg.CDI.SpecDir, KubeletDir: cfg.Kubelet.DevicePluginDir, ResourceName: cfg.ResourceName,
+		OtherFingerprints: p.OtherFingerprints,
 	})
 	results = append([]doctor.Result{{Check: "mode", OK: true, Detail: p.ModeReason}}, results...)
 	return doctor.Print(w, results), nil

@@ -22,12 +22,15 @@ const (
 	ReasonUnhealthyDevice = "unhealthy-device" // ID known but unhealthy
 	ReasonPodResources    = "podresources"     // kubelet PodResources disagrees or cannot answer
 	ReasonNoInventory     = "no-inventory"     // discovery has not succeeded yet
+	ReasonLegacySeal      = "legacy-seal"      // v1 seal while security.acceptLegacySeals is off
+	ReasonReplayed        = "replayed"         // allocation ID first used by another pod, or not recordable
 )
 
 // Reasons lists every refusal reason, so each series exists from the start.
 var Reasons = []string{
 	ReasonPodAnnotation, ReasonBadSeal, ReasonBadValue, ReasonUnknownDevice,
-	ReasonUnhealthyDevice, ReasonPodResources, ReasonNoInventory,
+	ReasonUnhealthyDevice, ReasonPodResources, ReasonNoInventory, ReasonLegacySeal,
+	ReasonReplayed,
 }
 
 // Metrics holds lpu-nri's collectors in their own registry.

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
@@ -51,6 +52,12 @@ type Config struct {
 	// device plugin's Allocate span through the allocation ID; nil: no
 	// tracing.
 	Tracer oteltrace.Tracer
+	// Ledger records the first pod of each allocation ID and refuses the
+	// ID from any other pod; nil disables the check (tests only).
+	Ledger *ledger.Ledger
+	// AcceptLegacySeals accepts v1 (not node-bound) seals: the
+	// security.acceptLegacySeals migration switch.
+	AcceptLegacySeals bool
 }
 
 // Plugin is the NRI plugin. It implements the stub's Configure,
@@ -65,6 +72,8 @@ type Plugin struct {
 	ready        Readiness
 	log          *slog.Logger
 	tracer       oteltrace.Tracer
+	ledger       *ledger.Ledger
+	acceptV1     bool
 	connMu       sync.Mutex
 	synced       atomic.Bool
 	syncs        atomic.Int64 // Synchronize calls, to tell a lost connection from a failed one
@@ -79,7 +88,8 @@ func New(cfg Config) (*Plugin, error) {
 		return nil, errors.New("nri plugin: no inventory store")
 	}
 	p := &Plugin{key: cfg.Key, store: cfg.Store, opts: cfg.Options, check: cfg.Check,
-		checkTimeout: cfg.CheckTimeout, m: cfg.Metrics, ready: cfg.Ready, log: cfg.Log, tracer: cfg.Tracer}
+		checkTimeout: cfg.CheckTimeout, m: cfg.Metrics, ready: cfg.Ready, log: cfg.Log, tracer: cfg.Tracer,
+		ledger: cfg.Ledger, acceptV1: cfg.AcceptLegacySeals}
 	if p.tracer == nil {
 		p.tracer = noop.NewTracerProvider().Tracer(trace.ScopeName)
 	}
@@ -194,10 +204,14 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 //     container: the runtime's env adjustment replaces only the first copy
 //     and then writes the last one over it, so the override would be lost.
 //  3. The allocation is read from the container annotations only and its
-//     seal verified; no allocation gives LPU_VISIBLE_DEVICES=none.
+//     seal verified: v2 (bound to this node, with an allocation ID), or v1
+//     only behind the migration switch; no allocation gives
+//     LPU_VISIBLE_DEVICES=none.
 //  4. Every ID must be in the current inventory and healthy; nodes, majors
 //     and minors come from discovery.
 //  5. Optionally the kubelet's PodResources must report the same IDs.
+//  6. The allocation ID must be new or already this pod's (ledger): the
+//     same sealed annotations copied into another pod are refused.
 func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, inject.Allocation, error) {
 	var none inject.Allocation
 	if key, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {
@@ -218,6 +232,9 @@ func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 		return nil, none, refuse(metrics.ReasonBadSeal, "allocation annotation not sealed by this node's device plugin: %w", err)
 	case err != nil:
 		return nil, none, refuse(metrics.ReasonBadValue, "allocation annotation invalid: %w", err)
+	case alloc.Version == inject.SealV1 && !p.acceptV1:
+		return nil, none, refuse(metrics.ReasonLegacySeal,
+			"allocation %s is sealed in the legacy v1 form (not bound to this node); recreate the pod so the device plugin seals it again, or set security.acceptLegacySeals: true during the upgrade", inject.EncodeIDs(ids))
 	}
 	snap := p.store.Load()
 	if !snap.Ready() {
@@ -242,6 +259,11 @@ func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 		cancel()
 		if err != nil {
 			return nil, none, refuse(metrics.ReasonPodResources, "kubelet pod resources check: %w", err)
+		}
+	}
+	if p.ledger != nil && alloc.ID != "" {
+		if err := p.ledger.Claim(alloc.ID, pod.GetUid()); err != nil {
+			return nil, none, refuse(metrics.ReasonReplayed, "allocation %s of pod %s/%s: %w", alloc.ID, pod.GetNamespace(), pod.GetName(), err)
 		}
 	}
 	return inject.ForDevices(devs, snap.DriverVersion(), p.opts).Adjustment(), alloc, nil
@@ -270,10 +292,25 @@ func visibleDevicesCopies(env []string) int {
 func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
 	n := p.Audit(pods, ctrs)
 	p.m.Unallocated.Set(float64(n))
+	p.pruneLedger(pods)
 	p.log.Info("synchronized with container runtime", "pods", len(pods), "containers", len(ctrs), "unallocatedHolders", n)
 	p.syncs.Add(1)
 	p.setConnected(true)
 	return nil, nil
+}
+
+// pruneLedger forgets allocation IDs of pods gone for ledger.Retention.
+func (p *Plugin) pruneLedger(pods []*api.PodSandbox) {
+	if p.ledger == nil {
+		return
+	}
+	live := make(map[string]bool, len(pods))
+	for _, pod := range pods {
+		live[pod.GetUid()] = true
+	}
+	if err := p.ledger.Prune(live); err != nil {
+		p.log.Error("prune allocation ledger", "path", p.ledger.Path(), "err", err)
+	}
 }
 
 // Audit returns how many running containers hold LPU device nodes that no
@@ -328,6 +365,9 @@ func (p *Plugin) coverage(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.
 	alloc, err := p.key.OpenAllocation(c.GetAnnotations())
 	if err != nil {
 		return err.Error()
+	}
+	if alloc.Version == inject.SealV1 && !p.acceptV1 {
+		return "legacy v1 seal (security.acceptLegacySeals is off)"
 	}
 	ids := alloc.IDs
 	type number struct{ major, minor int64 }
