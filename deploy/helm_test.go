@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -122,6 +123,7 @@ type objects struct {
 	ServiceAccount *corev1.ServiceAccount
 	Service        *corev1.Service
 	ServiceMonitor *ServiceMonitor
+	NetworkPolicy  *networkingv1.NetworkPolicy
 	Kinds          []string // in rendering order
 }
 
@@ -154,6 +156,8 @@ func decode(t *testing.T, rendered []byte) objects {
 			target = &objs.Service
 		case "monitoring.coreos.com/v1/ServiceMonitor":
 			target = &objs.ServiceMonitor
+		case "networking.k8s.io/v1/NetworkPolicy":
+			target = &objs.NetworkPolicy
 		default:
 			t.Fatalf("document %d: unexpected kind %q\n%s", i, gvk, doc)
 		}
