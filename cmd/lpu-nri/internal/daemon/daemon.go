@@ -173,7 +173,8 @@ func Run(ctx context.Context, p Params) error {
 		defer stopTracing()
 		pc := plugin.Config{Key: key, Store: store, Options: opts, Metrics: m, Ready: rs, Log: log,
 			CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Tracer: tracer,
-			Ledger: led, AcceptLegacySeals: cfg.Security.AcceptLegacySeals}
+			Ledger: led, AcceptLegacySeals: cfg.Security.AcceptLegacySeals,
+			AllowNamespaces: cfg.Security.AllowNamespaces}
 		if cfg.Kubelet.PodResourcesCheck {
 			c := podres.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
 			defer c.Close()
@@ -190,6 +191,7 @@ func Run(ctx context.Context, p Params) error {
 		}
 		g.Go(func() error { return store.Run(ctx) })
 		g.Go(func() error { return r.Run(ctx) })
+		g.Go(func() error { return pl.RunAudit(ctx, cfg.Security.AuditInterval.Duration) })
 		g.Go(func() error { return m.Serve(ctx, cfg.Metrics.Address, pl.Connected, log) })
 	default:
 		return fmt.Errorf("mode %q: want %s or %s", p.Mode, config.InjectionNRI, config.InjectionCDI)

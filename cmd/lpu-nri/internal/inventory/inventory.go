@@ -22,10 +22,41 @@ type Snapshot struct {
 
 	byID   map[string]*device.Device
 	majors map[int64]bool
+	byNum  map[DevNum]string // device number -> LPU ID
+}
+
+// DevNum is a device number, what a node opens whatever its path.
+type DevNum struct{ Major, Minor int64 }
+
+// Numbers returns the device numbers of an LPU's nodes. The audit and the
+// validator compare containers by these sets, so an LPU with several nodes
+// only has to list them all here.
+func (s *Snapshot) Numbers(id string) []DevNum {
+	d, ok := s.byID[id]
+	if !ok || d.Major <= 0 {
+		return nil
+	}
+	return []DevNum{{d.Major, d.Minor}}
+}
+
+// Owner returns the LPU one of whose nodes has number n.
+func (s *Snapshot) Owner(n DevNum) (string, bool) {
+	id, ok := s.byNum[n]
+	return id, ok
+}
+
+// IsLPUNumber reports whether a character device of number n opens an
+// LPU: an inventory node's number, or any minor of an LPU major.
+func (s *Snapshot) IsLPUNumber(n DevNum) bool {
+	if s.majors[n.Major] {
+		return true
+	}
+	_, ok := s.byNum[n]
+	return ok
 }
 
 func newSnapshot(inv *device.Inventory, err error) *Snapshot {
-	s := &Snapshot{Inventory: inv, Err: err, byID: map[string]*device.Device{}, majors: map[int64]bool{}}
+	s := &Snapshot{Inventory: inv, Err: err, byID: map[string]*device.Device{}, majors: map[int64]bool{}, byNum: map[DevNum]string{}}
 	if inv == nil {
 		return s
 	}
@@ -34,6 +65,7 @@ func newSnapshot(inv *device.Inventory, err error) *Snapshot {
 		s.byID[d.ID] = d
 		if d.Major > 0 {
 			s.majors[d.Major] = true
+			s.byNum[DevNum{d.Major, d.Minor}] = d.ID
 		}
 	}
 	return s

@@ -112,3 +112,29 @@ func BenchmarkDecideValid4(b *testing.B) {
 	}
 	reportCPU(b, cpu)
 }
+
+// BenchmarkValidate8 is the validator's check for a container of 8 LPUs:
+// the pristine container carries /dev/null and friends, the merged
+// adjustment the 8 nodes lpu-nri added.
+func BenchmarkValidate8(b *testing.B) {
+	f := benchFixture(b)
+	ids := []string{"lpu0", "lpu1", "lpu2", "lpu3", "lpu4", "lpu5", "lpu6", "lpu7"}
+	p, c := pod("b", nil), ctr("b", seal(b, f.key, ids...))
+	c.Linux = &api.LinuxContainer{Devices: []*api.LinuxDevice{
+		{Path: "/dev/null", Type: "c", Major: 1, Minor: 3}, {Path: "/dev/zero", Type: "c", Major: 1, Minor: 5},
+		{Path: "/dev/random", Type: "c", Major: 1, Minor: 8}, {Path: "/dev/tty", Type: "c", Major: 5, Minor: 0},
+	}}
+	adj, _, err := f.p.Decide(context.Background(), p, c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := &api.ValidateContainerAdjustmentRequest{Pod: p, Container: c, Adjust: adj}
+	b.ReportAllocs()
+	cpu := cpuTime()
+	for b.Loop() {
+		if err := f.p.ValidateContainerAdjustment(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportCPU(b, cpu)
+}

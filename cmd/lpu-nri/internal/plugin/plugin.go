@@ -58,6 +58,9 @@ type Config struct {
 	// AcceptLegacySeals accepts v1 (not node-bound) seals: the
 	// security.acceptLegacySeals migration switch.
 	AcceptLegacySeals bool
+	// AllowNamespaces may hold LPU nodes without an allocation
+	// (security.allowNamespaces).
+	AllowNamespaces []string
 }
 
 // Plugin is the NRI plugin. It implements the stub's Configure,
@@ -74,6 +77,8 @@ type Plugin struct {
 	tracer       oteltrace.Tracer
 	ledger       *ledger.Ledger
 	acceptV1     bool
+	allowNS      []string
+	audit        tracker
 	connMu       sync.Mutex
 	synced       atomic.Bool
 	syncs        atomic.Int64 // Synchronize calls, to tell a lost connection from a failed one
@@ -89,7 +94,8 @@ func New(cfg Config) (*Plugin, error) {
 	}
 	p := &Plugin{key: cfg.Key, store: cfg.Store, opts: cfg.Options, check: cfg.Check,
 		checkTimeout: cfg.CheckTimeout, m: cfg.Metrics, ready: cfg.Ready, log: cfg.Log, tracer: cfg.Tracer,
-		ledger: cfg.Ledger, acceptV1: cfg.AcceptLegacySeals}
+		ledger: cfg.Ledger, acceptV1: cfg.AcceptLegacySeals, allowNS: cfg.AllowNamespaces}
+	p.audit.init()
 	if p.tracer == nil {
 		p.tracer = noop.NewTracerProvider().Tracer(trace.ScopeName)
 	}
@@ -132,11 +138,17 @@ func (p *Plugin) setConnected(c bool) {
 	}
 }
 
+// Events are the NRI events the plugin subscribes to: CreateContainer to
+// inject, ValidateContainerAdjustment to check the merged result (runtimes
+// without validators never send it), and the container and pod lifecycle
+// events that keep the periodic audit's view current.
+const Events = "CreateContainer,ValidateContainerAdjustment,StartContainer,StopContainer,RemoveContainer,RemovePodSandbox"
+
 // Configure is called by the runtime right after registration. The plugin
-// subscribes to every event it implements (CreateContainer).
+// subscribes to Events.
 func (p *Plugin) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
 	p.log.Info("configured by container runtime", "runtime", runtime, "runtimeVersion", version)
-	return api.MustParseEventMask("CreateContainer"), nil
+	return api.MustParseEventMask(Events), nil
 }
 
 // Shutdown is called when the runtime shuts down cleanly.
@@ -227,7 +239,14 @@ func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 	ids := alloc.IDs
 	switch {
 	case errors.Is(err, inject.ErrNoAllocation):
-		return inject.Unallocated().Adjustment(), none, nil
+		adj := inject.Unallocated().Adjustment()
+		if len(ctr.GetLinux().GetDevices()) == 0 {
+			return adj, none, nil
+		}
+		if err := p.checkCarried(p.store.Load(), pod, ctr, nil, adj); err != nil {
+			return nil, none, err
+		}
+		return adj, none, nil
 	case errors.Is(err, inject.ErrBadSeal):
 		return nil, none, refuse(metrics.ReasonBadSeal, "allocation annotation not sealed by this node's device plugin: %w", err)
 	case err != nil:
@@ -266,7 +285,23 @@ func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 			return nil, none, refuse(metrics.ReasonReplayed, "allocation %s of pod %s/%s: %w", alloc.ID, pod.GetNamespace(), pod.GetName(), err)
 		}
 	}
-	return inject.ForDevices(devs, snap.DriverVersion(), p.opts).Adjustment(), alloc, nil
+	adj := inject.ForDevices(devs, snap.DriverVersion(), p.opts).Adjustment()
+	if len(ctr.GetLinux().GetDevices()) > 0 {
+		if err := p.checkCarried(snap, pod, ctr, ids, adj); err != nil {
+			return nil, none, err
+		}
+	}
+	return adj, alloc, nil
+}
+
+// checkCarried applies the validator's check to the devices the container
+// already carries (runtimes without validators never ask): LPU nodes
+// beyond ids refuse the container (see foreignNodes).
+func (p *Plugin) checkCarried(snap *inventory.Snapshot, pod *api.PodSandbox, ctr *api.Container, ids []string, _ *api.ContainerAdjustment) error {
+	if !snap.Ready() {
+		return nil // nothing is known to be an LPU; the validator refuses later
+	}
+	return p.foreignNodes(snap, pod, ctr, ids)
 }
 
 // visibleDevicesCopies counts the entries of env that set
@@ -286,14 +321,15 @@ func visibleDevicesCopies(env []string) int {
 	return n
 }
 
-// Synchronize audits the containers the runtime already runs: any container
-// holding LPU device nodes without a valid allocation for them is logged and
-// counted in lpu_nri_unallocated_holders. It then marks the plugin ready.
+// Synchronize audits the containers the runtime already runs (see
+// AuditCounts), takes them as the periodic audit's view, and marks the
+// plugin ready.
 func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
-	n := p.Audit(pods, ctrs)
-	p.m.Unallocated.Set(float64(n))
+	p.audit.reset(pods, ctrs)
+	holders, uninjected := p.AuditCounts(pods, ctrs)
+	p.log.Info("synchronized with container runtime", "pods", len(pods), "containers", len(ctrs),
+		"unallocatedHolders", holders, "uninjectedAllocations", uninjected)
 	p.pruneLedger(pods)
-	p.log.Info("synchronized with container runtime", "pods", len(pods), "containers", len(ctrs), "unallocatedHolders", n)
 	p.syncs.Add(1)
 	p.setConnected(true)
 	return nil, nil
@@ -314,42 +350,66 @@ func (p *Plugin) pruneLedger(pods []*api.PodSandbox) {
 }
 
 // Audit returns how many running containers hold LPU device nodes that no
-// valid allocation of theirs covers, logging each at warn.
+// valid allocation of theirs covers (AuditCounts' first count).
 func (p *Plugin) Audit(pods []*api.PodSandbox, ctrs []*api.Container) int {
+	holders, _ := p.AuditCounts(pods, ctrs)
+	return holders
+}
+
+// AuditCounts checks every running container against its allocation and
+// returns two counts, each logged at error per container and exported as a
+// gauge (plus a counter of containers newly found):
+//   - unallocated holders: containers holding LPU device nodes that no
+//     valid allocation of theirs covers (lpu_nri_unallocated_holders);
+//   - uninjected allocations: containers whose verified allocation names
+//     LPUs whose nodes they do not hold, e.g. created while lpu-nri's
+//     CreateContainer timed out (lpu_nri_uninjected_allocations).
+//
+// Containers in security.allowNamespaces may hold nodes they were not
+// allocated.
+func (p *Plugin) AuditCounts(pods []*api.PodSandbox, ctrs []*api.Container) (holders, uninjected int) {
 	snap := p.store.Load()
+	if !snap.Ready() {
+		return 0, 0
+	}
 	byID := make(map[string]*api.PodSandbox, len(pods))
 	for _, pod := range pods {
 		byID[pod.GetId()] = pod
 	}
-	holders := 0
+	var holderIDs, uninjectedIDs []string
 	for _, c := range ctrs {
 		if c.GetState() == api.ContainerState_CONTAINER_STOPPED {
 			continue
 		}
-		var held []*api.LinuxDevice
-		for _, d := range c.GetLinux().GetDevices() {
-			if snap.IsLPUNode(d.GetPath(), d.GetType(), d.GetMajor()) {
-				held = append(held, d)
+		pod := byID[c.GetPodSandboxId()]
+		held := auditNodes(snap, c.GetLinux().GetDevices())
+		if len(held) > 0 && !p.allowed(pod.GetNamespace()) {
+			if why := p.coverage(snap, pod, c, held); why != "" {
+				holderIDs = append(holderIDs, c.GetId())
+				paths := make([]string, len(held))
+				for i, d := range held {
+					paths[i] = d.path
+				}
+				p.log.Error("container holds LPU device nodes without a valid allocation",
+					"namespace", pod.GetNamespace(), "pod", pod.GetName(), "container", c.GetName(),
+					"containerID", c.GetId(), "devices", paths, "why", why)
+				continue
 			}
 		}
-		if len(held) == 0 {
+		ids := p.verified(snap, pod, c)
+		if len(ids) == 0 {
 			continue
 		}
-		pod := byID[c.GetPodSandboxId()]
-		why := p.coverage(snap, pod, c, held)
-		if why == "" {
-			continue
+		var gbuf [16]inventory.DevNum
+		if why := mismatch(snap, ids, want(snap, ids, gbuf[:0]), held, true); why != "" {
+			uninjectedIDs = append(uninjectedIDs, c.GetId())
+			p.log.Error("container runs without the LPUs it was allocated",
+				"namespace", pod.GetNamespace(), "pod", pod.GetName(), "container", c.GetName(),
+				"containerID", c.GetId(), "why", why)
 		}
-		holders++
-		paths := make([]string, len(held))
-		for i, d := range held {
-			paths[i] = d.GetPath()
-		}
-		p.log.Warn("container holds LPU device nodes without a valid allocation",
-			"namespace", pod.GetNamespace(), "pod", pod.GetName(), "container", c.GetName(),
-			"containerID", c.GetId(), "devices", paths, "why", why)
 	}
-	return holders
+	p.audit.record(p.m, holderIDs, uninjectedIDs)
+	return len(holderIDs), len(uninjectedIDs)
 }
 
 // coverage returns "" when the container's sealed allocation covers every
@@ -358,7 +418,7 @@ func (p *Plugin) Audit(pods []*api.PodSandbox, ctrs []*api.Container) int {
 // /dev/lpu3 with lpu5's number is lpu5. Only an allocated ID the inventory
 // no longer knows falls back to its path. snap is the audit's one view of
 // the inventory, the same it found the held nodes with.
-func (p *Plugin) coverage(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.Container, held []*api.LinuxDevice) string {
+func (p *Plugin) coverage(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.Container, held []node) string {
 	if key, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {
 		return fmt.Sprintf("pod annotation %q", key)
 	}
@@ -381,9 +441,24 @@ func (p *Plugin) coverage(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.
 		}
 	}
 	for _, h := range held {
-		if !numbers[number{h.GetMajor(), h.GetMinor()}] && !paths[h.GetPath()] {
-			return fmt.Sprintf("%s (%d:%d) is not in its allocation %s", h.GetPath(), h.GetMajor(), h.GetMinor(), inject.EncodeIDs(ids))
+		if !numbers[number{h.num.Major, h.num.Minor}] && !paths[h.path] {
+			return fmt.Sprintf("%s (%d:%d) is not in its allocation %s", h.path, h.num.Major, h.num.Minor, inject.EncodeIDs(ids))
 		}
 	}
 	return ""
+}
+
+// auditNodes returns the LPU nodes among devs for the audit: by device
+// number, and also any /dev/lpuN path whatever its number (a node the
+// inventory no longer knows is still reported).
+func auditNodes(snap *inventory.Snapshot, devs []*api.LinuxDevice) []node {
+	var held []node
+	for _, d := range devs {
+		n := inventory.DevNum{Major: d.GetMajor(), Minor: d.GetMinor()}
+		isChar := d.GetType() == "c" || d.GetType() == ""
+		if (isChar && snap.IsLPUNumber(n)) || snap.IsLPUNode(d.GetPath(), d.GetType(), d.GetMajor()) {
+			held = append(held, node{d.GetPath(), n})
+		}
+	}
+	return held
 }
