@@ -42,7 +42,10 @@ type chartCase struct {
 
 const nfdDir = "/etc/kubernetes/node-feature-discovery/features.d"
 
-var baseKinds = []string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "DaemonSet"}
+// gateKinds are the runtime gate's policies and bindings (cluster-scoped).
+var gateKinds = []string{"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+
+var baseKinds = append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "DaemonSet"}, gateKinds...)
 
 func chartCases() map[string]chartCase {
 	return map[string]chartCase{
@@ -67,7 +70,7 @@ func chartCases() map[string]chartCase {
 				"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=hyperaccel.ai/lpu.model",
 				"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
 				"metrics.service.enabled=true", "metrics.service.annotations.a=b"},
-			kinds: []string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "Service", "DaemonSet"}, mode: config.InjectionNRI,
+			kinds: append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "Service", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI,
 			knobs: true,
 		},
 		"two driver mounts, checked as directories": {
@@ -86,12 +89,12 @@ func chartCases() map[string]chartCase {
 		},
 		"service monitor": {
 			sets:  []string{"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prom"},
-			kinds: []string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "Service", "DaemonSet", "ServiceMonitor"},
+			kinds: []string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "Service", "DaemonSet", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "ServiceMonitor", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
 			mode:  config.InjectionNRI,
 		},
 		"service only": {
 			sets:  []string{"metrics.service.enabled=true"},
-			kinds: []string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "Service", "DaemonSet"},
+			kinds: append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "Service", "DaemonSet"}, gateKinds...),
 			mode:  config.InjectionNRI,
 		},
 		"simulated node with a network table and pod-resources check": {
@@ -106,14 +109,18 @@ func chartCases() map[string]chartCase {
 		},
 		"no network policy": {
 			sets:  []string{"networkPolicy.enabled=false"},
-			kinds: []string{"ServiceAccount", "ConfigMap", "DaemonSet"}, mode: config.InjectionNRI, noNetworkPolicy: true,
+			kinds: append([]string{"ServiceAccount", "ConfigMap", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI, noNetworkPolicy: true,
+		},
+		"no runtime gate": {
+			sets:  []string{"runtimeGate.enabled=false"},
+			kinds: []string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "DaemonSet"}, mode: config.InjectionNRI,
 		},
 		"other state dir and sockets, strict policy": {
 			sets: []string{"config.stateDir=/srv/lpu", "config.nri.socket=/run/nri2/nri.sock",
 				"config.kubelet.devicePluginDir=/data/kubelet/device-plugins",
 				"config.kubelet.podResourcesSocket=/data/kubelet/pod-resources/kubelet.sock",
 				"config.allocation.policy=strict", "serviceAccount.create=false"},
-			kinds: []string{"NetworkPolicy", "ConfigMap", "DaemonSet"}, mode: config.InjectionNRI,
+			kinds: append([]string{"NetworkPolicy", "ConfigMap", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI,
 		},
 	}
 }
