@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -139,16 +140,50 @@ func (p *Plugin) setConnected(c bool) {
 }
 
 // Events are the NRI events the plugin subscribes to: CreateContainer to
-// inject, ValidateContainerAdjustment to check the merged result (runtimes
-// without validators never send it), and the container and pod lifecycle
-// events that keep the periodic audit's view current.
-const Events = "CreateContainer,ValidateContainerAdjustment,StartContainer,StopContainer,RemoveContainer,RemovePodSandbox"
+// inject, and the container and pod lifecycle events that keep the periodic
+// audit's view current. ValidatingEvents adds the validator.
+const (
+	Events           = "CreateContainer,StartContainer,StopContainer,RemoveContainer,RemovePodSandbox"
+	ValidatingEvents = Events + ",ValidateContainerAdjustment"
+)
 
 // Configure is called by the runtime right after registration. The plugin
-// subscribes to Events.
+// subscribes to ValidatingEvents when the runtime's NRI has validators, else
+// to Events: an older runtime refuses a plugin that subscribes to an event
+// it does not know.
 func (p *Plugin) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
-	p.log.Info("configured by container runtime", "runtime", runtime, "runtimeVersion", version)
+	validate := HasValidators(runtime, version)
+	p.log.Info("configured by container runtime", "runtime", runtime, "runtimeVersion", version, "validator", validate)
+	if validate {
+		return api.MustParseEventMask(ValidatingEvents), nil
+	}
 	return api.MustParseEventMask(Events), nil
+}
+
+// HasValidators reports whether a runtime's NRI calls validator plugins
+// (NRI >= 0.10): containerd >= 2.2, CRI-O >= 1.34. Other runtimes are
+// assumed current (they embed the NRI library this plugin is built with).
+func HasValidators(runtime, version string) bool {
+	var min [2]int
+	switch strings.ToLower(runtime) {
+	case "containerd":
+		min = [2]int{2, 2}
+	case "cri-o", "crio":
+		min = [2]int{1, 34}
+	default:
+		return true
+	}
+	v := strings.TrimPrefix(version, "v")
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(strings.TrimFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return major > min[0] || (major == min[0] && minor >= min[1])
 }
 
 // Shutdown is called when the runtime shuts down cleanly.

@@ -233,3 +233,26 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestHasValidators(t *testing.T) {
+	tests := map[string]struct {
+		runtime, version string
+		want             bool
+	}{
+		"containerd 1.7":    {"containerd", "v1.7.27", false},
+		"containerd 2.1":    {"containerd", "v2.1.4", false},
+		"containerd 2.2":    {"containerd", "v2.2.0", true},
+		"containerd 2.4.2":  {"containerd", "2.4.2", true},
+		"containerd rc":     {"containerd", "v2.2.0-rc.1", true},
+		"containerd 3":      {"containerd", "v3.0.0", true},
+		"containerd garble": {"containerd", "dev", false},
+		"cri-o 1.33":        {"cri-o", "1.33.2", false},
+		"cri-o 1.34":        {"cri-o", "1.34.0", true},
+		"other runtime":     {"nritest", "v0.0.1", true},
+	}
+	for name, tc := range tests {
+		if got := HasValidators(tc.runtime, tc.version); got != tc.want {
+			t.Errorf("%s: HasValidators(%q, %q) = %v, want %v", name, tc.runtime, tc.version, got, tc.want)
+		}
+	}
+}
