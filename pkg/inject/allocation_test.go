@@ -262,3 +262,42 @@ func TestSealV2Vector(t *testing.T) {
 		t.Errorf("Fingerprint = %s, want %s", got, wantFP)
 	}
 }
+
+// FuzzOpenAllocationV2 feeds arbitrary four-annotation sets to a key bound
+// to node-a. Invariants: no panic; a v2 result carries an ID and exactly
+// the seals AnnotationsWithID makes for it on node-a; the same annotations
+// never open as v2 for node-b (same secret); a v1 result's seals are the
+// unbound v1 seals.
+func FuzzOpenAllocationV2(f *testing.F) {
+	a := nodeKey(f, 7, "node-a")
+	b := nodeKey(f, 7, "node-b")
+	const id = "00112233445566778899aabbccddeeff"
+	good := must(a.AnnotationsWithID([]string{"lpu7", "lpu0"}, id))
+	f.Add(good[AnnotationDevices], good[AnnotationSeal], good[AnnotationAllocation], good[AnnotationAllocationSeal])
+	legacy := must(a.LegacyAnnotationsWithID([]string{"lpu1"}, id))
+	f.Add(legacy[AnnotationDevices], legacy[AnnotationSeal], legacy[AnnotationAllocation], legacy[AnnotationAllocationSeal])
+	f.Add("lpu0", "v2:00", "zz", "v2:")
+	f.Fuzz(func(t *testing.T, value, seal, allocID, allocSeal string) {
+		ann := map[string]string{AnnotationDevices: value, AnnotationSeal: seal, AnnotationAllocation: allocID, AnnotationAllocationSeal: allocSeal}
+		got, err := a.OpenAllocation(ann)
+		if err != nil {
+			return
+		}
+		switch got.Version {
+		case SealV2:
+			want, werr := a.AnnotationsWithID([]string{value}, allocID)
+			if werr != nil || got.ID != allocID || want[AnnotationSeal] != seal || want[AnnotationAllocationSeal] != allocSeal {
+				t.Fatalf("v2 opened for seals that AnnotationsWithID does not make: %v", ann)
+			}
+			if other, err := b.OpenAllocation(ann); err == nil {
+				t.Fatalf("node-a's v2 annotations opened on node-b: %+v", other)
+			}
+		case SealV1:
+			if seal != a.Seal(value) || allocSeal != a.SealAllocation(value, allocID) {
+				t.Fatalf("v1 opened for seals that are not the v1 seals: %v", ann)
+			}
+		default:
+			t.Fatalf("version %d", got.Version)
+		}
+	})
+}
