@@ -123,6 +123,34 @@ func (l *Ledger) Claim(allocID, pod string) error {
 	return nil
 }
 
+// Seed records the allocation IDs of containers already running (ID to
+// pod UID), for IDs not yet recorded, and saves once: after the file was
+// lost, the pods that hold an allocation claim it before anyone else can.
+// It returns the IDs recorded for another pod than the one now holding them.
+func (l *Ledger) Seed(running map[string]string) (conflicts []string, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now, added := l.now(), false
+	for id, pod := range running {
+		if pod == "" {
+			continue
+		}
+		e, ok := l.entries[id]
+		switch {
+		case !ok:
+			l.entries[id] = entry{Pod: pod, Seen: now}
+			added = true
+		case e.Pod != pod:
+			conflicts = append(conflicts, id)
+		}
+	}
+	if !added {
+		return conflicts, nil
+	}
+	l.evict()
+	return conflicts, l.save()
+}
+
 // Prune drops IDs whose pod is not in live and was last seen more than
 // Retention ago, and marks the IDs of live pods seen now. It saves the file
 // when it dropped something.

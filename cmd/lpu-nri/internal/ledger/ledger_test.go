@@ -125,3 +125,28 @@ func TestOpenRefuses(t *testing.T) {
 		})
 	}
 }
+
+func TestSeed(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Claim(idA, "pod-1"); err != nil {
+		t.Fatal(err)
+	}
+	conflicts, err := l.Seed(map[string]string{idA: "pod-9", idB: "pod-2", "ignored": ""})
+	if err != nil || len(conflicts) != 1 || conflicts[0] != idA {
+		t.Fatalf("Seed = %v, %v; want the conflict on %s", conflicts, err, idA)
+	}
+	l2, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.Claim(idB, "pod-3"); !errors.Is(err, ErrOtherPod) {
+		t.Errorf("seeded ID claimed by another pod: %v", err)
+	}
+	if err := l2.Claim(idA, "pod-1"); err != nil {
+		t.Errorf("seeding changed the first pod: %v", err)
+	}
+}

@@ -94,6 +94,17 @@ func (t *tracker) record(m *metrics.Metrics, holders, uninjected []string) {
 	t.uninjected = mark(t.uninjected, uninjected, m.UninjectedFound.Inc)
 }
 
+// reported reports whether the last audit already found container id (as
+// a holder, or as an uninjected allocation).
+func (t *tracker) reported(holder bool, id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if holder {
+		return t.holders[id]
+	}
+	return t.uninjected[id]
+}
+
 // mark returns the set of ids, calling inc for each not in seen.
 func mark(seen map[string]bool, ids []string, inc func()) map[string]bool {
 	next := make(map[string]bool, len(ids))

@@ -364,10 +364,39 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	holders, uninjected := p.AuditCounts(pods, ctrs)
 	p.log.Info("synchronized with container runtime", "pods", len(pods), "containers", len(ctrs),
 		"unallocatedHolders", holders, "uninjectedAllocations", uninjected)
+	p.seedLedger(pods, ctrs)
 	p.pruneLedger(pods)
 	p.syncs.Add(1)
 	p.setConnected(true)
 	return nil, nil
+}
+
+// seedLedger records the allocation IDs of the running containers for
+// their pods, so a lost ledger file cannot let another pod claim them.
+func (p *Plugin) seedLedger(pods []*api.PodSandbox, ctrs []*api.Container) {
+	if p.ledger == nil {
+		return
+	}
+	uid := make(map[string]string, len(pods))
+	for _, pod := range pods {
+		uid[pod.GetId()] = pod.GetUid()
+	}
+	running := map[string]string{}
+	for _, c := range ctrs {
+		if c.GetState() == api.ContainerState_CONTAINER_STOPPED {
+			continue
+		}
+		if a, err := p.key.OpenAllocation(c.GetAnnotations()); err == nil && a.ID != "" {
+			running[a.ID] = uid[c.GetPodSandboxId()]
+		}
+	}
+	conflicts, err := p.ledger.Seed(running)
+	if err != nil {
+		p.log.Error("record running allocations", "path", p.ledger.Path(), "err", err)
+	}
+	if len(conflicts) > 0 {
+		p.log.Error("running containers hold allocation IDs first used by other pods", "allocations", conflicts)
+	}
 }
 
 // pruneLedger forgets allocation IDs of pods gone for ledger.Retention.
@@ -392,8 +421,8 @@ func (p *Plugin) Audit(pods []*api.PodSandbox, ctrs []*api.Container) int {
 }
 
 // AuditCounts checks every running container against its allocation and
-// returns two counts, each logged at error per container and exported as a
-// gauge (plus a counter of containers newly found):
+// returns two counts, each logged at error per container when first found
+// and exported as a gauge (plus a counter of containers newly found):
 //   - unallocated holders: containers holding LPU device nodes that no
 //     valid allocation of theirs covers (lpu_nri_unallocated_holders);
 //   - uninjected allocations: containers whose verified allocation names
@@ -425,6 +454,9 @@ func (p *Plugin) AuditCounts(pods []*api.PodSandbox, ctrs []*api.Container) (hol
 				for i, d := range held {
 					paths[i] = d.path
 				}
+				if p.audit.reported(true, c.GetId()) {
+					continue // logged when first found; the gauge still counts it
+				}
 				p.log.Error("container holds LPU device nodes without a valid allocation",
 					"namespace", pod.GetNamespace(), "pod", pod.GetName(), "container", c.GetName(),
 					"containerID", c.GetId(), "devices", paths, "why", why)
@@ -438,6 +470,9 @@ func (p *Plugin) AuditCounts(pods []*api.PodSandbox, ctrs []*api.Container) (hol
 		var gbuf [16]inventory.DevNum
 		if why := mismatch(snap, ids, want(snap, ids, gbuf[:0]), held, true); why != "" {
 			uninjectedIDs = append(uninjectedIDs, c.GetId())
+			if p.audit.reported(false, c.GetId()) {
+				continue
+			}
 			p.log.Error("container runs without the LPUs it was allocated",
 				"namespace", pod.GetNamespace(), "pod", pod.GetName(), "container", c.GetName(),
 				"containerID", c.GetId(), "why", why)

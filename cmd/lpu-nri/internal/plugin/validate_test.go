@@ -256,3 +256,27 @@ func TestHasValidators(t *testing.T) {
 		}
 	}
 }
+
+// TestSynchronizeSeedsLedger: allocations of containers already running
+// when lpu-nri connects (the ledger file lost, or a new lpu-nri) belong to
+// their pods from then on.
+func TestSynchronizeSeedsLedger(t *testing.T) {
+	f := newFixture(t, 8, false)
+	ann := seal(t, f.key, "lpu3")
+	victim := pod("victim", nil)
+	running := ctr("victim", ann)
+	running.State = api.ContainerState_CONTAINER_RUNNING
+	running.Linux = &api.LinuxContainer{Devices: []*api.LinuxDevice{lpuDev("/dev/lpu3", 3)}}
+	rt := nritest.New(t)
+	rt.AddPod(victim)
+	rt.AddContainer(running)
+	rt.Start(t)
+	f.connect(t, rt)
+	rt.WaitPlugins(t, 1)
+	if _, _, err := f.p.Decide(context.Background(), pod("thief", nil), ctr("thief", ann)); err == nil || !strings.Contains(err.Error(), "already used by another pod") {
+		t.Fatalf("a running pod's allocation in another pod: %v, want refused", err)
+	}
+	if _, _, err := f.p.Decide(context.Background(), victim, ctr("victim", ann)); err != nil {
+		t.Fatalf("the running pod's own restart: %v", err)
+	}
+}
