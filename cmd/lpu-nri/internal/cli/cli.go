@@ -101,6 +101,8 @@ Commands:
                 socket); exit 1 on any FAIL
 
 Other environment:
+  NODE_NAME       node name the allocation seals are bound to (default: the host name);
+                  lpu-device-plugin must see the same name
   LPU_LOG_LEVEL   error|warn|info|debug (over the config's log.level; invalid values fall back with a warning)
   LPU_LOG_FORMAT  json|text (over the config's log.format)
 
