@@ -158,7 +158,14 @@ func (p *Plugin) ValidateContainerAdjustment(_ context.Context, req *api.Validat
 func (p *Plugin) Validate(pod *api.PodSandbox, ctr *api.Container, adj *api.ContainerAdjustment) error {
 	snap := p.store.Load()
 	if !snap.Ready() {
-		return refuse(metrics.ReasonNoInventory, "no LPU inventory yet (%v); cannot validate the container's devices", snap.Err)
+		// Without an inventory nothing is known to be an LPU. Containers
+		// with an allocation were refused by CreateContainer; the others
+		// must keep starting (a node whose driver is not loaded still runs
+		// its CNI and agents).
+		if _, ok := ctr.GetAnnotations()[inject.AnnotationDevices]; ok {
+			return refuse(metrics.ReasonNoInventory, "no LPU inventory yet (%v); cannot validate the container's devices", snap.Err)
+		}
+		return nil
 	}
 	for _, c := range adj.GetCDIDevices() {
 		if strings.HasPrefix(c.GetName(), cdiKindPrefix) {

@@ -9,6 +9,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nritest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
@@ -278,5 +279,23 @@ func TestSynchronizeSeedsLedger(t *testing.T) {
 	}
 	if _, _, err := f.p.Decide(context.Background(), victim, ctr("victim", ann)); err != nil {
 		t.Fatalf("the running pod's own restart: %v", err)
+	}
+}
+
+// TestValidateWithoutInventory: before discovery succeeds, containers
+// without an allocation pass the validator (the node keeps running its
+// agents); one with an allocation is refused.
+func TestValidateWithoutInventory(t *testing.T) {
+	f := newFixture(t, 8, false)
+	empty := inventory.New(device.NewSysfs(t.TempDir(), device.WithLogger(discard)), inventory.WithLogger(discard))
+	p, err := New(Config{Key: f.key, Store: empty, Log: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(pod("a", nil), ctr("a", nil), &api.ContainerAdjustment{}); err != nil {
+		t.Errorf("unallocated container refused without inventory: %v", err)
+	}
+	if err := p.Validate(pod("b", nil), ctr("b", seal(t, f.key, "lpu0")), &api.ContainerAdjustment{}); err == nil {
+		t.Error("allocated container validated without inventory")
 	}
 }
