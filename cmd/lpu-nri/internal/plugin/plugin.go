@@ -257,7 +257,9 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 //  4. Every ID must be in the current inventory and healthy; nodes, majors
 //     and minors come from discovery.
 //  5. Optionally the kubelet's PodResources must report the same IDs.
-//  6. The allocation ID must be new or already this pod's (ledger): the
+//  6. LPU nodes the container already carries beyond its allocation
+//     refuse it, outside security.allowNamespaces (checkCarried).
+//  7. The allocation ID must be new or already this pod's (ledger): the
 //     same sealed annotations copied into another pod are refused.
 func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, inject.Allocation, error) {
 	var none inject.Allocation
@@ -278,7 +280,7 @@ func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 		if len(ctr.GetLinux().GetDevices()) == 0 {
 			return adj, none, nil
 		}
-		if err := p.checkCarried(p.store.Load(), pod, ctr, nil, adj); err != nil {
+		if err := p.checkCarried(p.store.Load(), pod, ctr, nil); err != nil {
 			return nil, none, err
 		}
 		return adj, none, nil
@@ -315,24 +317,23 @@ func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 			return nil, none, refuse(metrics.ReasonPodResources, "kubelet pod resources check: %w", err)
 		}
 	}
+	if len(ctr.GetLinux().GetDevices()) > 0 {
+		if err := p.checkCarried(snap, pod, ctr, ids); err != nil {
+			return nil, none, err
+		}
+	}
 	if p.ledger != nil && alloc.ID != "" {
 		if err := p.ledger.Claim(alloc.ID, pod.GetUid()); err != nil {
 			return nil, none, refuse(metrics.ReasonReplayed, "allocation %s of pod %s/%s: %w", alloc.ID, pod.GetNamespace(), pod.GetName(), err)
 		}
 	}
-	adj := inject.ForDevices(devs, snap.DriverVersion(), p.opts).Adjustment()
-	if len(ctr.GetLinux().GetDevices()) > 0 {
-		if err := p.checkCarried(snap, pod, ctr, ids, adj); err != nil {
-			return nil, none, err
-		}
-	}
-	return adj, alloc, nil
+	return inject.ForDevices(devs, snap.DriverVersion(), p.opts).Adjustment(), alloc, nil
 }
 
 // checkCarried applies the validator's check to the devices the container
 // already carries (runtimes without validators never ask): LPU nodes
 // beyond ids refuse the container (see foreignNodes).
-func (p *Plugin) checkCarried(snap *inventory.Snapshot, pod *api.PodSandbox, ctr *api.Container, ids []string, _ *api.ContainerAdjustment) error {
+func (p *Plugin) checkCarried(snap *inventory.Snapshot, pod *api.PodSandbox, ctr *api.Container, ids []string) error {
 	if !snap.Ready() {
 		return nil // nothing is known to be an LPU; the validator refuses later
 	}
