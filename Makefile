@@ -13,7 +13,7 @@ BIN := bin
 # FUZZTIME= overrides each fuzz target's smoke budget (test/check.sh), e.g. 60s.
 FUZZTIME ?=
 
-.PHONY: all build version release test unit lint bench fuzz-smoke e2e demo demo-orion sim clean
+.PHONY: all build version release test unit lint bench fuzz-smoke e2e e2e-dra demo demo-orion demo-dra sim clean
 
 all: build
 
@@ -41,14 +41,21 @@ fuzz-smoke: ## each fuzz target briefly (a fixed execution count; FUZZTIME=60s t
 bench: ## Go benchmarks of the hot paths
 	go test -run '^$$' -bench . -benchmem ./pkg/... ./cmd/...
 
-e2e: ## end-to-end scenarios on a real kubelet + containerd + podman (root)
+e2e: ## end-to-end scenarios on a real kubelet + containerd + podman, then the DRA cluster ones (root)
 	bash test/e2e/run.sh all
+	bash test/e2e/run.sh dra
+
+e2e-dra: ## the DRA scenarios on a real single-node cluster (root)
+	bash test/e2e/run.sh dra
 
 demo: ## scenario 1 on a simulated LPU node, printed readably (root)
 	bash test/e2e/run.sh demo
 
 demo-orion: ## the Orion layout (8 Alveo U55C, xilinx backend) end to end (root)
 	bash test/e2e/run.sh orion
+
+demo-dra: ## DRA arcs on a real single-node cluster: what each pod sees, a ring picture (root)
+	bash test/e2e/run.sh demo-dra
 
 sim: ## allocation-quality simulator
 	go run ./test/sim

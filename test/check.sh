@@ -29,7 +29,9 @@ do_tools() {
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null
   }
   # helm renders the chart in deploy tests; the rest runs the e2e node.
-  bash test/e2e/tools.sh helm apt containerd crictl kubelet
+  # etcd and kube (apiserver, scheduler, controller-manager, kubectl) run the
+  # cluster tests: internal/clustertest and the e2e DRA scenarios.
+  bash test/e2e/tools.sh helm apt containerd crictl kubelet kube etcd
 }
 
 do_lint() {
@@ -74,7 +76,13 @@ do_fuzz() {
   done < <(git grep -o -E '^func Fuzz[A-Za-z0-9_]+' -- '*_test.go' | sed -E 's/:func /:/' | sort -u || true)
 }
 
-do_e2e() { bash test/e2e/run.sh all; }
+# The node scenarios, then the DRA ones on their own cluster; both always run.
+do_e2e() {
+  local rc=0
+  bash test/e2e/run.sh all || rc=1
+  bash test/e2e/run.sh dra || rc=1
+  return "$rc"
+}
 
 [ $# -eq 0 ] && set -- all
 for step in "$@"; do

@@ -3,12 +3,15 @@
 # kubelet, containerd 2.x with NRI, runc, podman (CDI), a simulated LPU node
 # with real character devices, and our two daemons built from this checkout.
 #
-# usage: test/e2e/run.sh [demo|all|SCENARIO...]
+# usage: test/e2e/run.sh [demo|all|SCENARIO...] | [demo-dra|dra|DRA-SCENARIO...]
 #   demo      scenario 1, printing what each pod's container sees
 #   all       1 2 3 4 5 orion perf image 6 (the default)
 #   SCENARIO  any of 1 2 3 4 5 orion 6 perf image, run in that canonical order
+#   dra       d1..d7 on a real cluster (etcd, apiserver, scheduler, ...)
+#   demo-dra  d1 d2, printing what each pod sees and its claim
 # env: BASE (private base dir; default a fresh /tmp/lpu-e2e.XXXX), KEEP=1
-#      (leave $BASE on disk), PERF_ROUNDS, PERF_BLOCK.
+#      (leave $BASE on disk), PERF_ROUNDS, PERF_BLOCK, LPU_DRA (a prebuilt
+#      lpu-dra for the DRA run instead of the checkout's).
 #
 # Must run as root. Every assertion prints "ok - ..." or "not ok - ...: ...";
 # the last line is "e2e: N passed, M failed"; the exit status is non-zero when
@@ -31,11 +34,17 @@ source "$E2E_DIR/lib/node.sh"
 source "$E2E_DIR/lib/scenarios.sh"
 # shellcheck source=lib/perf.sh
 source "$E2E_DIR/lib/perf.sh"
+# shellcheck source=lib/cluster.sh
+source "$E2E_DIR/lib/cluster.sh"
+# shellcheck source=lib/dra.sh
+source "$E2E_DIR/lib/dra.sh"
 
 ORDER=(1 2 3 4 5 orion perf image 6)
+DRA_ORDER=(d1 d2 d3 d4 d5 d6 d7)
+CLUSTER=0
 
 usage() {
-  sed -n '4,9p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '4,14p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -43,7 +52,7 @@ STARTED=$SECONDS
 finish() {
   local rc=$?
   trap - EXIT INT TERM
-  teardown
+  if [ "$CLUSTER" = 1 ]; then cluster_teardown; else teardown; fi
   if [ -s "$BASE/bench" ]; then
     log "measurements ($BASE/bench):"
     sed 's/^/#   /' "$BASE/bench" >&2
@@ -62,28 +71,13 @@ finish() {
   exit 0
 }
 
-main() {
-  local want=() s o
-  [ $# -eq 0 ] && set -- all
-  DEMO=0
-  for s in "$@"; do
-    case $s in
-      all) want+=("${ORDER[@]}") ;;
-      demo) DEMO=1 && want+=(1) ;;
-      1 | 2 | 3 | 4 | 5 | 6 | orion | perf | image) want+=("$s") ;;
-      -h | --help) usage ;;
-      *) echo "unknown scenario: $s" >&2 && usage ;;
-    esac
-  done
-  trap finish EXIT
-  trap 'exit 130' INT TERM
-  preflight
-  setup_tools
-  build_binaries
-  build_images
-  make_node
-  node_up
-  for o in "${ORDER[@]}"; do
+# run_in_order ORDER... -- WANT...: each wanted scenario once, in ORDER.
+run_in_order() {
+  local order=() want=() o s
+  while [ "$1" != -- ]; do order+=("$1") && shift; done
+  shift
+  want=("$@")
+  for o in "${order[@]}"; do
     for s in "${want[@]}"; do
       if [ "$s" = "$o" ]; then
         # a scenario reports its own failures; one that breaks off early must
@@ -93,6 +87,64 @@ main() {
       fi
     done
   done
+}
+
+# main_dra WANT...: the DRA scenarios on their own single-node cluster. While
+# the checkout has no cmd/lpu-dra the cluster still comes up and runs a pod,
+# and the scenarios are skipped.
+main_dra() {
+  CLUSTER=1
+  preflight
+  setup_tools
+  setup_cluster_tools
+  build_binaries
+  build_images
+  make_node
+  cluster_up
+  cluster_smoke
+  if ! build_lpu_dra; then
+    echo "# skip DRA scenarios ${*}: the checkout has no cmd/lpu-dra"
+    return 0
+  fi
+  dra_up
+  dra_objects
+  run_in_order "${DRA_ORDER[@]}" -- "$@"
+  record_dra_rss
+}
+
+main() {
+  local want=() want_dra=() s
+  [ $# -eq 0 ] && set -- all
+  DEMO=0
+  for s in "$@"; do
+    case $s in
+      all) want+=("${ORDER[@]}") ;;
+      demo) DEMO=1 && want+=(1) ;;
+      1 | 2 | 3 | 4 | 5 | 6 | orion | perf | image) want+=("$s") ;;
+      dra) want_dra+=("${DRA_ORDER[@]}") ;;
+      demo-dra) DEMO=1 && want_dra+=(d1 d2) ;;
+      d1 | d2 | d3 | d4 | d5 | d6 | d7) want_dra+=("$s") ;;
+      -h | --help) usage ;;
+      *) echo "unknown scenario: $s" >&2 && usage ;;
+    esac
+  done
+  if [ ${#want[@]} -gt 0 ] && [ ${#want_dra[@]} -gt 0 ]; then
+    echo "the DRA scenarios run on their own cluster: run them in a separate run.sh" >&2
+    exit 2
+  fi
+  trap finish EXIT
+  trap 'exit 130' INT TERM
+  if [ ${#want_dra[@]} -gt 0 ]; then
+    main_dra "${want_dra[@]}"
+    return
+  fi
+  preflight
+  setup_tools
+  build_binaries
+  build_images
+  make_node
+  node_up
+  run_in_order "${ORDER[@]}" -- "${want[@]}"
 }
 
 main "$@"

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # tools.sh — installs and builds the pinned tools the end-to-end tests run on:
 # Debian packages (runc, busybox-static, umoci, podman, jq, curl, iproute2)
-# and, from the Go module proxy, containerd + ctr + shim, crictl, a standalone
-# kubelet and helm (for the deploy tests). Built
-# binaries are cached by version under $LPU_E2E_CACHE (outside the checkout),
-# so only the first run on a machine pays the ~15 min cold build.
+# and, from the Go module proxy, containerd + ctr + shim, crictl, a kubelet,
+# helm (for the deploy tests), and a control plane for the cluster tests:
+# etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kubectl.
+# Built binaries are cached by version under $LPU_E2E_CACHE (outside the
+# checkout), so only the first run on a machine pays the cold build (~15 min
+# for the node tools, ~15 min more for the control plane, on 2 cores).
 #
-# usage: test/e2e/tools.sh [apt|containerd|containerd17|crictl|kubelet|helm|path|all]...
+# usage: test/e2e/tools.sh [apt|containerd|containerd17|crictl|kubelet|etcd|kube|helm|path|all]...
 #   path prints the cached tools' directories for PATH; all is every step but
 #   helm and containerd17 (containerd 1.7 for go test ./deploy/'s
 #   TestContainerd17Snippet; ~4 min cold)
@@ -17,6 +19,7 @@ CONTAINERD17_VERSION=${CONTAINERD17_VERSION:-v1.7.35}
 CRICTL_VERSION=${CRICTL_VERSION:-v1.37.0}
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
 K8S_STAGING_VERSION=${K8S_STAGING_VERSION:-v0.37.2}
+ETCD_VERSION=${ETCD_VERSION:-v3.7.0}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 LPU_E2E_CACHE=${LPU_E2E_CACHE:-/var/cache/lpu-e2e}
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
@@ -81,45 +84,93 @@ do_helm() {
   rm -rf "$d" && mv "$d.tmp" "$d"
 }
 
-# The kubelet lives in k8s.io/kubernetes, whose go.mod requires its staging
-# modules at v0.0.0; a scratch module maps each to its published release.
+# k8s_module DIR NAME: a scratch module lpu.local/NAME in DIR requiring k8s.io/kubernetes, whose
+# go.mod requires its staging modules at v0.0.0; the scratch module maps each
+# to its published release. tools.go (written by the caller) names the
+# commands, so `go mod tidy` pulls exactly what they need.
+k8s_module() {
+  local gomod
+  gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^\s*"GoMod": "\(.*\)",\?$/\1/p')
+  [ -f "$gomod" ] || { log "no go.mod for k8s.io/kubernetes@$K8S_VERSION"; return 1; }
+  {
+    printf 'module lpu.local/%s\n\ngo 1.26.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n' "$2" "$K8S_VERSION"
+    grep -E '^\s+k8s.io/\S+ v0.0.0$' "$gomod" | awk -v v="$K8S_STAGING_VERSION" '{printf "\t%s => %s %s\n", $1, $1, v}' | sort -u
+    printf ')\n'
+  } > "$1/go.mod"
+}
+
+# k8s_build NAME OUTDIR CMD...: build k8s.io/kubernetes/cmd/CMD... at
+# $K8S_VERSION into OUTDIR in one `go build`, so the commands share compile
+# work; the scratch module lives in $LPU_E2E_CACHE/src/NAME-$K8S_VERSION.
+k8s_build() {
+  local name=$1 out=$2 c minor src pkgs=(); shift 2
+  for c in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  src="$LPU_E2E_CACHE/src/$name-$K8S_VERSION"
+  rm -rf "$src" && mkdir -p "$src" "$out"
+  (
+    cd "$src"
+    k8s_module "$src" "$name"
+    { printf '//go:build tools\n\npackage tools\n\nimport (\n'; for c in "$@"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done; printf ')\n'; } > tools.go
+    go mod tidy
+    minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+    # -o DIR/ with several main packages writes one binary per command
+    go build -ldflags "-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean" \
+      -o "$out/" "${pkgs[@]}"
+  )
+}
+
 do_kubelet() {
   local d; d=$(bin_dir kubelet "$K8S_VERSION")
   [ -x "$d/kubelet" ] && return 0
   log "building kubelet $K8S_VERSION (cold: ~9 min on 2 cores)"
-  local src="$LPU_E2E_CACHE/src/kubelet-$K8S_VERSION"
+  k8s_build kubelet "$d.tmp" kubelet
+  rm -rf "$d" && mv "$d.tmp" "$d"
+}
+
+# The control plane for cluster tests (internal/clustertest, lib/cluster.sh).
+# Built after the kubelet, most of k8s.io/* is already in the build cache.
+KUBE_CMDS="kube-apiserver kube-scheduler kube-controller-manager kubectl"
+do_kube() {
+  local d c ok=1; d=$(bin_dir kube "$K8S_VERSION")
+  for c in $KUBE_CMDS; do [ -x "$d/$c" ] || ok=0; done
+  [ "$ok" = 1 ] && return 0
+  log "building $KUBE_CMDS $K8S_VERSION (cold: ~10 min on 2 cores after the kubelet)"
+  # shellcheck disable=SC2086
+  k8s_build kube "$d.tmp" $KUBE_CMDS
+  rm -rf "$d" && mv "$d.tmp" "$d"
+}
+
+# etcd: `go install go.etcd.io/etcd/server/v3@...` is refused (its go.mod has
+# replace directives), so a scratch module requires it and builds it.
+do_etcd() {
+  local d; d=$(bin_dir etcd "$ETCD_VERSION")
+  [ -x "$d/etcd" ] && return 0
+  log "building etcd $ETCD_VERSION (cold: ~2 min on 2 cores)"
+  local src="$LPU_E2E_CACHE/src/etcd-$ETCD_VERSION"
   rm -rf "$src" && mkdir -p "$src" "$d.tmp"
   (
     cd "$src"
-    gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^\s*"GoMod": "\(.*\)",\?$/\1/p')
-    [ -f "$gomod" ] || { log "no go.mod for k8s.io/kubernetes@$K8S_VERSION"; exit 1; }
-    {
-      printf 'module lpu.local/kubelet\n\ngo 1.26.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n' "$K8S_VERSION"
-      grep -E '^\s+k8s.io/\S+ v0.0.0$' "$gomod" | awk -v v="$K8S_STAGING_VERSION" '{printf "\t%s => %s %s\n", $1, $1, v}' | sort -u
-      printf ')\n'
-    } > go.mod
-    printf '//go:build tools\n\npackage tools\n\nimport _ "k8s.io/kubernetes/cmd/kubelet"\n' > tools.go
+    printf 'module lpu.local/etcd\n\ngo 1.26.0\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" > go.mod
+    printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3"\n' > tools.go
     go mod tidy
-    minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-    go build -ldflags "-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean" \
-      -o "$d.tmp/kubelet" k8s.io/kubernetes/cmd/kubelet
+    go build -o "$d.tmp/etcd" go.etcd.io/etcd/server/v3
   )
   rm -rf "$d" && mv "$d.tmp" "$d"
 }
 
 # print_path: the PATH entries for every cached tool, for callers to prepend.
 print_path() {
-  echo "$(bin_dir containerd "$CONTAINERD_VERSION"):$(bin_dir crictl "$CRICTL_VERSION"):$(bin_dir kubelet "$K8S_VERSION"):$(bin_dir helm "$HELM_VERSION")"
+  echo "$(bin_dir containerd "$CONTAINERD_VERSION"):$(bin_dir crictl "$CRICTL_VERSION"):$(bin_dir kubelet "$K8S_VERSION"):$(bin_dir kube "$K8S_VERSION"):$(bin_dir etcd "$ETCD_VERSION"):$(bin_dir helm "$HELM_VERSION")"
 }
 
 main() {
   [ $# -eq 0 ] && set -- all
   for step in "$@"; do
     case $step in
-      all) do_apt; do_containerd; do_crictl; do_kubelet ;;
-      apt|containerd|containerd17|crictl|kubelet|helm) "do_$step" ;;
+      all) do_apt; do_containerd; do_crictl; do_kubelet; do_kube; do_etcd ;;
+      apt|containerd|containerd17|crictl|kubelet|kube|etcd|helm) "do_$step" ;;
       path) print_path ;;
-      *) echo "usage: $0 [apt|containerd|containerd17|crictl|kubelet|helm|path|all]..." >&2; exit 2 ;;
+      *) echo "usage: $0 [apt|containerd|containerd17|crictl|kubelet|etcd|kube|helm|path|all]..." >&2; exit 2 ;;
     esac
   done
 }

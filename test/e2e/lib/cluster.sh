@@ -1,0 +1,332 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # settings here are read by the other lib files
+# cluster.sh — a real single-node Kubernetes cluster on loopback for the DRA
+# scenarios: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+# the e2e's kubelet registered to the apiserver as node "localhost", containerd
+# with NRI (lpu-nri on it) and lpu-dra as a host process with a kubeconfig.
+# Sourced by test/e2e/run.sh after lib/node.sh, whose containerd, images,
+# simulated node, lpu-nri and teardown it reuses.
+#
+# The node is named localhost: the kubelet refuses a loopback node IP, so the
+# apiserver reaches it by host name (kubectl logs/exec), and any other name
+# would send that lookup off the machine. There is no kube-proxy: in-cluster
+# programs run as host processes with a kubeconfig.
+
+CL=$BASE/cluster                      # pki, kubeconfigs, etcd data
+KNODE=localhost
+DRA_DRIVER=lpu.hyperaccel.ai
+KUBELET_C=$BASE/kubelet-c             # the registered kubelet's files
+DRA_PLUGIN_DIR=$KUBELET_C/root/plugins/$DRA_DRIVER
+DRA_REGISTRY_DIR=$KUBELET_C/root/plugins_registry
+DRA_STATE=$STATE                      # shared with lpu-nri, as the chart shares stateDir
+DRA_CFG=""
+DRA_CDI=$BASE/ctd-a/cdi               # the CDI dir containerd a reads
+DRA_METRICS=""
+ETCD_PORT="" API_PORT="" CM_PORT="" SCHED_PORT=""
+
+kc() { kubectl --kubeconfig "$CL/admin.kubeconfig" "$@"; }
+
+# ---------------------------------------------------------------- certificates
+# cl_cert NAME SUBJECT [SAN]: a key and a certificate signed by the cluster
+# CA; with SAN a serving certificate, else a client one.
+cl_cert() {
+  local n=$1 subj=$2 san=${3:-} ext=$CL/pki/$1.ext
+  if [ -n "$san" ]; then
+    printf 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=%s\n' "$san" >"$ext"
+  else
+    printf 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' >"$ext"
+  fi
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$CL/pki/$n.key" \
+    -subj "$subj" -out "$CL/pki/$n.csr" 2>/dev/null &&
+    openssl x509 -req -in "$CL/pki/$n.csr" -CA "$CL/pki/ca.crt" -CAkey "$CL/pki/ca.key" -CAcreateserial \
+      -days 2 -extfile "$ext" -out "$CL/pki/$n.crt" 2>/dev/null
+}
+
+# cl_kubeconfig NAME CERT: a kubeconfig authenticating with client cert CERT.
+cl_kubeconfig() {
+  cat >"$CL/$1.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    certificate-authority-data: $(base64 -w0 "$CL/pki/ca.crt")
+users:
+- name: $1
+  user:
+    client-certificate-data: $(base64 -w0 "$CL/pki/$2.crt")
+    client-key-data: $(base64 -w0 "$CL/pki/$2.key")
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: $1}
+current-context: e2e
+EOF
+  chmod 600 "$CL/$1.kubeconfig"
+}
+
+cluster_pki() {
+  mkdir -p "$CL/pki"
+  {
+    openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+      -subj /CN=lpu-e2e-ca -keyout "$CL/pki/ca.key" -out "$CL/pki/ca.crt" 2>/dev/null &&
+      cl_cert apiserver /CN=kube-apiserver "IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc" &&
+      cl_cert admin "/O=system:masters/CN=e2e-admin" &&
+      cl_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" &&
+      cl_cert controller-manager /CN=system:kube-controller-manager &&
+      cl_cert scheduler /CN=system:kube-scheduler &&
+      cl_cert kubelet "/O=system:nodes/CN=system:node:$KNODE" &&
+      cl_cert lpu-dra /CN=lpu-dra &&
+      openssl ecparam -name prime256v1 -genkey -noout -out "$CL/pki/sa.key" 2>/dev/null
+  } || fatal "cluster pki" "openssl failed"
+  cl_kubeconfig admin admin
+  cl_kubeconfig controller-manager controller-manager
+  cl_kubeconfig scheduler scheduler
+  cl_kubeconfig kubelet kubelet
+  cl_kubeconfig lpu-dra lpu-dra
+}
+
+# ---------------------------------------------------------------- tools and builds
+setup_cluster_tools() {
+  log "tools: etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl (cached; ~15 min the first time)"
+  bash "$E2E_DIR/tools.sh" etcd kube >>"$LOGS/tools.log" 2>&1 ||
+    fatal "tools" "test/e2e/tools.sh etcd kube failed, see $LOGS/tools.log: $(tail -3 "$LOGS/tools.log")"
+  local t
+  for t in etcd kube-apiserver kube-scheduler kube-controller-manager kubectl openssl; do
+    command -v "$t" >/dev/null || fatal "tools" "$t not on PATH"
+  done
+}
+
+# build_lpu_dra: lpu-dra from this checkout; false while the checkout has
+# no cmd/lpu-dra command. LPU_DRA=/path/to/lpu-dra runs that binary instead
+# (to try a driver from another tree; the run says so).
+build_lpu_dra() {
+  if [ -n "${LPU_DRA:-}" ]; then
+    cp "$LPU_DRA" "$BASE/bin/lpu-dra" || fatal "lpu-dra" "LPU_DRA=$LPU_DRA: cannot copy it"
+    echo "# lpu-dra from LPU_DRA=$LPU_DRA, not built from this checkout"
+    return 0
+  fi
+  ls "$REPO"/cmd/lpu-dra/*.go >/dev/null 2>&1 || return 1
+  local out
+  out=$(cd "$REPO" && GOFLAGS=-buildvcs=false go build -o "$BASE/bin/lpu-dra" ./cmd/lpu-dra 2>&1) ||
+    fatal "build ./cmd/lpu-dra" "$out"
+}
+
+# ---------------------------------------------------------------- control plane
+control_plane_up() {
+  local t0=$SECONDS
+  ETCD_PORT=$(free_port)
+  local peer
+  peer=$(free_port)
+  while [ "$peer" = "$ETCD_PORT" ]; do peer=$(free_port); done
+  API_PORT=$(free_port)
+  CM_PORT=$(free_port)
+  SCHED_PORT=$(free_port)
+  cluster_pki
+  start_daemon etcd "$LOGS/etcd.log" etcd --name e2e --data-dir "$CL/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "e2e=http://127.0.0.1:$peer" --unsafe-no-fsync --log-level warn
+  wait_for 30 eval "curl -sf --max-time 1 http://127.0.0.1:$ETCD_PORT/health | grep -q '\"health\":\"true\"'" ||
+    fatal "etcd" "not healthy after 30s: $(tail -5 "$LOGS/etcd.log")"
+  start_daemon kube-apiserver "$LOGS/kube-apiserver.log" kube-apiserver \
+    --etcd-servers "http://127.0.0.1:$ETCD_PORT" --bind-address 127.0.0.1 --secure-port "$API_PORT" \
+    --cert-dir "$CL/pki" --tls-cert-file "$CL/pki/apiserver.crt" --tls-private-key-file "$CL/pki/apiserver.key" \
+    --client-ca-file "$CL/pki/ca.crt" \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$CL/pki/sa.key" --service-account-signing-key-file "$CL/pki/sa.key" \
+    --service-cluster-ip-range 10.96.0.0/16 --authorization-mode Node,RBAC \
+    --enable-admission-plugins NodeRestriction --allow-privileged=true \
+    --endpoint-reconciler-type none --profiling=false \
+    --kubelet-client-certificate "$CL/pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "$CL/pki/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types Hostname,InternalIP
+  wait_for 120 eval '[ "$(kc get --raw /readyz 2>/dev/null)" = ok ]' ||
+    fatal "kube-apiserver" "not ready after 120s: $(tail -5 "$LOGS/kube-apiserver.log")"
+  start_daemon kube-controller-manager "$LOGS/kube-controller-manager.log" kube-controller-manager \
+    --kubeconfig "$CL/controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$CL/controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$CL/controller-manager.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$CM_PORT" --leader-elect=false \
+    --use-service-account-credentials=true --service-account-private-key-file "$CL/pki/sa.key" \
+    --root-ca-file "$CL/pki/ca.crt" --cluster-signing-cert-file "$CL/pki/ca.crt" \
+    --cluster-signing-key-file "$CL/pki/ca.key" --profiling=false
+  start_daemon kube-scheduler "$LOGS/kube-scheduler.log" kube-scheduler \
+    --kubeconfig "$CL/scheduler.kubeconfig" --authentication-kubeconfig "$CL/scheduler.kubeconfig" \
+    --authorization-kubeconfig "$CL/scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --leader-elect=false --profiling=false
+  wait_for 60 curl -skf --max-time 1 "https://127.0.0.1:$CM_PORT/healthz" ||
+    fatal "kube-controller-manager" "not healthy after 60s: $(tail -5 "$LOGS/kube-controller-manager.log")"
+  wait_for 60 curl -skf --max-time 1 "https://127.0.0.1:$SCHED_PORT/healthz" ||
+    fatal "kube-scheduler" "not healthy after 60s: $(tail -5 "$LOGS/kube-scheduler.log")"
+  ok "control plane up: etcd $(etcd --version | sed -n 's/^etcd Version: //p'), kube-apiserver $(kc version -o json 2>/dev/null | jq -r .serverVersion.gitVersion), scheduler, controller-manager ($((SECONDS - t0))s)"
+}
+
+# ---------------------------------------------------------------- the node
+# registered_kubelet_config: the e2e kubelet in cluster mode: API server
+# kubeconfig, webhook authn/authz so kubectl logs/exec go through RBAC.
+registered_kubelet_config() {
+  local k=$KUBELET_C
+  mkdir -p "$k"/{root,pki,logs}
+  cat >"$k/config.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+podLogsDir: $k/logs
+containerRuntimeEndpoint: unix://$BASE/ctd-a/containerd.sock
+imageServiceEndpoint: unix://$BASE/ctd-a/containerd.sock
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+oomScoreAdj: 0
+address: 127.0.0.1
+port: $KUBELET_PORT
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: "$CL/pki/ca.crt"}
+authorization: {mode: Webhook}
+clusterDomain: cluster.local
+resolvConf: ""
+syncFrequency: 2s
+nodeStatusUpdateFrequency: 5s
+evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+EOF
+  # a loopback-only CNI config: the node turns Ready; pods use the host network
+  mkdir -p "$BASE/ctd-a/cni/net.d" "$BASE/ctd-a/cni/bin"
+  ln -sf /usr/lib/cni/loopback "$BASE/ctd-a/cni/bin/loopback"
+  cat >"$BASE/ctd-a/cni/net.d/10-loopback.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "lpu-e2e-lo", "plugins": [{"type": "loopback"}]}
+EOF
+}
+
+registered_kubelet_start() {
+  KUBELET_STARTS=$((KUBELET_STARTS + 1))
+  KUBELET_LOG=$LOGS/kubelet-c.$KUBELET_STARTS.log
+  KUBELET_NAME=c
+  start_daemon kubelet "$KUBELET_LOG" kubelet --config "$KUBELET_C/config.yaml" \
+    --kubeconfig "$CL/kubelet.kubeconfig" --root-dir "$KUBELET_C/root" --cert-dir "$KUBELET_C/pki" \
+    --hostname-override "$KNODE" --v=2
+  wait_for 60 curl -sf --max-time 1 http://127.0.0.1:10248/healthz ||
+    fatal "kubelet" "not healthy after 60s: $(tail -5 "$KUBELET_LOG")"
+}
+
+node_ready() {
+  [ "$(kc get node "$KNODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+}
+
+start_lpu_dra() {
+  [ -n "$DRA_METRICS" ] || DRA_METRICS=127.0.0.1:$(free_port)
+  mkdir -p "$DRA_STATE"
+  start_daemon lpu-dra "$LOGS/lpu-dra.log" "$BASE/bin/lpu-dra" --config "$DRA_CFG" \
+    --node-name "$KNODE" --kubeconfig "$CL/lpu-dra.kubeconfig" --root "$ROOT" --state-dir "$DRA_STATE" \
+    --cdi-dir "$DRA_CDI" --plugin-dir "$DRA_PLUGIN_DIR" --registry-dir "$DRA_REGISTRY_DIR" \
+    --metrics-addr "$DRA_METRICS"
+}
+
+# dra_slices_published: lpu-dra's pool for the node has devices in the API.
+dra_slices_published() {
+  [ "$(kc get resourceslices -o json 2>/dev/null | jq --arg d "$DRA_DRIVER" --arg n "$KNODE" \
+    '[.items[] | select(.spec.driver == $d and .spec.nodeName == $n) | (.spec.devices // [])[]] | length')" -gt 0 ]
+}
+kubelet_saw_dra() { grep -q "Register new plugin.*$DRA_DRIVER\|$DRA_DRIVER.*[Rr]egist" "$KUBELET_LOG"; }
+
+# lpu_dra_rbac: what the chart grants lpu-dra, bound to the e2e's lpu-dra
+# client certificate (user "lpu-dra"), so the driver runs with exactly those
+# rights. The chart's ClusterRole is used when it renders one for mode=dra.
+lpu_dra_rbac() {
+  local role=""
+  local helm=${HELM:-$(command -v helm)}
+  if [ -n "$helm" ] && [ -d "$REPO/deploy/helm/lpu-node" ]; then
+    role=$("$helm" template e2e "$REPO/deploy/helm/lpu-node" --set mode=dra 2>/dev/null |
+      awk 'BEGIN{RS="\n---"} /kind: ClusterRole\n/ && /resourceslices/' | head -c 20000)
+  fi
+  if [ -n "$role" ]; then
+    DRA_ROLE_SOURCE=chart
+    printf '%s\n' "$role" | kc apply -f - >>"$LOGS/kubectl.log" 2>&1 || role=""
+  fi
+  if [ -z "$role" ]; then
+    # chart has no DRA role (yet): the helper's needs, written here
+    DRA_ROLE_SOURCE=e2e
+    kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: lpu-dra-e2e}
+rules:
+- apiGroups: [resource.k8s.io]
+  resources: [resourceslices]
+  verbs: [get, list, watch, create, update, patch, delete, deletecollection]
+- apiGroups: [resource.k8s.io]
+  resources: [resourceclaims]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [get]
+EOF
+  fi
+  local name
+  name=$(kc get clusterroles -o json | jq -r '.items[] | select(any(.rules[]?; (.resources // []) | index("resourceslices"))) | .metadata.name' |
+    grep -v '^system:' | head -1)
+  kc create clusterrolebinding lpu-dra-e2e --clusterrole "$name" --user lpu-dra >>"$LOGS/kubectl.log" 2>&1 ||
+    fatal "lpu-dra rbac" "binding $name: $(tail -2 "$LOGS/kubectl.log")"
+  log "lpu-dra runs as user lpu-dra with ClusterRole $name (from the $DRA_ROLE_SOURCE)"
+}
+
+# cluster_up: the control plane and the registered node, in dependency order.
+cluster_up() {
+  control_plane_up
+  # one config for lpu-nri and lpu-dra, the e2e's usual one (health: 1 s
+  # resync, 2 readings to flip), its CDI dir the one containerd a reads
+  write_config "$CFG" nri "$DRA_CDI"
+  DRA_CFG=$CFG
+  ctd_config a on
+  registered_kubelet_config
+  ctd_start a
+  start_lpu_nri nri
+  wait_for 20 nri_ready || fatal "lpu-nri" "not connected to containerd after 20s: $(tail -5 "$LOGS/lpu-nri.log")"
+  ls -A "$DP_DIR" 2>/dev/null >"$BASE/dp-before" || : >"$BASE/dp-before"
+  [ -e /run/netns ] || record dir /run/netns
+  registered_kubelet_start
+  wait_for 90 node_ready || fatal "node $KNODE" "not Ready after 90s: $(kc get node "$KNODE" -o wide 2>&1 | tail -1); $(tail -3 "$KUBELET_LOG")"
+  wait_for 60 kc get serviceaccount default -n default ||
+    fatal "cluster" "no default ServiceAccount after 60s (controller-manager): $(tail -3 "$LOGS/kube-controller-manager.log")"
+  ok "node $KNODE registered and Ready (kubelet $(kubelet --version | awk '{print $2}'), containerd with NRI, lpu-nri connected)"
+}
+
+# dra_up: lpu-dra on the node, with the chart's RBAC.
+dra_up() {
+  lpu_dra_rbac
+  start_lpu_dra
+  wait_for 30 dra_slices_published ||
+    fatal "lpu-dra" "published no ResourceSlice for $KNODE in 30s: $(tail -5 "$LOGS/lpu-dra.log")"
+  wait_for 20 kubelet_saw_dra || log "no kubelet registration line for $DRA_DRIVER yet"
+  ok "lpu-dra published $(kc get resourceslices -o json | jq --arg n "$KNODE" '[.items[] | select(.spec.nodeName == $n) | (.spec.devices // [])[]] | length') devices for $KNODE"
+}
+
+# cluster_pods_gone: no pod objects left and no containers of them.
+cluster_pods_gone() {
+  [ -z "$(kc get pods -n default -o name 2>/dev/null)" ] &&
+    [ -z "$(cri ps -q --label io.kubernetes.pod.namespace=default)" ]
+}
+
+# cluster_teardown_pods: delete every pod through the API, so the kubelet
+# unprepares their claims while lpu-dra still runs.
+cluster_teardown_pods() {
+  running kube-apiserver || return 0
+  kc delete pods --all -n default --grace-period=1 --wait=false >/dev/null 2>&1
+  wait_for 60 cluster_pods_gone || log "pods left after 60s: $(kc get pods -n default -o name 2>&1 | tr '\n' ' ')"
+}
+
+# cluster_teardown: everything cluster-only, around node.sh's teardown.
+cluster_teardown() {
+  set +e
+  cluster_teardown_pods
+  stop_daemon lpu-dra 3
+  teardown
+  local n
+  for n in kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_daemon "$n" 5; done
+}

@@ -1,0 +1,535 @@
+# shellcheck shell=bash
+# dra.sh — the DRA scenarios on the real cluster of lib/cluster.sh: the
+# kube-scheduler allocates ring arcs published by lpu-dra, the kubelet has
+# lpu-dra prepare them, containerd applies the CDI spec and lpu-nri checks
+# the container. As in scenarios.sh every check looks at what the container
+# sees (crictl exec) or what the API server says (pod phase, claim status,
+# ResourceSlices), never at lpu-dra's view of itself.
+# Sourced by test/e2e/run.sh after lib/cluster.sh and lib/scenarios.sh.
+
+DRA_CLASS=lpu.hyperaccel.ai           # DeviceClass: all our arcs
+ARC_EXT=hyperaccel.ai/lpu-arc-4       # extended resource name: one 4-arc
+DRA_OBJECTS_SOURCE=""
+
+# a CEL selector on one of our attributes
+sel() { printf '{cel: {expression: %s}}' "'$1'"; }
+attr() { printf 'device.attributes["%s"].%s' "$DRA_DRIVER" "$1"; }
+
+# dra_objects: the DeviceClasses (the chart's, when it renders them for
+# mode=dra; else written here) and the claim templates the scenarios use.
+# The templates are the documented shapes of issue 10: a strict 4-arc, a
+# best-effort 4 (one arc, else four singles), 1 and 8, and for test setup a
+# claim pinned to the odd ring positions.
+dra_objects() {
+  local helm=${HELM:-$(command -v helm)} classes=""
+  if [ -n "$helm" ] && [ -d "$REPO/deploy/helm/lpu-node" ]; then
+    classes=$("$helm" template e2e "$REPO/deploy/helm/lpu-node" --set mode=dra 2>/dev/null |
+      awk 'BEGIN{RS="\n---"} /kind: DeviceClass/ {print "---"; print}')
+  fi
+  if [ -n "$classes" ] && grep -q "name: $DRA_CLASS\$" <<<"$classes" && grep -q "extendedResourceName: $ARC_EXT" <<<"$classes"; then
+    DRA_OBJECTS_SOURCE="the chart (deploy/helm/lpu-node, mode=dra)"
+    printf '%s\n' "$classes" | kc apply -f - >>"$LOGS/kubectl.log" 2>&1 || fatal "DeviceClasses" "$(tail -3 "$LOGS/kubectl.log")"
+  else
+    DRA_OBJECTS_SOURCE="test/e2e/lib/dra.sh (the chart renders no DeviceClass $DRA_CLASS with $ARC_EXT yet)"
+    kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF || fatal "DeviceClasses" "$(tail -3 "$LOGS/kubectl.log")"
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: $DRA_CLASS}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "$DRA_DRIVER"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: arc-4.$DRA_CLASS}
+spec:
+  extendedResourceName: $ARC_EXT
+  selectors:
+  - cel: {expression: 'device.driver == "$DRA_DRIVER" && $(attr size) == 4'}
+EOF
+  fi
+  log "DeviceClasses from $DRA_OBJECTS_SOURCE"
+  kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF || fatal "claim templates" "$(tail -3 "$LOGS/kubectl.log")"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: lpu-arc-4, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: lpus
+        exactly: {deviceClassName: $DRA_CLASS, selectors: [$(sel "$(attr size) == 4")]}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: lpu-arc-1, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: lpus
+        exactly: {deviceClassName: $DRA_CLASS, selectors: [$(sel "$(attr size) == 1")]}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: lpu-arc-8, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: lpus
+        exactly: {deviceClassName: $DRA_CLASS, selectors: [$(sel "$(attr size) == 8")]}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: lpu-best-effort-4, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: lpus
+        firstAvailable:
+        - name: arc
+          deviceClassName: $DRA_CLASS
+          selectors: [$(sel "$(attr size) == 4")]
+        - name: singles
+          deviceClassName: $DRA_CLASS
+          allocationMode: ExactCount
+          count: 4
+          selectors: [$(sel "$(attr size) == 1")]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: e2e-odd-singles, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: lpus
+        exactly:
+          deviceClassName: $DRA_CLASS
+          allocationMode: ExactCount
+          count: 4
+          selectors: [$(sel "$(attr size) == 1 && $(attr start) % 2 == 1")]
+EOF
+}
+
+# dra_pod NAME template TEMPLATE | extended NAME=COUNT | none [METADATA]: a
+# pod whose single container (also called NAME) uses a claim from TEMPLATE,
+# asks for an extended resource, or nothing.
+dra_pod() {
+  local name=$1 kind=$2 arg=${3:-} claims="" res="" meta=""
+  case $kind in
+    template)
+      claims="  resourceClaims:
+  - {name: lpus, resourceClaimTemplateName: $arg}"
+      res="    resources:
+      claims: [{name: lpus}]" ;;
+    extended)
+      res="    resources:
+      limits: {${arg%=*}: ${arg#*=}}" ;;
+    none) meta=$arg ;;
+  esac
+  kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $name
+  namespace: default
+$meta
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  tolerations: [{operator: Exists}]
+$claims
+  containers:
+  - name: $name
+    image: $IMG:busybox
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+$res
+EOF
+}
+
+phase() { kc get pod "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }
+pod_running() { [ "$(phase "$1")" = Running ] && has_running "$1"; }
+wait_pod() { wait_for "${2:-60}" pod_running "$1"; }
+# pod_why NAME: phase, scheduling condition and the last events, for failures.
+pod_why() {
+  echo "phase=$(phase "$1") $(kc get pod "$1" -o jsonpath='{range .status.conditions[*]}{.type}={.status}:{.reason}:{.message} {end}' 2>/dev/null)"
+  kc get events -n default --field-selector "involvedObject.name=$1" -o jsonpath='{range .items[-3:]}{.reason}: {.message} | {end}' 2>/dev/null
+}
+unschedulable() {
+  [ "$(phase "$1")" = Pending ] &&
+    [ "$(kc get pod "$1" -o jsonpath='{.status.conditions[?(@.type=="PodScheduled")].reason}')" = Unschedulable ]
+}
+# delete_pod NAME: delete and wait until the kubelet let go of the container.
+delete_pod() {
+  kc delete pod "$1" --grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1
+  wait_for 30 eval "! has_running $1"
+}
+delete_all_pods() {
+  kc delete pods --all -n default --grace-period=1 --wait=true --timeout=90s >/dev/null 2>&1
+  wait_for 60 cluster_pods_gone || log "pods left: $(kc get pods -o name | tr '\n' ' ')"
+  # the claims go with their pods; their specs must follow
+  wait_for 30 eval '[ -z "$(kc get resourceclaims -n default -o name 2>/dev/null)" ]'
+}
+
+# claim_of NAME: the ResourceClaim allocated for pod NAME (template or
+# extended resource).
+claim_of() {
+  kc get pod "$1" -o json | jq -r '(.status.resourceClaimStatuses // [])[0].resourceClaimName //
+    .status.extendedResourceClaimStatus.resourceClaimName // empty'
+}
+# claim_results CLAIM: "request device" per allocated device.
+claim_results() {
+  kc get resourceclaim "$1" -o json | jq -r --arg d "$DRA_DRIVER" \
+    '(.status.allocation.devices.results // [])[] | select(.driver == $d) | "\(.request) \(.device)"'
+}
+# device_lpus DEVICE: the LPU indices of one of our devices ("lpus" attribute), in ring order.
+device_lpus() {
+  kc get resourceslices -o json | jq -r --arg n "$1" --arg d "$DRA_DRIVER" '
+    [.items[] | select(.spec.driver == $d) | (.spec.devices // [])[] | select(.name == $n)][0]
+    | (.attributes["lpus"] // .attributes[$d + "/lpus"]).string // empty' | tr ',' ' ' | sed 's/lpu//g'
+}
+# claim_lpus CLAIM: every LPU index the claim was allocated, in result order.
+claim_lpus() {
+  local dev out=""
+  while read -r _ dev; do
+    [ -n "$dev" ] && out+="$(device_lpus "$dev") "
+  done < <(claim_results "$1")
+  echo "${out% }" | tr -s ' '
+}
+# ring_pos_sorted "A B C": the indices appear in ring-0 order (not
+# necessarily adjacent).
+ring_pos_sorted() {
+  local -a s
+  read -r -a s <<<"$1"
+  local want
+  want=$(for i in "${RING[@]}"; do grep -qw "$i" <<<"$1" && printf '%s ' "$i"; done)
+  [ "${want% }" = "${s[*]}" ]
+}
+# cdi_specs_for UID: CDI spec files in the node's CDI dir naming the claim.
+cdi_specs_for() { grep -rl -- "$1" "$DRA_CDI" 2>/dev/null; find "$DRA_CDI" -type f -name "*$1*" 2>/dev/null; }
+
+# check_dra_container NAME COUNT [arc|any]: check_lpu_container's checks for
+# a claim, plus: the container holds exactly what its claim was allocated
+# (so lpu-nri added nothing and took nothing). Sets GOT and CLAIM.
+CLAIM=""
+check_dra_container() {
+  local name=$1 count=$2 shape=${3:-arc} want env
+  CLAIM=$(claim_of "$name")
+  if [ "$shape" = arc ]; then
+    check_lpu_container "$name" "$count"
+  else
+    GOT=$(lpu_nodes "$name" | sort -n | tr '\n' ' ')
+    GOT=${GOT% }
+    expect "$name: sees exactly $count LPU device nodes" "sees [$GOT]" test "$(wc -w <<<"$GOT")" = "$count"
+    env=$(ctr_env "$name" LPU_VISIBLE_DEVICES)
+    expect "$name: LPU_VISIBLE_DEVICES lists all $count in ring order" "LPU_VISIBLE_DEVICES=$env, ring [${RING[*]}]" \
+      eval 'ring_pos_sorted "$(visible_list "$env")" && [ "$(visible_list "$env" | tr " " "\n" | sort -n | tr "\n" " ")" = "$(tr " " "\n" <<<"$GOT" | sort -n | tr "\n" " ")" ]'
+  fi
+  want=$(claim_lpus "$CLAIM" | tr ' ' '\n' | sort -n | tr '\n' ' ')
+  expect "$name: holds exactly the LPUs of claim $CLAIM" "container [$GOT], claim [${want% }] ($(claim_results "$CLAIM" | tr '\n' ';'))" \
+    test "${want% }" = "$GOT"
+}
+
+# dra_show POD...: what each pod sees and its claim, with a ring picture.
+dra_show() {
+  local name nodes claim
+  echo
+  echo "==================== DRA: what the containers see ===================="
+  for name in "$@"; do
+    echo
+    claim=$(claim_of "$name")
+    echo "pod $name: claim ${claim:-none} -> $(claim_results "$claim" 2>/dev/null | awk '{print $2}' | tr '\n' ' ')"
+    if ! pod_running "$name"; then
+      echo "  not running: $(pod_why "$name" | head -1)"
+      continue
+    fi
+    nodes=$(lpu_nodes "$name" | tr '\n' ' ')
+    echo "  $(draw_ring "$nodes")"
+    echo "  devices:"
+    in_ctr "$name" sh -c 'for f in /dev/lpu*; do [ -e "$f" ] && stat -c "%n|%F|%t|%T" "$f"; done' |
+      while IFS='|' read -r path kind maj min; do
+        printf '    %-10s %s %d:%d\n' "$path" "${kind/character special file/char}" $((16#$maj)) $((16#$min))
+      done
+    echo "  env:"
+    in_ctr "$name" env | grep -E '^LPU_' | sort | sed 's/^/    /'
+    echo "  mounts:"
+    printf '    %-14s %s\n' "$DRIVER_CTR_DIR" "$(in_ctr "$name" sh -c "grep ' $DRIVER_CTR_DIR ' /proc/mounts" | awk '{print $4}' | cut -d, -f1-3)"
+  done
+  echo
+  echo "======================================================================"
+}
+
+# ---------------------------------------------------------------- d1
+# Strict 4-arcs: two pods get the two disjoint halves, a third waits Pending
+# (not Failed) and runs once one is deleted; a 1-LPU pod after the churn.
+scenario_d1() {
+  log "DRA d1: strict 4-arcs, Pending, churn"
+  local p got_a got_b both
+  dra_pod arc-a template lpu-arc-4
+  if wait_pod arc-a 90; then ok "arc-a: pod with a strict 4-arc claim is running"; else nok "arc-a: pod with a strict 4-arc claim is running" "$(pod_why arc-a)"; return; fi
+  check_dra_container arc-a 4
+  got_a=$GOT
+  dra_pod arc-b template lpu-arc-4
+  if wait_pod arc-b 60; then ok "arc-b: second 4-arc pod is running"; else nok "arc-b: second 4-arc pod is running" "$(pod_why arc-b)"; return; fi
+  check_dra_container arc-b 4
+  got_b=$GOT
+  both=$(printf '%s\n' $got_a $got_b | sort -n | uniq -d | tr '\n' ' ')
+  expect "arc-a and arc-b hold disjoint halves of the ring" "both hold [$both]" test -z "$both"
+  dra_pod arc-c template lpu-arc-4
+  if wait_for 30 unschedulable arc-c; then
+    sleep 5
+    expect "arc-c: a third 4-arc stays Pending (Unschedulable), not Failed" "$(pod_why arc-c)" unschedulable arc-c
+  else
+    nok "arc-c: a third 4-arc stays Pending (Unschedulable)" "$(pod_why arc-c)"
+  fi
+  expect "arc-c: no container was started" "container $(cid arc-c) runs" test -z "$(cid arc-c)"
+  [ "${DEMO:-0}" = 1 ] && dra_show arc-a arc-b arc-c
+  delete_pod arc-a
+  if wait_pod arc-c 90; then
+    ok "arc-c: runs once arc-a is deleted"
+    check_dra_container arc-c 4
+  else
+    nok "arc-c: runs once arc-a is deleted" "$(pod_why arc-c)"
+  fi
+  delete_pod arc-b
+  dra_pod one template lpu-arc-1
+  if wait_pod one 60; then
+    ok "one: a 1-LPU pod runs after the churn"
+    check_dra_container one 1
+    # shellcheck disable=SC2046 # word lists of indices
+    both=$(printf '%s\n' $GOT $(lpu_nodes arc-c) | sort -n | uniq -d | tr '\n' ' ')
+    expect "one and arc-c hold disjoint LPUs" "both hold [$both]" test -z "$both"
+  else
+    nok "one: a 1-LPU pod runs after the churn" "$(pod_why one)"
+  fi
+  [ "${DEMO:-0}" = 1 ] && dra_show arc-c one
+  delete_all_pods
+}
+
+# ---------------------------------------------------------------- d2
+# Best-effort (firstAvailable): an arc while one is left; four singles, in
+# ring order, only when no 4-arc is left.
+scenario_d2() {
+  log "DRA d2: best-effort template falls back to singles only without an arc"
+  local res n
+  dra_pod be-arc template lpu-best-effort-4
+  if wait_pod be-arc 60; then
+    res=$(claim_results "$(claim_of be-arc)")
+    expect "be-arc: on an empty ring the best-effort claim gets one 4-arc" "results: $(tr '\n' ';' <<<"$res")" \
+      eval '[ "$(wc -l <<<"$res")" = 1 ] && grep -q "/arc " <<<"$res"'
+    check_dra_container be-arc 4
+  else
+    nok "be-arc: best-effort pod runs" "$(pod_why be-arc)"
+  fi
+  delete_pod be-arc
+  wait_for 30 eval '[ -z "$(kc get resourceclaims -n default -o name)" ]'
+  # hold the odd ring positions: four LPUs are free, no two adjacent
+  dra_pod holder template e2e-odd-singles
+  if ! wait_pod holder 60; then
+    nok "d2 setup: holder of the odd ring positions runs" "$(pod_why holder)"
+    delete_all_pods
+    return
+  fi
+  check_dra_container holder 4 any
+  dra_pod be-singles template lpu-best-effort-4
+  if wait_pod be-singles 60; then
+    res=$(claim_results "$(claim_of be-singles)")
+    n=$(grep -c "/singles " <<<"$res")
+    expect "be-singles: with no 4-arc left the claim falls back to 4 singles" "results: $(tr '\n' ';' <<<"$res")" test "$n" = 4
+    check_dra_container be-singles 4 any
+  else
+    nok "be-singles: best-effort pod runs on four single LPUs" "$(pod_why be-singles)"
+  fi
+  [ "${DEMO:-0}" = 1 ] && dra_show holder be-singles
+  delete_all_pods
+}
+
+# ---------------------------------------------------------------- d3
+# The count vocabulary: hyperaccel.ai/lpu-arc-4: 1 is one contiguous 4-arc.
+scenario_d3() {
+  log "DRA d3: extended resource $ARC_EXT"
+  dra_pod ext extended "$ARC_EXT=1"
+  if wait_pod ext 90; then
+    ok "ext: pod with $ARC_EXT: 1 is running"
+    check_dra_container ext 4
+  else
+    nok "ext: pod with $ARC_EXT: 1 is running" "$(pod_why ext)"
+  fi
+  delete_all_pods
+}
+
+# ---------------------------------------------------------------- d4
+# LPU failure: every arc holding it becomes unallocatable within 1 s (taint
+# or removal), a full-ring claim waits; recovery restores the arcs.
+# our_devices: "name lpus tainted" per device of our pool on the node.
+our_devices() {
+  kc get resourceslices -o json | jq -r --arg d "$DRA_DRIVER" --arg n "$KNODE" '
+    .items[] | select(.spec.driver == $d and .spec.nodeName == $n) | (.spec.devices // [])[]
+    | "\(.name) \((.attributes["lpus"] // .attributes[$d + "/lpus"]).string // "") \([(.taints // [])[] | select(.effect == "NoSchedule" or .effect == "NoExecute")] | length)"'
+}
+# arcs_without LPU-ID: no untainted device holds LPU-ID, and some device is
+# still offered (the slices were not just emptied).
+arcs_without() {
+  local d
+  d=$(our_devices)
+  [ -n "$d" ] && ! awk -v id="$1" '{n = split($2, a, ","); for (i = 1; i <= n; i++) if (a[i] == id && $3 == 0) bad = 1} END {exit !bad}' <<<"$d" &&
+    awk '$3 == 0' <<<"$d" | grep -q .
+}
+# arcs_restored COUNT: COUNT devices, none tainted.
+arcs_restored() {
+  local d
+  d=$(our_devices)
+  [ "$(wc -l <<<"$d")" = "$1" ] && ! awk '$3 != 0' <<<"$d" | grep -q .
+}
+scenario_d4() {
+  log "DRA d4: LPU failure and recovery"
+  delete_all_pods
+  local dev=lpu${RING[2]} st t0 ms total
+  st=$ROOT/sys/class/lpu/$dev/status
+  total=$(our_devices | wc -l)
+  expect "all $total devices offered untainted before the failure" "$(our_devices | awk '$3 != 0' | head -3)" arcs_restored "$total"
+  t0=$(now_ns)
+  echo ECC_ERROR >"$st"
+  if wait_for 10 arcs_without "$dev"; then
+    ms=$((($(now_ns) - t0) / 1000000))
+    bench dra_health_down_ms "$ms" "status ECC_ERROR -> every arc with $dev unallocatable in the API: $ms ms (target <= 1000)"
+    expect "$dev failure made its arcs unallocatable within 1 s ($ms ms)" "took $ms ms" test "$ms" -le 1000
+  else
+    nok "$dev failure made its arcs unallocatable" "$(our_devices | grep -w "$dev" | head -5 | tr '\n' ';')"
+  fi
+  dra_pod ring8 template lpu-arc-8
+  if wait_for 30 unschedulable ring8; then
+    ok "ring8: a full-ring claim stays Pending while $dev is unhealthy"
+  else
+    nok "ring8: a full-ring claim stays Pending while $dev is unhealthy" "$(pod_why ring8)"
+  fi
+  t0=$(now_ns)
+  echo READY >"$st"
+  if wait_for 10 arcs_restored "$total"; then
+    ms=$((($(now_ns) - t0) / 1000000))
+    bench dra_health_up_ms "$ms" "status READY -> all $total arcs offered again: $ms ms"
+    ok "$dev recovery restored all $total arcs ($ms ms)"
+  else
+    nok "$dev recovery restored all $total arcs" "$(our_devices | awk '$3 != 0' | head -3 | tr '\n' ';')"
+  fi
+  if wait_pod ring8 90; then
+    ok "ring8: the full-ring pod runs after the recovery"
+    check_dra_container ring8 8
+  else
+    nok "ring8: the full-ring pod runs after the recovery" "$(pod_why ring8)"
+  fi
+  delete_all_pods
+}
+
+# ---------------------------------------------------------------- d5
+# Driver restart: running pods keep their devices; the new process prepares
+# new claims and unprepares claims the old one prepared.
+scenario_d5() {
+  log "DRA d5: lpu-dra restart"
+  local before after uid
+  dra_pod keep template lpu-arc-4
+  wait_pod keep 60 || { nok "d5 setup: pod keep runs" "$(pod_why keep)"; return; }
+  before=$(lpu_nodes keep | sort -n | tr '\n' ' ')
+  uid=$(kc get resourceclaim "$(claim_of keep)" -o jsonpath='{.metadata.uid}')
+  stop_daemon lpu-dra 5
+  start_lpu_dra
+  wait_for 30 dra_slices_published || nok "lpu-dra restarted and republished" "$(tail -3 "$LOGS/lpu-dra.log")"
+  wait_for 20 eval 'grep -c "Register new plugin.*$DRA_DRIVER\|$DRA_DRIVER.*[Rr]egist" "$KUBELET_LOG" | grep -qv "^[01]$"' ||
+    log "no second kubelet registration line for $DRA_DRIVER"
+  sleep 2
+  after=$(lpu_nodes keep | sort -n | tr '\n' ' ')
+  expect "keep: still running with the same LPUs after the driver restart" "before [$before] after [$after], phase $(phase keep)" \
+    eval 'pod_running keep && [ "$before" = "$after" ] && [ -n "$after" ]'
+  dra_pod fresh template lpu-arc-1
+  if wait_pod fresh 60; then
+    ok "fresh: the restarted driver prepares a new claim"
+    check_dra_container fresh 1
+  else
+    nok "fresh: the restarted driver prepares a new claim" "$(pod_why fresh)"
+  fi
+  expect "keep: its CDI spec is there while it runs" "no spec names claim $uid in $DRA_CDI" eval '[ -n "$(cdi_specs_for "$uid")" ]'
+  delete_pod keep
+  if wait_for 30 eval '[ -z "$(cdi_specs_for "$uid")" ]'; then
+    ok "keep: the restarted driver unprepared the claim the old one prepared (CDI spec gone)"
+  else
+    nok "keep: the restarted driver unprepared the old claim" "left: $(cdi_specs_for "$uid" | tr '\n' ' ')"
+  fi
+  delete_all_pods
+}
+
+# ---------------------------------------------------------------- d6
+# Deleting pods leaves no CDI spec behind.
+scenario_d6() {
+  log "DRA d6: no CDI spec outlives its pod"
+  local p
+  for p in s1 s2; do dra_pod "$p" template lpu-arc-4; done
+  wait_pod s1 60 && wait_pod s2 60 || nok "d6 setup: two 4-arc pods run" "$(pod_why s1); $(pod_why s2)"
+  local n
+  n=$(find "$DRA_CDI" -type f | wc -l)
+  expect "two running claims have their CDI specs ($n files in the node's CDI dir)" "$(ls "$DRA_CDI")" test "$n" -ge 2
+  delete_all_pods
+  if wait_for 30 eval '[ -z "$(find "$DRA_CDI" -type f)" ]'; then
+    ok "after deleting every pod no CDI spec is left in $DRA_CDI"
+  else
+    nok "after deleting every pod no CDI spec is left" "$(ls "$DRA_CDI" | tr '\n' ' ')"
+  fi
+}
+
+# ---------------------------------------------------------------- d7
+# lpu-nri on the DRA node: a pod author's annotations give nothing; a pod
+# without LPUs gets LPU_VISIBLE_DEVICES=none.
+scenario_d7() {
+  log "DRA d7: lpu-nri on the DRA node"
+  local nodes st env
+  dra_pod forged none "  annotations:
+    lpu.hyperaccel.ai/devices: lpu0,lpu1,lpu2,lpu3
+    lpu.hyperaccel.ai/seal: c2VhbGVkLWJ5LW1lLXRydXN0LW1l"
+  wait_for 60 eval 'pod_running forged || kc get pod forged -o jsonpath="{.status.containerStatuses[0].state.waiting.message}" | grep -q .'
+  if pod_running forged; then
+    nodes=$(lpu_nodes forged | tr '\n' ' ')
+    expect "forged: pod annotations give no LPU device nodes" "sees [$nodes]" test -z "$nodes"
+    env=$(ctr_env forged LPU_VISIBLE_DEVICES)
+    expect "forged: LPU_VISIBLE_DEVICES has no LPUs ('$env')" "LPU_VISIBLE_DEVICES=$env" eval '! grep -q "[0-9]" <<<"$env"'
+  else
+    st=$(kc get pod forged -o jsonpath='{.status.containerStatuses[0].state.waiting.message}')
+    expect "forged: container refused with our message" "kubelet says: $(pod_why forged)" grep -q 'lpu.hyperaccel.ai' <<<"$st"
+  fi
+  dra_pod plain none
+  if wait_pod plain 60; then
+    env=$(ctr_env plain LPU_VISIBLE_DEVICES)
+    expect "plain: a pod without LPUs gets LPU_VISIBLE_DEVICES=none" "LPU_VISIBLE_DEVICES=$env" test "$env" = none
+    nodes=$(lpu_nodes plain | tr '\n' ' ')
+    expect "plain: no LPU device nodes" "sees [$nodes]" test -z "$nodes"
+  else
+    nok "plain: a pod without LPUs runs" "$(pod_why plain)"
+  fi
+  delete_all_pods
+}
+
+# cluster_smoke: without lpu-dra, the cluster itself: a pod is scheduled
+# onto the registered node and runs, and kubectl logs reaches the kubelet.
+cluster_smoke() {
+  dra_pod smoke none
+  if wait_pod smoke 90; then
+    ok "smoke: a pod scheduled by kube-scheduler runs on node $KNODE"
+    kc exec smoke -- sh -c 'echo EXEC-OK' 2>&1 | grep -q EXEC-OK &&
+      ok "smoke: kubectl exec reaches the kubelet through the apiserver" ||
+      nok "smoke: kubectl exec reaches the kubelet" "$(kc exec smoke -- true 2>&1 | tail -1)"
+  else
+    nok "smoke: a pod scheduled by kube-scheduler runs" "$(pod_why smoke)"
+  fi
+  delete_all_pods
+}
+
+# record_dra_rss: lpu-dra's resident memory once the scenarios are done and
+# it is idle again.
+record_dra_rss() {
+  local p rss
+  p=$(pid_of lpu-dra) || return 0
+  rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null)
+  [ -n "$rss" ] && bench rss_lpu-dra_kib "$rss" "VmRSS of lpu-dra (pid $p), idle after the DRA scenarios: $((rss / 1024)) MiB (target <= 40 MiB)"
+}
