@@ -154,6 +154,103 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	etcdClient, etcdPeer, apiPort, schedPort, cmPort := ports[0], ports[1], ports[2], ports[3], ports[4]
 	c.Server = "https://" + hostPort(apiPort)
 
+	if err := c.writePKI(pki); err != nil {
+		return err
+	}
+
+	// etcd: loopback, plain HTTP, no fsync: state lives only as long as the test.
+	etcdURL := "http://" + hostPort(etcdClient)
+	peerURL := "http://" + hostPort(etcdPeer)
+	etcdArgs := []string{
+		"--name", "clustertest", "--data-dir", filepath.Join(c.Dir, "etcd"),
+		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "clustertest=" + peerURL,
+		"--unsafe-no-fsync", "--log-level", "warn",
+	}
+	if err := c.launch(ctx, opts, "etcd", opts.Binaries.Etcd, logs, etcdArgs, func(ctx context.Context) error {
+		return etcdHealthy(ctx, etcdURL)
+	}); err != nil {
+		return err
+	}
+
+	apiArgs := []string{
+		"--etcd-servers", etcdURL,
+		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(apiPort),
+		"--cert-dir", pki,
+		"--tls-cert-file", filepath.Join(pki, "apiserver.crt"),
+		"--tls-private-key-file", filepath.Join(pki, "apiserver.key"),
+		"--client-ca-file", c.CAFile,
+		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file", filepath.Join(pki, "sa.key"),
+		"--service-account-signing-key-file", filepath.Join(pki, "sa.key"),
+		"--service-cluster-ip-range", "10.96.0.0/16",
+		"--authorization-mode", "Node,RBAC",
+		"--enable-admission-plugins", "NodeRestriction",
+		"--allow-privileged=true",
+		// the only endpoint would be loopback, which the reconciler refuses
+		"--endpoint-reconciler-type", "none",
+		"--profiling=false",
+	}
+	admin, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return fmt.Errorf("admin client: %w", err)
+	}
+	if err := c.launch(ctx, opts, "kube-apiserver", opts.Binaries.KubeAPIServer, logs, append(apiArgs, opts.APIServerFlags...), func(ctx context.Context) error {
+		b, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return err
+		}
+		if string(b) != "ok" {
+			return fmt.Errorf("readyz: %q", b)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+
+	if opts.ControllerManager {
+		kc, err := c.componentKubeconfig("system:kube-controller-manager")
+		if err != nil {
+			return err
+		}
+		args := []string{
+			"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
+			"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(cmPort),
+			"--leader-elect=false", "--use-service-account-credentials=true",
+			"--service-account-private-key-file", filepath.Join(pki, "sa.key"),
+			"--root-ca-file", c.CAFile,
+			"--cluster-signing-cert-file", c.CAFile,
+			"--cluster-signing-key-file", filepath.Join(pki, "ca.key"),
+			"--profiling=false",
+		}
+		if err := c.launch(ctx, opts, "kube-controller-manager", opts.Binaries.KubeControllerManager, logs,
+			append(args, opts.ControllerManagerFlags...), func(ctx context.Context) error { return healthz(ctx, cmPort) }); err != nil {
+			return err
+		}
+	}
+	if opts.Scheduler {
+		kc, err := c.componentKubeconfig("system:kube-scheduler")
+		if err != nil {
+			return err
+		}
+		args := []string{
+			"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
+			"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(schedPort),
+			"--leader-elect=false", "--profiling=false",
+		}
+		if err := c.launch(ctx, opts, "kube-scheduler", opts.Binaries.KubeScheduler, logs,
+			append(args, opts.SchedulerFlags...), func(ctx context.Context) error { return healthz(ctx, schedPort) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writePKI makes the CA, the apiserver's serving certificate, the
+// service-account key and the admin's kubeconfig.
+func (c *Cluster) writePKI(pki string) error {
+	var err error
 	if c.ca, err = newCA(); err != nil {
 		return err
 	}
@@ -190,118 +287,17 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if err := writeKubeconfig(c.Kubeconfig, "clustertest-admin", c.Config); err != nil {
 		return err
 	}
-
-	// etcd: loopback, plain HTTP, no fsync: state lives only as long as the test.
-	etcdURL := "http://" + hostPort(etcdClient)
-	peerURL := "http://" + hostPort(etcdPeer)
-	etcd, err := c.run(opts.Binaries.Etcd, "etcd", logs,
-		"--name", "clustertest", "--data-dir", filepath.Join(c.Dir, "etcd"),
-		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
-		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "clustertest="+peerURL,
-		"--unsafe-no-fsync", "--log-level", "warn")
-	if err != nil {
-		return err
-	}
-	if err := c.await(ctx, opts, etcd, func(ctx context.Context) error { return etcdHealthy(ctx, etcdURL) }); err != nil {
-		return err
-	}
-
-	apiArgs := []string{
-		"--etcd-servers", etcdURL,
-		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(apiPort),
-		"--cert-dir", pki,
-		"--tls-cert-file", filepath.Join(pki, "apiserver.crt"),
-		"--tls-private-key-file", filepath.Join(pki, "apiserver.key"),
-		"--client-ca-file", c.CAFile,
-		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file", filepath.Join(pki, "sa.key"),
-		"--service-account-signing-key-file", filepath.Join(pki, "sa.key"),
-		"--service-cluster-ip-range", "10.96.0.0/16",
-		"--authorization-mode", "Node,RBAC",
-		"--enable-admission-plugins", "NodeRestriction",
-		"--allow-privileged=true",
-		// the only endpoint would be loopback, which the reconciler refuses
-		"--endpoint-reconciler-type", "none",
-		"--profiling=false",
-	}
-	api, err := c.run(opts.Binaries.KubeAPIServer, "kube-apiserver", logs, append(apiArgs, opts.APIServerFlags...)...)
-	if err != nil {
-		return err
-	}
-	admin, err := kubernetes.NewForConfig(c.Config)
-	if err != nil {
-		return fmt.Errorf("admin client: %w", err)
-	}
-	if err := c.await(ctx, opts, api, func(ctx context.Context) error {
-		b, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err != nil {
-			return err
-		}
-		if string(b) != "ok" {
-			return fmt.Errorf("readyz: %q", b)
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-
-	if opts.ControllerManager {
-		kc, err := c.componentKubeconfig("system:kube-controller-manager")
-		if err != nil {
-			return err
-		}
-		args := []string{
-			"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
-			"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(cmPort),
-			"--leader-elect=false", "--use-service-account-credentials=true",
-			"--service-account-private-key-file", filepath.Join(pki, "sa.key"),
-			"--root-ca-file", c.CAFile,
-			"--cluster-signing-cert-file", c.CAFile,
-			"--cluster-signing-key-file", filepath.Join(pki, "ca.key"),
-			"--profiling=false",
-		}
-		p, err := c.run(opts.Binaries.KubeControllerManager, "kube-controller-manager", logs, append(args, opts.ControllerManagerFlags...)...)
-		if err != nil {
-			return err
-		}
-		if err := c.await(ctx, opts, p, func(ctx context.Context) error { return healthz(ctx, cmPort) }); err != nil {
-			return err
-		}
-	}
-	if opts.Scheduler {
-		kc, err := c.componentKubeconfig("system:kube-scheduler")
-		if err != nil {
-			return err
-		}
-		args := []string{
-			"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
-			"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(schedPort),
-			"--leader-elect=false", "--profiling=false",
-		}
-		p, err := c.run(opts.Binaries.KubeScheduler, "kube-scheduler", logs, append(args, opts.SchedulerFlags...)...)
-		if err != nil {
-			return err
-		}
-		if err := c.await(ctx, opts, p, func(ctx context.Context) error { return healthz(ctx, schedPort) }); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
-// run starts one component and records it for Stop.
-func (c *Cluster) run(bin, name, logs string, args ...string) (*proc, error) {
+// launch starts one component, records it for Stop, and waits, bounded by
+// opts.Timeout, until ready says it is ready.
+func (c *Cluster) launch(ctx context.Context, opts Options, name, bin, logs string, args []string, ready func(context.Context) error) error {
 	p, err := startProc(name, bin, logs, args...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.procs = append(c.procs, p)
-	return p, nil
-}
-
-// await waits, bounded by opts.Timeout, until ready says p is ready.
-func (c *Cluster) await(ctx context.Context, opts Options, p *proc, ready func(context.Context) error) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()

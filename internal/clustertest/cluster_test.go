@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -211,5 +212,44 @@ func TestVersionsMatchTools(t *testing.T) {
 		if string(m[1]) != want {
 			t.Errorf("tools.sh %s=%s, clustertest says %s", name, m[1], want)
 		}
+	}
+}
+
+// TestStartFailure: a component that cannot start makes New fail with its
+// log, and nothing New started keeps running.
+func TestStartFailure(t *testing.T) {
+	bins, err := FindBinaries()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	_, err = New(context.Background(), Options{Binaries: bins, Dir: dir, APIServerFlags: []string{"--no-such-flag"}})
+	if err == nil || !strings.Contains(err.Error(), "kube-apiserver exited") || !strings.Contains(err.Error(), "no-such-flag") {
+		t.Fatalf("New with a bad apiserver flag: %v, want kube-apiserver exited naming the flag", err)
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range procs {
+		b, _ := os.ReadFile(f)
+		if strings.Contains(string(b), dir) {
+			t.Errorf("%s still runs with our dir: %q", filepath.Dir(f), strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "logs", "etcd.log")); err != nil {
+		t.Errorf("etcd log in the given dir: %v", err)
+	}
+}
+
+func TestNewBadBinaries(t *testing.T) {
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "etcd")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(context.Background(), Options{Binaries: Binaries{Etcd: notExec, KubeAPIServer: notExec, KubeScheduler: notExec, KubeControllerManager: notExec}})
+	if err == nil || !strings.Contains(err.Error(), notExec) {
+		t.Errorf("New with a non-executable etcd: %v, want an error naming it", err)
 	}
 }
