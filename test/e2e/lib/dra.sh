@@ -277,6 +277,7 @@ scenario_d1() {
   if wait_pod arc-b 60; then ok "arc-b: second 4-arc pod is running"; else nok "arc-b: second 4-arc pod is running" "$(pod_why arc-b)"; return; fi
   check_dra_container arc-b 4
   got_b=$GOT
+  # shellcheck disable=SC2086 # word lists of indices
   both=$(printf '%s\n' $got_a $got_b | sort -n | uniq -d | tr '\n' ' ')
   expect "arc-a and arc-b hold disjoint halves of the ring" "both hold [$both]" test -z "$both"
   dra_pod arc-c template lpu-arc-4
@@ -300,7 +301,7 @@ scenario_d1() {
   if wait_pod one 60; then
     ok "one: a 1-LPU pod runs after the churn"
     check_dra_container one 1
-    # shellcheck disable=SC2046 # word lists of indices
+    # shellcheck disable=SC2046,SC2086 # word lists of indices
     both=$(printf '%s\n' $GOT $(lpu_nodes arc-c) | sort -n | uniq -d | tr '\n' ' ')
     expect "one and arc-c hold disjoint LPUs" "both hold [$both]" test -z "$both"
   else
@@ -467,7 +468,9 @@ scenario_d6() {
   log "DRA d6: no CDI spec outlives its pod"
   local p
   for p in s1 s2; do dra_pod "$p" template lpu-arc-4; done
-  wait_pod s1 60 && wait_pod s2 60 || nok "d6 setup: two 4-arc pods run" "$(pod_why s1); $(pod_why s2)"
+  if ! { wait_pod s1 60 && wait_pod s2 60; }; then
+    nok "d6 setup: two 4-arc pods run" "$(pod_why s1); $(pod_why s2)"
+  fi
   local n
   n=$(find "$DRA_CDI" -type f | wc -l)
   expect "two running claims have their CDI specs ($n files in the node's CDI dir)" "$(ls "$DRA_CDI")" test "$n" -ge 2
@@ -475,7 +478,7 @@ scenario_d6() {
   if wait_for 30 eval '[ -z "$(find "$DRA_CDI" -type f)" ]'; then
     ok "after deleting every pod no CDI spec is left in $DRA_CDI"
   else
-    nok "after deleting every pod no CDI spec is left" "$(ls "$DRA_CDI" | tr '\n' ' ')"
+    nok "after deleting every pod no CDI spec is left" "$(find "$DRA_CDI" -type f | tr '\n' ' ')"
   fi
 }
 
@@ -516,9 +519,11 @@ cluster_smoke() {
   dra_pod smoke none
   if wait_pod smoke 90; then
     ok "smoke: a pod scheduled by kube-scheduler runs on node $KNODE"
-    kc exec smoke -- sh -c 'echo EXEC-OK' 2>&1 | grep -q EXEC-OK &&
-      ok "smoke: kubectl exec reaches the kubelet through the apiserver" ||
+    if kc exec smoke -- sh -c 'echo EXEC-OK' 2>&1 | grep -q EXEC-OK; then
+      ok "smoke: kubectl exec reaches the kubelet through the apiserver"
+    else
       nok "smoke: kubectl exec reaches the kubelet" "$(kc exec smoke -- true 2>&1 | tail -1)"
+    fi
   else
     nok "smoke: a pod scheduled by kube-scheduler runs" "$(pod_why smoke)"
   fi

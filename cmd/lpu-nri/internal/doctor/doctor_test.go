@@ -257,8 +257,12 @@ func TestFailures(t *testing.T) {
 			check: "seal key", says: "has 2 links, want 1",
 		},
 		"state dir writable by others": {
-			breakIt: func(t *testing.T, n *node) { os.Chmod(n.p.StateDir, 0o777) },
-			check:   "seal key", says: "lets group/others write",
+			breakIt: func(t *testing.T, n *node) {
+				if err := os.Chmod(n.p.StateDir, 0o777); err != nil {
+					t.Fatal(err)
+				}
+			},
+			check: "seal key", says: "lets group/others write",
 		},
 		"seal key missing": {
 			breakIt: func(t *testing.T, n *node) { os.Remove(filepath.Join(n.p.StateDir, inject.KeyFileName)) },

@@ -201,7 +201,12 @@ func TestPeriodicAudit(t *testing.T) {
 	errCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.p.RunAudit(errCtx, 20*time.Millisecond) }()
-	defer func() { stop(); <-done }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("RunAudit: %v", err)
+		}
+	}()
 	eventually(t, "audit counts", func() bool {
 		return counter(t, m.Uninjected) == 1 && counter(t, m.Unallocated) == 1
 	})
