@@ -29,7 +29,9 @@ func TestDRAClaimContainers(t *testing.T) {
 		t.Fatal(err)
 	}
 	verify := func(c *Config) {
-		c.Claims = func(pod string, claims []string) error { return dracheckpoint.Verify(stateDir, pod, claims) }
+		c.Claims = func(pod string, claims []string) ([]string, error) {
+			return dracheckpoint.PodLPUs(stateDir, pod, claims)
+		}
 	}
 	withClaim := func(name string, ann map[string]string) *api.Container {
 		c := ctr(name, ann)
@@ -86,7 +88,9 @@ func TestAuditDRAClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFixture(t, 8, false, func(c *Config) {
-		c.Claims = func(pod string, claims []string) error { return dracheckpoint.Verify(stateDir, pod, claims) }
+		c.Claims = func(pod string, claims []string) ([]string, error) {
+			return dracheckpoint.PodLPUs(stateDir, pod, claims)
+		}
 	})
 	var pods []*api.PodSandbox
 	var ctrs []*api.Container
