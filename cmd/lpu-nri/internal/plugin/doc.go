@@ -28,6 +28,13 @@
 //  7. The allocation ID must be new or the same pod's (the ledger in the
 //     state dir): a sealed allocation copied into another pod is refused.
 //
+// A container whose CDI devices name lpu-dra claims
+// (lpu.hyperaccel.ai/claim=<uid>) takes rule 1, then instead of 3 to 7:
+// every claim must be in lpu-dra's checkpoint as prepared for the pod, and
+// its LPUs (from the checkpoint, known and healthy in the inventory) are
+// the container's verified allocation for rule 6, the validator and the
+// audit. Nothing is added: the runtime applied the claims' CDI specs.
+//
 // # Validator and audit
 //
 // On runtimes with NRI validators (containerd >= 2.2) the plugin also
@@ -38,8 +45,9 @@
 // nodes without an allocation and containers running without the LPUs they
 // were allocated (audit.go).
 //
-// Apart from the optional cross-check the decision does no I/O: the
-// inventory is an atomic snapshot refreshed in the background.
+// Apart from the optional cross-check and reading lpu-dra's checkpoint for
+// claim containers the decision does no I/O: the inventory is an atomic
+// snapshot refreshed in the background.
 //
 //	p, _ := plugin.New(plugin.Config{Key: key, Store: store, Ready: readySrv})
 //	r := &plugin.Runner{Plugin: p, Name: "lpu", Index: "10", Socket: "/var/run/nri/nri.sock"}
