@@ -69,11 +69,13 @@ func BenchmarkIdleRSS(b *testing.B) {
 				}
 				bins[key] = bin
 			}
-			if fi, err := os.Stat(bin); err == nil {
-				b.ReportMetric(float64(fi.Size())/(1<<20), "binary-MiB")
+			fi, err := os.Stat(bin)
+			if err != nil {
+				b.Fatal(err)
 			}
 			for b.Loop() {
 				rss, anon := idleRSS(b, client, c.Kubeconfig, bin, bld.env)
+				b.ReportMetric(float64(fi.Size())/(1<<20), "binary-MiB")
 				b.ReportMetric(float64(rss)/1024, "rss-MiB")
 				b.ReportMetric(float64(anon)/1024, "anon-MiB")
 				b.ReportMetric(float64(rss-anon)/1024, "file-MiB")
