@@ -67,8 +67,10 @@ func TestCrashLeavesOldContent(t *testing.T) {
 	}
 	// A save into a state dir that cannot be written leaves the old file.
 	if os.Geteuid() != 0 {
-		os.Chmod(dir, 0o500)
-		defer os.Chmod(dir, 0o700)
+		if err := os.Chmod(dir, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = os.Chmod(dir, 0o700) }()
 		s := sample()
 		delete(s.Claims, "uid-a")
 		if err := Save(dir, s); err == nil {
