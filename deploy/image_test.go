@@ -20,7 +20,7 @@ import (
 // TestBuildOCI builds the image twice with deploy/container/build-oci.sh and
 // checks that the archives are byte-identical, that umoci accepts the layout,
 // that the image names itself for `ctr images import`, carries the OCI
-// labels, and that both binaries in it are static and print the version.
+// labels, and that the three binaries in it are static and print the version.
 // Importing into a running containerd is the end-to-end suite's job.
 func TestBuildOCI(t *testing.T) {
 	if testing.Short() {
@@ -124,7 +124,7 @@ func TestBuildOCI(t *testing.T) {
 	}
 	run(t, umoci, args...)
 	rootfs := filepath.Join(bundle, "rootfs")
-	for _, name := range []string{"lpu-device-plugin", "lpu-nri"} {
+	for _, name := range []string{"lpu-device-plugin", "lpu-nri", "lpu-dra"} {
 		bin := filepath.Join(rootfs, "usr", "bin", name)
 		fi, err := os.Stat(bin)
 		if err != nil {

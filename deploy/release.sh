@@ -10,7 +10,8 @@
 #   lpu-node-V.yaml             the chart rendered with default values for
 #                               namespace kube-system (kubectl apply -f)
 #   sbom/lpu-device-plugin-V-linux-ARCH.cdx.json,
-#   sbom/lpu-nri-V-linux-ARCH.cdx.json
+#   sbom/lpu-nri-V-linux-ARCH.cdx.json,
+#   sbom/lpu-dra-V-linux-ARCH.cdx.json
 #                               CycloneDX SBOMs of each binary per architecture
 #                               (cyclonedx-gomod app, with licences)
 #   SHA256SUMS                  sha256sum of every file above
@@ -93,7 +94,7 @@ mkdir -p "$src"
   git tag "v$v"
 )
 for arch in $platforms; do
-  for d in lpu-device-plugin lpu-nri; do
+  for d in lpu-device-plugin lpu-nri lpu-dra; do
     (cd "$src" && CGO_ENABLED=0 GOOS=linux GOARCH=$arch GOFLAGS='' \
       "$cdx" app -json -licenses -noserial -notimestamp -main "cmd/$d" \
       -output "$dist/sbom/$d-$v-linux-$arch.cdx.json" . 2>"$work/cdx.log") ||

@@ -20,7 +20,7 @@ import (
 // TestRelease runs deploy/release.sh (what `make release` runs) with the
 // VERSION file's version and checks dist/: the image is one OCI image index
 // holding linux/amd64 and linux/arm64 images whose configs and binaries are
-// of that architecture, both binaries run from the amd64 image and print the
+// of that architecture, the three binaries run from the amd64 image and print the
 // version, the chart package and its OCI artifact agree, the manifests pull
 // that image tag, the SBOMs are CycloneDX naming our module, and SHA256SUMS
 // covers and verifies every file.
@@ -64,7 +64,7 @@ func TestRelease(t *testing.T) {
 			"lpu-node-chart-" + want + ".oci.tar", "lpu-node-image-" + want + ".oci.tar",
 		}
 		for _, arch := range []string{"amd64", "arm64"} {
-			for _, d := range []string{"lpu-device-plugin", "lpu-nri"} {
+			for _, d := range []string{"lpu-device-plugin", "lpu-nri", "lpu-dra"} {
 				wantFiles = append(wantFiles, "sbom/"+d+"-"+want+"-linux-"+arch+".cdx.json")
 			}
 		}
@@ -152,7 +152,7 @@ func TestRelease(t *testing.T) {
 				args = append([]string{"unpack", "--rootless"}, args[1:]...)
 			}
 			run(t, umoci, args...)
-			for _, d := range []string{"lpu-device-plugin", "lpu-nri"} {
+			for _, d := range []string{"lpu-device-plugin", "lpu-nri", "lpu-dra"} {
 				bin := filepath.Join(bundle, "rootfs", "usr", "bin", d)
 				f, err := elf.Open(bin)
 				if err != nil {
@@ -201,7 +201,7 @@ func TestRelease(t *testing.T) {
 
 	t.Run("sbom", func(t *testing.T) {
 		for _, arch := range []string{"amd64", "arm64"} {
-			for _, d := range []string{"lpu-device-plugin", "lpu-nri"} {
+			for _, d := range []string{"lpu-device-plugin", "lpu-nri", "lpu-dra"} {
 				var bom struct {
 					BOMFormat   string `json:"bomFormat"`
 					SpecVersion string `json:"specVersion"`

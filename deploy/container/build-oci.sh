@@ -86,12 +86,12 @@ umoci init --layout "$layout"
 # and adds them as the single-platform image REF of the layout.
 image() {
   local arch=$1 ref=$2 bundle=$work/bundle-$1 rootfs
-  log "building lpu-device-plugin and lpu-nri $version (linux/$arch, static)"
+  log "building lpu-device-plugin, lpu-nri and lpu-dra $version (linux/$arch, static)"
   (
     cd "$repo"
     CGO_ENABLED=0 GOOS=linux GOARCH=$arch GOFLAGS='' \
       go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$version" \
-      -o "$work/bin-$arch/" ./cmd/lpu-device-plugin ./cmd/lpu-nri
+      -o "$work/bin-$arch/" ./cmd/lpu-device-plugin ./cmd/lpu-nri ./cmd/lpu-dra
   )
   log "assembling the OCI image $image:$ref (linux/$arch)"
   umoci new --image "$layout:$ref"
@@ -100,7 +100,7 @@ image() {
 
   install -d -m 0755 "$rootfs/usr" "$rootfs/usr/bin" "$rootfs/etc"
   install -d -m 1777 "$rootfs/tmp"
-  install -m 0755 "$work/bin-$arch/lpu-device-plugin" "$work/bin-$arch/lpu-nri" "$rootfs/usr/bin/"
+  install -m 0755 "$work/bin-$arch/lpu-device-plugin" "$work/bin-$arch/lpu-nri" "$work/bin-$arch/lpu-dra" "$rootfs/usr/bin/"
   install -D -m 0644 "$repo/LICENSE" "$rootfs/usr/share/doc/lpu-node/LICENSE"
   # Names for the two users the image knows: root (the Helm chart runs as UID 0
   # without capabilities, see deploy/README.md) and nonroot, the image default.
@@ -115,7 +115,7 @@ image() {
 
   umoci repack --image "$layout:$ref" \
     --history.created "$created" --history.created_by "deploy/container/build-oci.sh" \
-    --history.comment "lpu-device-plugin and lpu-nri $version" "$bundle"
+    --history.comment "lpu-device-plugin, lpu-nri and lpu-dra $version" "$bundle"
 
   local cfg=(--no-history --created "$created" --os linux --architecture "$arch"
     --config.user 65532:65532 --config.workingdir /
