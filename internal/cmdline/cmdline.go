@@ -31,11 +31,11 @@ type Flag struct {
 	Usage   string // a `quoted` word names the value in help
 	abs     bool
 	req     bool
-	alone   bool
 	check   func() error
 	allowed []string
 	mark    *bool
 	apply   func(*config.Config)
+	exits   bool
 }
 
 // New returns the command called name (words after the program's name,
@@ -78,10 +78,9 @@ func (f *Flag) Absolute() *Flag { f.abs = true; return f }
 // the environment an error.
 func (f *Flag) Required() *Flag { f.req = true; return f }
 
-// Standalone marks a flag that answers on its own, like --version: when
-// it is given, missing Required flags are no error (the program prints and
-// exits without using them).
-func (f *Flag) Standalone() *Flag { f.alone = true; return f }
+// Exits marks a flag that answers and ends the program (--version): when it
+// is given, required flags may be missing.
+func (f *Flag) Exits() *Flag { f.exits = true; return f }
 
 // Check runs fn once after parsing when the flag was given; its error
 // should name the flag and the value.
@@ -257,9 +256,9 @@ func (c *Command) finish(lookupEnv func(string) (string, bool)) error {
 		}
 		c.given[f.Name] = true
 	}
-	alone := false
+	exiting := false
 	for _, f := range c.flags {
-		alone = alone || (f.alone && c.given[f.Name])
+		exiting = exiting || (f.exits && c.given[f.Name])
 	}
 	for _, f := range c.flags {
 		if f.mark != nil {
@@ -267,7 +266,7 @@ func (c *Command) finish(lookupEnv func(string) (string, bool)) error {
 		}
 		v := c.fs.Lookup(f.Name).Value.String()
 		switch {
-		case f.req && !c.given[f.Name] && !alone:
+		case f.req && !c.given[f.Name] && !exiting:
 			return fmt.Errorf("--%s is required%s", f.Name, envHint(f))
 		case f.abs && c.given[f.Name] && !strings.HasPrefix(v, "/"):
 			return fmt.Errorf("--%s %q: want an absolute path", f.Name, v)

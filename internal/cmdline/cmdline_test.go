@@ -12,7 +12,7 @@ import (
 type opts struct {
 	Root, Addr, Plain, Out, Mode string
 	N                            int
-	V, VGiven, Version           bool
+	V, VGiven                    bool
 }
 
 // commands: the program (root, addr, n, plain, mode, v) and "sub run"
@@ -33,7 +33,6 @@ func commands(o *opts) []*Command {
 	run := New("sub run")
 	run.String(&o.Root, "root", "T_ROOT", "/", "root `DIR`").Absolute()
 	run.String(&o.Out, "out", "T_OUT", "", "output `DIR`").Required()
-	run.Bool(&o.Version, "version", "", "print the version").Standalone()
 	list := New("sub list")
 	list.String(&o.Root, "root", "T_ROOT", "/", "root `DIR`").Absolute()
 	return []*Command{top, run, list}
@@ -52,20 +51,19 @@ func TestParse(t *testing.T) {
 		cmd       string
 		given     string // names given, in declaration order
 	}{
-		"defaults":                     {want: opts{Root: "/", Addr: ":9"}},
-		"env fills in":                 {env: map[string]string{"T_ROOT": "/env", "T_N": "3"}, want: opts{Root: "/env", Addr: ":9", N: 3}, given: "root,n"},
-		"flag beats env":               {args: []string{"--root", "/flag"}, env: map[string]string{"T_ROOT": "/env"}, want: opts{Root: "/flag", Addr: ":9"}, given: "root"},
-		"empty env counts":             {env: map[string]string{"T_ADDR": ""}, want: opts{Root: "/"}, given: "addr"},
-		"flag without twin":            {env: map[string]string{"": "x", "PLAIN": "x"}, want: opts{Root: "/", Addr: ":9"}},
-		"nil lookup":                   {nilLookup: true, env: map[string]string{"T_ROOT": "/env"}, want: opts{Root: "/", Addr: ":9"}},
-		"standalone, required missing": {args: []string{"sub", "run", "--version"}, want: opts{Root: "/", Addr: ":9", Version: true}, cmd: "sub run", given: "version"},
-		"subcommand":                   {args: []string{"sub", "run", "--out", "/o"}, want: opts{Root: "/", Addr: ":9", Out: "/o"}, cmd: "sub run", given: "out"},
-		"flags on both sides":          {args: []string{"--root", "/a", "sub", "run", "--out", "/o", "--root", "/b"}, want: opts{Root: "/b", Addr: ":9", Out: "/o"}, cmd: "sub run", given: "root,out"},
-		"flag before command":          {args: []string{"--root", "/a", "sub", "list"}, want: opts{Root: "/a", Addr: ":9"}, cmd: "sub list", given: "root"},
-		"required from env":            {args: []string{"sub", "run"}, env: map[string]string{"T_OUT": "/e"}, want: opts{Root: "/", Addr: ":9", Out: "/e"}, cmd: "sub run", given: "out"},
-		"allowed value":                {args: []string{"--mode", "b"}, want: opts{Root: "/", Addr: ":9", Mode: "b"}, given: "mode"},
-		"marked given":                 {args: []string{"--v=false"}, want: opts{Root: "/", Addr: ":9", VGiven: true}, given: "v"},
-		"default not absolute?":        {args: []string{"sub", "list"}, want: opts{Root: "/", Addr: ":9"}, cmd: "sub list"},
+		"defaults":              {want: opts{Root: "/", Addr: ":9"}},
+		"env fills in":          {env: map[string]string{"T_ROOT": "/env", "T_N": "3"}, want: opts{Root: "/env", Addr: ":9", N: 3}, given: "root,n"},
+		"flag beats env":        {args: []string{"--root", "/flag"}, env: map[string]string{"T_ROOT": "/env"}, want: opts{Root: "/flag", Addr: ":9"}, given: "root"},
+		"empty env counts":      {env: map[string]string{"T_ADDR": ""}, want: opts{Root: "/"}, given: "addr"},
+		"flag without twin":     {env: map[string]string{"": "x", "PLAIN": "x"}, want: opts{Root: "/", Addr: ":9"}},
+		"nil lookup":            {nilLookup: true, env: map[string]string{"T_ROOT": "/env"}, want: opts{Root: "/", Addr: ":9"}},
+		"subcommand":            {args: []string{"sub", "run", "--out", "/o"}, want: opts{Root: "/", Addr: ":9", Out: "/o"}, cmd: "sub run", given: "out"},
+		"flags on both sides":   {args: []string{"--root", "/a", "sub", "run", "--out", "/o", "--root", "/b"}, want: opts{Root: "/b", Addr: ":9", Out: "/o"}, cmd: "sub run", given: "root,out"},
+		"flag before command":   {args: []string{"--root", "/a", "sub", "list"}, want: opts{Root: "/a", Addr: ":9"}, cmd: "sub list", given: "root"},
+		"required from env":     {args: []string{"sub", "run"}, env: map[string]string{"T_OUT": "/e"}, want: opts{Root: "/", Addr: ":9", Out: "/e"}, cmd: "sub run", given: "out"},
+		"allowed value":         {args: []string{"--mode", "b"}, want: opts{Root: "/", Addr: ":9", Mode: "b"}, given: "mode"},
+		"marked given":          {args: []string{"--v=false"}, want: opts{Root: "/", Addr: ":9", VGiven: true}, given: "v"},
+		"default not absolute?": {args: []string{"sub", "list"}, want: opts{Root: "/", Addr: ":9"}, cmd: "sub list"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
