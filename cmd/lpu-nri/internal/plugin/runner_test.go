@@ -118,7 +118,7 @@ func TestRunnerDrainsOnStop(t *testing.T) {
 	}
 	cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer ccancel()
-	rsp, err := rt.CreateContainer(cctx, pod("d", nil), ctr("d", f.key.Annotations([]string{"lpu1"})))
+	rsp, err := rt.CreateContainer(cctx, pod("d", nil), ctr("d", seal(t, f.key, "lpu1")))
 	if err != nil {
 		t.Fatalf("CreateContainer during the drain: %v", err)
 	}
