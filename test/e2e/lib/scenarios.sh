@@ -346,20 +346,26 @@ scenario_4() {
   # names lpu in required-plugins.noderesource.dev (the chart's admission
   # policy adds it to LPU pods) while lpu-nri is down; a pod without it
   # starts. Neither asks for an LPU, so PreStartContainer is not involved.
+  # containerd 1.7 has no NRI validator: there only PreStartContainer
+  # (guarded, below) keeps LPU containers from starting bare
+  local gated=1
+  [ "$CTD_SERIES" = 1.7 ] && gated="" && echo "# skip gated: containerd 1.7 has no NRI validator (the per-pod gate needs containerd >= 2.2)"
   lpu_pod free 0
-  lpu_pod gated 0 busybox '  annotations:
+  [ -n "$gated" ] && lpu_pod gated 0 busybox '  annotations:
     required-plugins.noderesource.dev: "[\"lpu\"]"'
   if wait_running free 30; then ok "free: a pod that needs no LPU starts while lpu-nri is down"; else
     nok "free: a pod that needs no LPU starts while lpu-nri is down" "$(kpod_status free)"
   fi
   local gate=""
-  for _ in $(seq 1 30); do
-    grep -q 'required plugin .*lpu.* not present' "$KUBELET_LOG" && { gate=1; break; }
-    sleep 0.5
-  done
-  expect "gated: a pod requiring plugin lpu is not created while lpu-nri is down" "$(cri ps -a --label io.kubernetes.container.name=gated)" \
-    test -z "$(cri ps -a -q --label io.kubernetes.container.name=gated)"
-  expect "gated: kubelet reports containerd's validator refusal" "kubelet: $(kpod_status gated)" test -n "$gate"
+  if [ -n "$gated" ]; then
+    for _ in $(seq 1 30); do
+      grep -q 'required plugin .*lpu.* not present' "$KUBELET_LOG" && { gate=1; break; }
+      sleep 0.5
+    done
+    expect "gated: a pod requiring plugin lpu is not created while lpu-nri is down" "$(cri ps -a --label io.kubernetes.container.name=gated)" \
+      test -z "$(cri ps -a -q --label io.kubernetes.container.name=gated)"
+    expect "gated: kubelet reports containerd's validator refusal" "kubelet: $(kpod_status gated)" test -n "$gate"
+  fi
   lpu_pod guarded 2
   local seen=""
   for _ in $(seq 1 30); do
@@ -383,11 +389,11 @@ scenario_4() {
   else
     nok "guarded: starts once lpu-nri is back" "$(kpod_status guarded)"
   fi
-  if wait_running gated 60; then ok "gated: starts once lpu-nri is back"; else
+  if [ -z "$gated" ]; then :; elif wait_running gated 60; then ok "gated: starts once lpu-nri is back"; else
     nok "gated: starts once lpu-nri is back" "$(kpod_status gated)"
   fi
   wait_gone guarded
-  wait_gone gated
+  [ -z "$gated" ] || wait_gone gated
   wait_gone free
 }
 
