@@ -68,20 +68,21 @@ sec_sandbox() {
 
 # sec_create SANDBOX-ID POD-NAME NAME ANNOTATIONS-JSON: create (and start) a
 # container carrying ANNOTATIONS as container annotations. Prints the
-# container ID; on refusal returns 1 with the runtime's message in CREATE_ERR.
-CREATE_ERR=""
+# container ID; on refusal returns 1 (create_err NAME has the message).
 sec_create() {
   local sb=$1 pod=$2 name=$3 ann=$4 f=$SEC_DIR/$3.ctr.json c
   jq -n --arg n "$name" --arg img "$IMG:busybox" --argjson a "$ann" \
     '{metadata: {name: $n, attempt: 0}, image: {image: $img}, command: ["/bin/sleep", "600"],
       log_path: ($n + ".log"), annotations: $a, linux: {}}' >"$f"
-  if ! c=$(crictl --config "$BASE/ctd-$CTD/crictl.yaml" create "$sb" "$f" "$SEC_DIR/$pod.pod.json" 2>"$SEC_DIR/$name.err"); then
-    CREATE_ERR=$(tr '\n' ' ' <"$SEC_DIR/$name.err")
+  crictl --config "$BASE/ctd-$CTD/crictl.yaml" create "$sb" "$f" "$SEC_DIR/$pod.pod.json" 2>"$SEC_DIR/$name.err" >"$SEC_DIR/$name.id" ||
     return 1
-  fi
-  cri start "$c" >/dev/null || { CREATE_ERR="start failed"; return 1; }
+  c=$(cat "$SEC_DIR/$name.id")
+  cri start "$c" >/dev/null || { echo "start $c failed" >>"$SEC_DIR/$name.err"; return 1; }
   echo "$c"
 }
+
+# create_err NAME: the runtime's answer to the last sec_create of NAME.
+create_err() { tail -1 "$SEC_DIR/$1.err" 2>/dev/null | tr '\n' ' '; }
 
 # ctr_lpus CID: "N ..." for the LPU character devices (our major) in a
 # crictl-made container.
@@ -94,7 +95,7 @@ ctr_lpus() {
 # sec_refused WHAT REASON SANDBOX POD NAME ANNOTATIONS: the create must fail,
 # with lpu-nri counting one more REASON refusal.
 sec_refused() {
-  local what=$1 reason=$2 before c
+  local what=$1 reason=$2 name=$5 before c msg
   shift 2
   before=$(refusals "$reason")
   if c=$(sec_create "$@"); then
@@ -102,10 +103,11 @@ sec_refused() {
     cri rm -f "$c" >/dev/null
     return
   fi
+  msg=$(create_err "$name" | grep -o 'lpu-nri refused the container: [^"]*' | head -1 | cut -c31-140)
   if wait_for 3 refused_since "$reason" "$before"; then
-    sec_ok "$what: refused ($reason), nothing created ('$(grep -o 'lpu-nri[^"]*\|allocation[^"]*' <<<"$CREATE_ERR" | head -1 | cut -c1-90)')"
+    sec_ok "$what: refused ($reason), nothing created ('$msg')"
   else
-    sec_nok "$what: refused as $reason" "refusals{$reason} stayed $before; runtime said: $CREATE_ERR"
+    sec_nok "$what: refused as $reason" "refusals{$reason} stayed $before; runtime said: $(create_err "$name")"
   fi
 }
 
@@ -180,9 +182,9 @@ $all8"
     fi
   done
   sec_expect "forgedpod: a validly sealed allocation for all 8 LPUs written as pod annotations is refused (pod-annotation)" \
-    "kubelet: $st; refusals{pod-annotation}=$(refusals pod-annotation)" eval 'kpod_status forgedpod | grep -q "lpu.hyperaccel.ai"'
+    "kubelet: $st; refusals{pod-annotation}=$(refusals pod-annotation)" wait_for 15 eval 'kpod_status forgedpod | grep -q "lpu.hyperaccel.ai"'
   sec_expect "casevar: LPU.hyperaccel.ai/devices and Lpu.HyperAccel.AI/seal (case variants of reserved keys) are refused" \
-    "kubelet: $(kpod_status casevar)" eval 'kpod_status casevar | grep -qi "lpu.hyperaccel.ai"'
+    "kubelet: $(kpod_status casevar)" wait_for 15 eval 'kpod_status casevar | grep -qi "lpu.hyperaccel.ai"'
   for c in privileged privlpu; do
     if has_running "$c"; then
       sec_nok "$c: privileged pod in default refused" "it runs and sees LPUs [$(lpu_nodes "$c" | tr '\n' ' ')]"
@@ -191,9 +193,9 @@ $all8"
     fi
   done
   sec_expect "privileged: a privileged pod in default (every host /dev/lpuN, no allocation) is refused (unallocated-nodes)" \
-    "kubelet: $(kpod_status privileged)" eval 'kpod_status privileged | grep -q "unallocated\|not allocated\|allowNamespaces"'
+    "kubelet: $(kpod_status privileged)" wait_for 15 eval 'kpod_status privileged | grep -q "unallocated\|not allocated\|allowNamespaces"'
   sec_expect "privlpu: a privileged pod allocated 1 LPU but carrying all 8 is refused" \
-    "kubelet: $(kpod_status privlpu)" eval 'kpod_status privlpu | grep -q "unallocated\|not allocated\|allowNamespaces"'
+    "kubelet: $(kpod_status privlpu)" wait_for 15 eval 'kpod_status privlpu | grep -q "unallocated\|not allocated\|allowNamespaces"'
   if wait_running agent 30; then
     sec_ok "agent: a privileged pod in kube-system (security.allowNamespaces) starts, holding $(lpu_nodes agent | wc -l) LPU nodes as the operator allowed"
   else
@@ -205,7 +207,7 @@ $all8"
     sec_expect "victim: still holds its LPUs [$VICTIM] after the forged pods" "now [${now% }]" test "${now% }" = "$VICTIM"
   fi
   for c in forgedpod casevar privileged privlpu agent; do del_pod "$c"; done
-  wait_for 30 eval 'for c in forgedpod casevar privileged privlpu agent; do gone $c || exit 1; done' || true
+  for c in forgedpod casevar privileged privlpu agent; do wait_for 30 gone "$c" || log "$c not gone after 30s"; done
 }
 
 # priv_pod NAME NAMESPACE COUNT: a static pod whose container is privileged.
@@ -251,7 +253,7 @@ sec_crictl() {
     sec_expect "control: a fresh seal for this node made with its key gives exactly ${free[0]} ${free[1]} (so the refusals below are lpu-nri's)" \
       "sees [$(ctr_lpus "$c")]" test "$(ctr_lpus "$c")" = "${free[0]#lpu} ${free[1]#lpu}"
   else
-    sec_nok "control: a validly sealed container is created" "$CREATE_ERR"
+    sec_nok "control: a validly sealed container is created" "$(create_err ctl)"
   fi
   cri stopp "$ctl" >/dev/null
   cri rmp -f "$ctl" >/dev/null
@@ -296,8 +298,8 @@ sec_gate() {
     sec_nok "gated: an LPU container requiring plugin lpu is refused by containerd's validator while lpu-nri is down" \
       "created $c, it sees LPUs [$(ctr_lpus "$c")]"
   else
-    sec_expect "gated: an LPU container requiring plugin lpu is refused by containerd's validator while lpu-nri is down" \
-      "$CREATE_ERR" grep -qi 'required plugin' <<<"$CREATE_ERR"
+    sec_expect "gated: an LPU container requiring plugin lpu is refused by containerd's validator while lpu-nri is down ('$(create_err gated | grep -o 'required plugin[^"]*' | head -1)')" \
+      "$(create_err gated)" eval 'create_err gated | grep -qi "required plugin"'
   fi
   cri stopp "$sb" >/dev/null
   cri rmp -f "$sb" >/dev/null
@@ -308,7 +310,7 @@ sec_gate() {
     sec_expect "tolerant: with tolerate-missing-plugins the runtime creates it while lpu-nri is down, bare (no LPU nodes granted)" \
       "sees [$(ctr_lpus "$c")]" test -z "$(ctr_lpus "$c")"
   else
-    sec_nok "tolerant: the toleration annotation lets the runtime create it" "$CREATE_ERR"
+    sec_nok "tolerant: the toleration annotation lets the runtime create it" "$(create_err tolerant)"
   fi
   CFG=$SEC_CFG start_lpu_nri nri
   wait_for 20 nri_ready || sec_nok "lpu-nri back" "$(tail -3 "$LOGS/lpu-nri.log")"
@@ -325,35 +327,56 @@ sec_gate() {
 }
 
 # sec_slow: lpu-nri's CreateContainer outlives containerd's plugin timeout
-# (2 s) — a PodResources cross-check against a socket that never answers,
-# with a 5 s timeout. NRI gives up on lpu-nri and closes it; the container
-# must not start bare: lpu-nri's validation fails.
-sec_slow() {
-  local n0 st
-  ensure_kubelet
-  rm -f "$STALL_SOCK"
-  start_daemon stall "$LOGS/stall.log" /usr/bin/python3 -c 'import socket, sys
+# (2 s). Its PodResources cross-check goes to a socket that accepts and
+# never answers (podResourcesTimeout 5 s). The first attempt also freezes
+# lpu-nri (SIGSTOP for 4 s when the socket is dialed, a starved or paused
+# process), so NRI gives up on it and closes it: lpu-nri's validation must
+# then fail the container. Later attempts show lpu-nri's own check keeping
+# to the runtime's deadline (it refuses: podresources). The container must
+# never start bare, and starts with its LPUs once lpu-nri answers in time.
+STALL_PY='import os, signal, socket, sys, time
+sock, pidfile, flag = sys.argv[1:4]
 s = socket.socket(socket.AF_UNIX)
-s.bind(sys.argv[1])
+s.bind(sock)
 s.listen(64)
 held = []
 while True:
-    held.append(s.accept()[0])' "$STALL_SOCK"
+    held.append(s.accept()[0])
+    print("accepted", flush=True)
+    if os.path.exists(flag):
+        os.unlink(flag)
+        pid = int(open(pidfile).read())
+        os.kill(pid, signal.SIGSTOP)
+        print("froze", pid, flush=True)
+        time.sleep(4)
+        os.kill(pid, signal.SIGCONT)
+        print("thawed", pid, flush=True)'
+VALIDATOR_FAILED='validator plugin [^ ]*lpu[^ ]* failed'
+
+sec_slow() {
+  local n0 st p0
+  ensure_kubelet
+  rm -f "$STALL_SOCK"
+  touch "$SEC_DIR/freeze"
+  start_daemon stall "$LOGS/stall.log" /usr/bin/python3 -c "$STALL_PY" "$STALL_SOCK" "$BASE/pids/lpu-nri" "$SEC_DIR/freeze"
   wait_for 5 test -S "$STALL_SOCK"
   sed "s|^  devicePluginDir: .*|&\n  podResourcesCheck: true\n  podResourcesSocket: $STALL_SOCK\n  podResourcesTimeout: 5s|" \
     "$SEC_CFG" >"$SLOW_CFG"
   sec_restart_nri "$SLOW_CFG" || { stop_daemon stall 2; return; }
+  p0=$(refusals podresources)
   # shellcheck disable=SC2034 # read by the evals below
-  n0=$(grep -c 'validator plugin\|validate.*failed' "$LOGS/containerd-a.log" || true)
+  n0=$(grep -c "$VALIDATOR_FAILED" "$LOGS/containerd-a.log" || true)
   lpu_pod slow 2
-  wait_for 20 eval '[ "$(grep -c "validator plugin\|validate.*failed" "$LOGS/containerd-a.log")" -gt "$n0" ]'
-  sleep 2
+  wait_for 30 grep -q thawed "$LOGS/stall.log"
+  wait_for 20 eval '[ "$(grep -c "$VALIDATOR_FAILED" "$LOGS/containerd-a.log")" -gt "$n0" ] && refused_since podresources "$p0"'
   st=$(kpod_status slow)
-  sec_expect "slow: with lpu-nri 5 s late (plugin timeout 2 s) the LPU container never starts bare (crictl ps -a)" \
+  sec_expect "slow: lpu-nri frozen past the plugin timeout, then 5 s late: the LPU container never starts, bare or otherwise (crictl ps -a)" \
     "$(cri ps -a --name '^slow$'); kubelet: $st" never_created slow
-  sec_expect "slow: containerd's NRI validation refused it after losing lpu-nri ($(grep 'validator plugin\|validate.*failed' "$LOGS/containerd-a.log" | tail -1 | grep -o 'validator plugin[^"]*' | cut -c1-80))" \
-    "containerd log: $(grep -i 'nri\|plugin' "$LOGS/containerd-a.log" | tail -3); kubelet: $st" \
-    eval '[ "$(grep -c "validator plugin\|validate.*failed" "$LOGS/containerd-a.log")" -gt "$n0" ]'
+  sec_expect "slow: containerd's NRI validation failed it once lpu-nri was lost ('$(grep -o "${VALIDATOR_FAILED}[^\"]*" "$LOGS/containerd-a.log" | tail -1 | cut -c1-80)')" \
+    "stall: $(tr '\n' ' ' <"$LOGS/stall.log"); containerd: $(grep -i 'lpu' "$LOGS/containerd-a.log" | tail -2)" \
+    eval '[ "$(grep -c "$VALIDATOR_FAILED" "$LOGS/containerd-a.log")" -gt "$n0" ]'
+  sec_expect "slow: unfrozen, lpu-nri's own cross-check keeps to the runtime's deadline and refuses (podresources)" \
+    "refusals{podresources}=$(refusals podresources), before $p0" refused_since podresources "$p0"
   sec_restart_nri "$SEC_CFG"
   stop_daemon stall 2
   rm -f "$STALL_SOCK"
