@@ -81,8 +81,9 @@ sec_create() {
   echo "$c"
 }
 
-# create_err NAME: the runtime's answer to the last sec_create of NAME.
-create_err() { tail -1 "$SEC_DIR/$1.err" 2>/dev/null | tr '\n' ' '; }
+# create_err NAME: the runtime's answer to the last sec_create of NAME, its
+# escaped quotes made single quotes.
+create_err() { tail -1 "$SEC_DIR/$1.err" 2>/dev/null | sed "s/\\\\\"/'/g" | tr '\n' ' '; }
 
 # ctr_lpus CID: "N ..." for the LPU character devices (our major) in a
 # crictl-made container.
@@ -103,7 +104,7 @@ sec_refused() {
     cri rm -f "$c" >/dev/null
     return
   fi
-  msg=$(create_err "$name" | grep -o 'lpu-nri refused the container: [^"]*' | head -1 | cut -c31-140)
+  msg=$(create_err "$name" | grep -o 'lpu-nri refused the container: [^"]*' | head -1 | cut -c32-150)
   if wait_for 3 refused_since "$reason" "$before"; then
     sec_ok "$what: refused ($reason), nothing created ('$msg')"
   else
