@@ -33,7 +33,9 @@ func TestRuntimeGatePolicies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	rendered := render(t, helm, "--show-only", "templates/runtimegate.yaml", "json:runtimeGate.tolerateNamespaces=[\"node-agents\"]")
+	// mode=dra: the gate also covers the arcs' extended resources and the
+	// chart's claim templates (the device plugin's resource stays covered).
+	rendered := render(t, helm, "--show-only", "templates/runtimegate.yaml", "json:runtimeGate.tolerateNamespaces=[\"node-agents\"]", "mode=dra")
 	installPolicies(ctx, t, cs, rendered)
 	for _, ns := range []string{"tenant", "node-agents", namespace} {
 		if ns != namespace {
@@ -57,6 +59,17 @@ func TestRuntimeGatePolicies(t *testing.T) {
 		p := plainPod(name, ns, nil)
 		p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox",
 			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"hyperaccel.ai/lpu": resource.MustParse("1")}}}}
+		return p
+	}
+	arcPod := func(name, ns string) *corev1.Pod {
+		p := plainPod(name, ns, nil)
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"hyperaccel.ai/lpu-arc-4": resource.MustParse("1")}
+		return p
+	}
+	claimPod := func(name, ns, template string) *corev1.Pod {
+		p := plainPod(name, ns, nil)
+		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "lpus", ResourceClaimTemplateName: &template}}
+		p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "lpus"}}
 		return p
 	}
 	// Policies become active some time after they are created: retry the
@@ -85,6 +98,9 @@ func TestRuntimeGatePolicies(t *testing.T) {
 		"LPU in an init container is gated":       {pod: initLPUPod("init", "tenant"), required: `["lpu"]`},
 		"LPU pod's own required plugins replaced": {pod: lpuPod("own", "tenant", map[string]string{requiredPlugins: `["other"]`}), required: `["lpu"]`},
 		"pod without LPU is not gated":            {pod: plainPod("plain", "tenant", nil)},
+		"DRA arc extended resource is gated":      {pod: arcPod("arc", "tenant"), required: `["lpu"]`},
+		"DRA claim template is gated":             {pod: claimPod("claim", "tenant", "lpu-4-best-effort"), required: `["lpu"]`},
+		"other claim template is not gated":       {pod: claimPod("gpu", "tenant", "gpu-claim")},
 		"toleration refused for a tenant": {
 			pod:     lpuPod("tol", "tenant", map[string]string{tolerateMissing: "true"}),
 			wantErr: "lets a pod start while lpu-nri is down",
