@@ -335,6 +335,12 @@ sec_gate() {
 # then fail the container. Later attempts show lpu-nri's own check keeping
 # to the runtime's deadline (it refuses: podresources). The container must
 # never start bare, and starts with its LPUs once lpu-nri answers in time.
+# The pod carries required-plugins.noderesource.dev: ["lpu"], as the chart's
+# MutatingAdmissionPolicy gives every LPU pod (this node has no apiserver):
+# without it a kubelet retry right after the thaw can pass PreStartContainer
+# on a readiness answer lpu-nri gives before it notices NRI dropped it, and
+# the runtime then creates the container with no lpu-nri connected (seen
+# here; the audit reports it, docs/security.md).
 STALL_PY='import os, signal, socket, sys, time
 sock, pidfile, flag = sys.argv[1:4]
 s = socket.socket(socket.AF_UNIX)
@@ -367,12 +373,13 @@ sec_slow() {
   p0=$(refusals podresources)
   # shellcheck disable=SC2034 # read by the evals below
   n0=$(grep -c "$VALIDATOR_FAILED" "$LOGS/containerd-a.log" || true)
-  lpu_pod slow 2
+  lpu_pod slow 2 busybox '  annotations:
+    required-plugins.noderesource.dev: "[\"lpu\"]"'
   wait_for 30 grep -q thawed "$LOGS/stall.log"
   wait_for 20 eval '[ "$(grep -c "$VALIDATOR_FAILED" "$LOGS/containerd-a.log")" -gt "$n0" ] && refused_since podresources "$p0"'
   st=$(kpod_status slow)
   sec_expect "slow: lpu-nri frozen past the plugin timeout, then 5 s late: the LPU container never starts, bare or otherwise (crictl ps -a)" \
-    "$(cri ps -a --name '^slow$'); kubelet: $st" never_created slow
+    "$(cri ps -a --name '^slow$'); kubelet: $st; lpu_nri_uninjected_allocations=$(nri_gauge lpu_nri_uninjected_allocations)" never_created slow
   sec_expect "slow: containerd's NRI validation failed it once lpu-nri was lost ('$(grep -o "${VALIDATOR_FAILED}[^\"]*" "$LOGS/containerd-a.log" | tail -1 | cut -c1-80)')" \
     "stall: $(tr '\n' ' ' <"$LOGS/stall.log"); containerd: $(grep -i 'lpu' "$LOGS/containerd-a.log" | tail -2)" \
     eval '[ "$(grep -c "$VALIDATOR_FAILED" "$LOGS/containerd-a.log")" -gt "$n0" ]'
