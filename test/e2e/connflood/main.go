@@ -132,11 +132,15 @@ func run(args []string) error {
 			last = t
 		}
 	}
-	lastS := 0.0
+	// last_close_s counts from the end of dialing (keep-alive requests are
+	// sent then), last_close_dial_s from its start (when the first, held,
+	// silent connections were accepted)
+	lastS, lastDialS := 0.0, 0.0
 	if !last.IsZero() {
-		lastS = last.Sub(start).Seconds()
+		lastS, lastDialS = last.Sub(start).Seconds(), last.Sub(rss.t0).Seconds()
 	}
-	fmt.Printf("end_held=%d end_eof=%d end_reset=%d end_other=%d last_close_s=%.2f\n", alive, eof, reset, other, lastS)
+	fmt.Printf("end_held=%d end_eof=%d end_reset=%d end_other=%d last_close_s=%.2f last_close_dial_s=%.2f\n",
+		alive, eof, reset, other, lastS, lastDialS)
 	fmt.Printf("rss_peak_kib=%d\n", rss.stop())
 	fmt.Printf("probe_after=%s\n", probe(*addr))
 	for _, c := range conns {
