@@ -86,6 +86,7 @@ do_fuzz() {
 do_e2e() {
   local rc=0
   bash test/e2e/run.sh all || rc=1
+  bash test/e2e/run.sh security || rc=1
   bash test/e2e/run.sh dra || rc=1
   bash test/e2e/run.sh install || rc=1
   return "$rc"
