@@ -13,7 +13,7 @@ BIN := bin
 # FUZZTIME= overrides each fuzz target's smoke budget (test/check.sh), e.g. 60s.
 FUZZTIME ?=
 
-.PHONY: all build version release test unit lint bench fuzz-smoke e2e e2e-dra demo demo-dra demo-orion sim clean
+.PHONY: all build version release test unit lint bench fuzz-smoke e2e e2e-dra e2e-security demo demo-dra demo-orion sim clean
 
 all: build
 
@@ -44,13 +44,17 @@ fuzz-smoke: ## each fuzz target briefly (a fixed execution count; FUZZTIME=60s t
 bench: ## Go benchmarks of the hot paths
 	go test -run '^$$' -bench . -benchmem ./pkg/... ./cmd/...
 
-e2e: ## end-to-end scenarios on a real kubelet + containerd + podman, then the DRA cluster ones (root)
+e2e: ## end-to-end scenarios on a real kubelet + containerd + podman, the hostile tenant, then the DRA cluster ones (root)
 	bash test/e2e/run.sh all
+	bash test/e2e/run.sh security
 	bash test/e2e/run.sh dra
 	bash test/e2e/run.sh install
 
 e2e-dra: ## the DRA scenarios on a real single-node cluster (root)
 	bash test/e2e/run.sh dra
+
+e2e-security: ## the hostile tenant on the real node: forged, replayed, cross-node seals, privileged pods, slow lpu-nri, connection floods (root)
+	bash test/e2e/run.sh security
 
 demo: ## scenario 1 on a simulated LPU node, printed readably (root)
 	bash test/e2e/run.sh demo

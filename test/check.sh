@@ -83,11 +83,12 @@ do_fuzz() {
 
 # The node scenarios (on containerd 2.4.2, then the functional ones again on
 # containerd 1.7 with its snippet, ~2 min), then the DRA ones and the chart
-# install, each on its own cluster; all always run.
+# install, each on its own cluster, and the security group; all always run.
 do_e2e() {
   local rc=0
   bash test/e2e/run.sh all || rc=1
   CONTAINERD=1.7 bash test/e2e/run.sh 1 2 3 4 5 orion 6 || rc=1
+  bash test/e2e/run.sh security || rc=1
   bash test/e2e/run.sh dra || rc=1
   bash test/e2e/run.sh install || rc=1
   return "$rc"

@@ -7,6 +7,7 @@
 #   demo      scenario 1, printing what each pod's container sees
 #   all       1 2 3 4 5 orion perf image 6 (the default)
 #   SCENARIO  any of 1 2 3 4 5 orion 6 perf image, run in that canonical order
+#   security  the hostile tenant (lib/security.sh); not part of all
 #   dra       d1..d7 on a real cluster (etcd, apiserver, scheduler, ...)
 #   demo-dra  d1 d2, printing what each pod sees and its claim
 #   install   on that cluster: the image, the chart (install, upgrade,
@@ -44,13 +45,17 @@ source "$E2E_DIR/lib/cluster.sh"
 source "$E2E_DIR/lib/dra.sh"
 # shellcheck source=lib/install.sh
 source "$E2E_DIR/lib/install.sh"
+# shellcheck source=lib/security.sh
+source "$E2E_DIR/lib/security.sh"
 
-ORDER=(1 2 3 4 5 orion perf image 6)
+ALL=(1 2 3 4 5 orion perf image 6)
+# security runs on the same node before 6, which takes that node down
+ORDER=(1 2 3 4 5 orion perf image security 6)
 DRA_ORDER=(d1 d2 d3 d4 d5 d6 d7)
 CLUSTER=0
 
 usage() {
-  sed -n '4,18p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '4,19p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -136,9 +141,9 @@ main() {
   DEMO=0
   for s in "$@"; do
     case $s in
-      all) want+=("${ORDER[@]}") ;;
+      all) want+=("${ALL[@]}") ;;
       demo) DEMO=1 && want+=(1) ;;
-      1 | 2 | 3 | 4 | 5 | 6 | orion | perf | image) want+=("$s") ;;
+      1 | 2 | 3 | 4 | 5 | 6 | orion | perf | image | security) want+=("$s") ;;
       dra) want_dra+=("${DRA_ORDER[@]}") ;;
       demo-dra) DEMO=1 && want_dra+=(d1 d2) ;;
       d1 | d2 | d3 | d4 | d5 | d6 | d7) want_dra+=("$s") ;;

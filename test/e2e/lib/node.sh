@@ -89,9 +89,9 @@ setup_tools() {
 }
 
 build_binaries() {
-  log "go build lpu-device-plugin, lpu-nri, noopnri, simnode"
+  log "go build lpu-device-plugin, lpu-nri, noopnri, simnode, sealtool, connflood"
   local t out
-  for t in cmd/lpu-device-plugin cmd/lpu-nri test/e2e/noopnri test/e2e/simnode; do
+  for t in cmd/lpu-device-plugin cmd/lpu-nri test/e2e/noopnri test/e2e/simnode test/e2e/sealtool test/e2e/connflood; do
     if ! out=$(cd "$REPO" && GOFLAGS=-buildvcs=false go build -o "$BASE/bin/$(basename "$t")" "./$t" 2>&1); then
       fatal "build ./$t" "$out"
     fi
@@ -668,7 +668,7 @@ teardown() {
       done
     fi
   done
-  for n in lpu-device-plugin lpu-nri noopnri fixednri; do stop_daemon "$n" 3; done
+  for n in lpu-device-plugin lpu-nri noopnri fixednri stall; do stop_daemon "$n" 3; done
   # shims exit by themselves once their pods are gone; give them a moment
   wait_for 5 eval '[ -z "$(our_shims)" ]'
   for n in a b; do ctd_stop "$n"; done
