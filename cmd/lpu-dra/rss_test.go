@@ -129,7 +129,9 @@ func idleRSS(b *testing.B, client kubernetes.Interface, kubeconfig, bin string, 
 	go func() { exited <- cmd.Wait() }()
 	defer func() {
 		_ = cmd.Process.Kill()
-		<-exited
+		if err := <-exited; err == nil {
+			b.Log("lpu-dra exited cleanly before it was killed")
+		}
 		_ = client.ResourceV1().ResourceSlices().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
 	}()
 	deadline := time.Now().Add(time.Minute)

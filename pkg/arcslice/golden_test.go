@@ -10,8 +10,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/hyperaccel/lpu-node/pkg/device"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.json.gz from the current builder")
