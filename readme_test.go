@@ -79,7 +79,7 @@ func TestReadmeMetricsMatchCode(t *testing.T) {
 
 func TestReadmeFlagsExist(t *testing.T) {
 	text := readme(t)
-	for bin, dir := range map[string]string{"lpu-device-plugin": "cmd/lpu-device-plugin", "lpu-nri": "cmd/lpu-nri"} {
+	for bin, dir := range map[string]string{"lpu-device-plugin": "cmd/lpu-device-plugin", "lpu-nri": "cmd/lpu-nri", "lpu-dra": "cmd/lpu-dra"} {
 		src := sources(t, dir)
 		// The usage lines in the README start with the binary's name.
 		re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(bin) + ` .*(?:\n {2,}.*)*`)

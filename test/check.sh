@@ -29,9 +29,10 @@ do_tools() {
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null
   }
   # helm renders the chart in deploy tests; the rest runs the e2e node.
+  # containerd17: the shipped 1.7 snippet is run on a real containerd 1.7 (deploy tests).
   # etcd and kube (apiserver, scheduler, controller-manager, kubectl) run the
   # cluster tests: internal/clustertest and the e2e DRA scenarios.
-  bash test/e2e/tools.sh helm apt containerd crictl kubelet kube etcd
+  bash test/e2e/tools.sh helm apt containerd containerd17 crictl kubelet kube etcd
 }
 
 do_lint() {
@@ -47,6 +48,10 @@ do_lint() {
 do_unit() {
   log "go test -race ./..."
   HELM=${HELM:-$(bash test/e2e/tools.sh path | tr ':' '\n' | grep helm)/helm} go test -race -count=1 ./...
+  # A module of its own (it imports k8s.io/kubernetes for the API server's
+  # validation code): lpu-dra's slices and chart objects, validated for real.
+  log "go test ./test/dravalidate (v1.37.2 API validation)"
+  (cd test/dravalidate && go vet ./... && go test -count=1 ./...)
 }
 
 # Smoke budgets are execution counts, about 2-7 s each on 2 cores. A

@@ -27,6 +27,14 @@
 // it is one contiguous arc, and why not, for the best-effort and strict
 // allocation policies.
 //
+// # ArcOrder
+//
+// ArcOrder lists every arc of the layout (each size at each start, a whole
+// ring once) in the order Preferred would pick them given the devices held
+// now. The DRA driver publishes its devices in this order, because the
+// Kubernetes allocator takes the first device that fits; the simulator's
+// dra policy and the driver's tests use the same function.
+//
 // # Example
 //
 //	l, err := alloc.NewLayout([][]string{{"lpu0", "lpu1", "lpu2", "lpu3", "lpu4", "lpu5", "lpu6", "lpu7"}})

@@ -170,6 +170,21 @@ func (l *Layout) PreferredArc(available, mustInclude []string, size int) (ids []
 // is scored in constant time from the per-ring summaries.
 func (l *Layout) bestArc(st []ringStats, must []loc, mustRing, size int) (int, int, bool) {
 	a := newArcSearch(st, must, size)
+	l.search(a, st, mustRing)
+	return a.best.ring, a.best.start, a.found
+}
+
+// eachArc calls each with the score of every candidate arc bestArc
+// considers, in no particular order (ArcOrder sorts them).
+func (l *Layout) eachArc(st []ringStats, must []loc, mustRing, size int, each func(score)) {
+	a := newArcSearch(st, must, size)
+	a.each = each
+	l.search(a, st, mustRing)
+}
+
+// search offers every candidate arc to a.
+func (l *Layout) search(a *arcSearch, st []ringStats, mustRing int) {
+	size := a.size
 	for r := range st {
 		n := len(l.rings[r])
 		if n < size || (mustRing >= 0 && r != mustRing) {
@@ -195,7 +210,6 @@ func (l *Layout) bestArc(st []ringStats, must []loc, mustRing, size int) (int, i
 			a.inSegment(r, n, sg, max(otherRings, ringRest))
 		}
 	}
-	return a.best.ring, a.best.start, a.found
 }
 
 // arcSearch is bestArc's state: the node's totals every score starts
@@ -208,6 +222,7 @@ type arcSearch struct {
 	top2                int // longest segment on any other ring
 	best                score
 	found               bool
+	each                func(score) // when set, sees every candidate (eachArc)
 }
 
 func newArcSearch(st []ringStats, must []loc, size int) *arcSearch {
@@ -228,6 +243,9 @@ func newArcSearch(st []ringStats, must []loc, size int) *arcSearch {
 }
 
 func (a *arcSearch) consider(c score) {
+	if a.each != nil {
+		a.each(c)
+	}
 	if !a.found || c.better(a.best) {
 		a.best, a.found = c, true
 	}

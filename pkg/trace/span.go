@@ -16,20 +16,40 @@ import (
 const (
 	SpanAllocate        = "Allocate"
 	SpanCreateContainer = "CreateContainer"
+	SpanPrepare         = "PrepareResourceClaim" // lpu-dra, one per claim
 )
 
 // Attribute keys of the two spans, in one place.
 const (
-	AttrAllocationID = attribute.Key("lpu.allocation.id")  // both spans
-	AttrResource     = attribute.Key("lpu.resource")       // Allocate: extended resource name
-	AttrDeviceIDs    = attribute.Key("lpu.device.ids")     // Allocate; CreateContainer via RecordDevices
-	AttrDeviceCount  = attribute.Key("lpu.device.count")   // with AttrDeviceIDs
-	AttrRing         = attribute.Key("lpu.ring")           // Allocate: ring index, -1 when the set spans rings
-	AttrContiguous   = attribute.Key("lpu.contiguous")     // Allocate: one contiguous ring arc
-	AttrPod          = attribute.Key("k8s.pod.name")       // CreateContainer
-	AttrNamespace    = attribute.Key("k8s.namespace.name") // CreateContainer
-	AttrContainer    = attribute.Key("k8s.container.name") // CreateContainer
+	AttrAllocationID = attribute.Key("lpu.allocation.id")      // both spans
+	AttrResource     = attribute.Key("lpu.resource")           // Allocate: extended resource name
+	AttrDeviceIDs    = attribute.Key("lpu.device.ids")         // Allocate; CreateContainer via RecordDevices
+	AttrDeviceCount  = attribute.Key("lpu.device.count")       // with AttrDeviceIDs
+	AttrRing         = attribute.Key("lpu.ring")               // Allocate: ring index, -1 when the set spans rings
+	AttrContiguous   = attribute.Key("lpu.contiguous")         // Allocate: one contiguous ring arc
+	AttrPod          = attribute.Key("k8s.pod.name")           // CreateContainer
+	AttrNamespace    = attribute.Key("k8s.namespace.name")     // CreateContainer
+	AttrContainer    = attribute.Key("k8s.container.name")     // CreateContainer
+	AttrClaim        = attribute.Key("k8s.resourceclaim.name") // PrepareResourceClaim
+	AttrClaimUID     = attribute.Key("k8s.resourceclaim.uid")  // PrepareResourceClaim
+	AttrPodUIDs      = attribute.Key("k8s.pod.uids")           // PrepareResourceClaim: pods the claim is reserved for
 )
+
+// StartPrepare starts lpu-dra's span for preparing one ResourceClaim, a
+// child of any span in ctx. The LPU IDs are added with RecordDevices once
+// resolved.
+func StartPrepare(ctx context.Context, tracer oteltrace.Tracer, namespace, claim, claimUID string, podUIDs []string) (context.Context, oteltrace.Span) {
+	ctx, span := tracer.Start(ctx, SpanPrepare, serverKind)
+	if span.IsRecording() {
+		span.SetAttributes(
+			AttrNamespace.String(namespace),
+			AttrClaim.String(claim),
+			AttrClaimUID.String(claimUID),
+			AttrPodUIDs.StringSlice(podUIDs),
+		)
+	}
+	return ctx, span
+}
 
 // AllocationSpanContext returns the span context of the Allocate span of
 // allocID as any process can compute it from the ID alone: with

@@ -32,13 +32,22 @@ log() { printf '[%(%H:%M:%S)T] tools: %s\n' -1 "$*" >&2; }
 bin_dir() { echo "$LPU_E2E_CACHE/$1-$2"; }
 
 do_apt() {
-  local want="runc busybox-static umoci podman jq curl iproute2" missing=""
+  # skopeo and docker-registry: the release test's loopback registry round trip.
+  local want="runc busybox-static umoci podman jq curl iproute2 skopeo docker-registry" missing=""
   for p in $want; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
   [ -z "$missing" ] && return 0
   log "apt-get install$missing"
   apt-get update -qq
+  # A package's service (docker-registry's) must not start on install: the
+  # tests run their own registry on loopback. policy-rc.d exit 101 forbids it.
+  local policy=/usr/sbin/policy-rc.d own_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && own_policy=1
+  fi
   # shellcheck disable=SC2086 # a list of package names
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  [ "$own_policy" = 1 ] && rm -f "$policy"
+  return 0
 }
 
 do_containerd() {

@@ -37,6 +37,7 @@ type Config struct {
 	Nodes    []Node
 	Strict   bool
 	Ablation string // "", "all", or comma-separated variant names such as LSAP,CLSAP
+	DRA      bool   // also run dra-static and dra-dynamic (lpu-dra's published order)
 	OutDir   string
 }
 
@@ -57,11 +58,12 @@ func parseFlags(args []string) (Config, error) {
 	nodes := fs.String("node", "1x8 2x8 1x16", "space-separated node shapes RINGSxLPUS")
 	strict := fs.Bool("strict", false, "refuse non-contiguous picks (the strict policy) instead of admitting them (best-effort)")
 	ablation := fs.String("ablation", "", `also run scoring variants by brute force (slow): "all", or names such as LSAP,CLSAP (L largest arc, S segments, A alignment, P position, C power-of-two capacity, W area, V segment vector, B best fit, T oracle end times, +F brute-force fallback)`)
+	dra := fs.Bool("dra", false, "also run the DRA allocator on lpu-dra's published arc order: dra-static (the empty node's order) and dra-dynamic (republished after every change)")
 	out := fs.String("out", filepath.Join("test", "sim", "out"), "output directory for results.csv, sizes.csv and rates.png")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
-	cfg := Config{Arrivals: *arrivals, Seed: *seed, Load: *load, Strict: *strict, Ablation: *ablation, OutDir: *out}
+	cfg := Config{Arrivals: *arrivals, Seed: *seed, Load: *load, Strict: *strict, Ablation: *ablation, DRA: *dra, OutDir: *out}
 	if cfg.Arrivals < 1 || cfg.Arrivals > 10_000_000 {
 		return Config{}, fmt.Errorf("-arrivals %d: want 1..10000000", cfg.Arrivals)
 	}
@@ -210,6 +212,10 @@ func runCase(cfg Config, node Node, mix Mix) ([]Result, error) {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d/%s/%s", cfg.Seed, node.Name, mix.String())
 	policies, err := Policies(node, mix, h.Sum64(), cfg.Ablation)
+	if err == nil && cfg.DRA {
+		l, _ := alloc.NewLayout(node.Rings) // Policies checked the rings
+		policies = append(policies, newDRA(l, false), newDRA(l, true))
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -241,3 +241,23 @@ func TestAblationMatchesPkgAlloc(t *testing.T) {
 		}
 	}
 }
+
+// The DRA allocator on the dynamically republished order does what
+// pkg/alloc does within the target; the static order does worse.
+func TestDRAOrder(t *testing.T) {
+	cases, err := Run(Config{Arrivals: 20_000, Seed: 1, Load: 0.9, DRA: true,
+		Nodes: []Node{{Name: "1x8", Rings: [][]string{{"lpu0", "lpu1", "lpu2", "lpu3", "lpu4", "lpu5", "lpu6", "lpu7"}}}},
+		Mixes: []Mix{MixDefault}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cases[0]
+	bound := float64(c.Bound().Contiguous)
+	got := map[string]float64{}
+	for _, r := range c.Results {
+		got[r.Policy] = float64(r.Contiguous) / bound
+	}
+	if got["dra-dynamic"] < 0.985 || got["dra-dynamic"] <= got["dra-static"] {
+		t.Fatalf("contiguous vs bound: dynamic %.4f, static %.4f; want dynamic ≥ 0.985 and above static", got["dra-dynamic"], got["dra-static"])
+	}
+}

@@ -12,12 +12,13 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/health"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/metrics"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/nfd"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/plugin"
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/internal/logchange"
+	"github.com/hyperaccel/lpu-node/internal/nodemode"
 	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -57,6 +58,11 @@ func Run(ctx context.Context, p Params) error {
 	log.Info("starting lpu-device-plugin", "version", p.Version, "node", node, "resource", cfg.ResourceName,
 		"root", root, "kubeletDir", cfg.Kubelet.DevicePluginDir, "stateDir", cfg.StateDir,
 		"injection", mode, "injectionReason", why, "policy", cfg.Allocation.Policy)
+
+	// One mode per node: never serve LPUs lpu-dra already serves.
+	if err := nodemode.RefuseIfDRA(nodemode.RegistryDir(cfg.Kubelet.DevicePluginDir)); err != nil {
+		return err
+	}
 
 	// Tracing fails open: a bad endpoint or exporter is logged, never fatal.
 	tracer, stopTracing := startup.Tracing(ctx, cfg.Tracing, "lpu-device-plugin", p.Version, log)

@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/health"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/plugin"
+	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/internal/logchange"
 	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 	"github.com/hyperaccel/lpu-node/internal/podresources"

@@ -18,6 +18,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/plugin"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/backoff"
+	"github.com/hyperaccel/lpu-node/internal/dracheckpoint"
 	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -149,7 +150,8 @@ func Run(ctx context.Context, p Params) error {
 		tracer, stopTracing := startup.Tracing(ctx, cfg.Tracing, "lpu-nri", p.Version, log)
 		defer stopTracing()
 		pc := plugin.Config{Key: key, Store: store, Options: opts, Metrics: m, Ready: rs, Log: log,
-			CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Tracer: tracer}
+			CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Tracer: tracer,
+			Claims: func(pod string, claims []string) error { return dracheckpoint.Verify(cfg.StateDir, pod, claims) }}
 		if cfg.Kubelet.PodResourcesCheck {
 			c := podresources.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
 			defer c.Close()

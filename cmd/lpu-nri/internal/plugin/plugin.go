@@ -52,6 +52,10 @@ type Config struct {
 	// device plugin's Allocate span through the allocation ID; nil: no
 	// tracing.
 	Tracer oteltrace.Tracer
+	// Claims verifies that lpu-dra prepared the named claims for the pod
+	// (dracheckpoint.Verify on the state dir); nil refuses every container
+	// with a claim's CDI device.
+	Claims func(podUID string, claimUIDs []string) error
 }
 
 // Plugin is the NRI plugin. It implements the stub's Configure,
@@ -66,6 +70,7 @@ type Plugin struct {
 	ready        Readiness
 	log          *slog.Logger
 	tracer       oteltrace.Tracer
+	claims       func(podUID string, claimUIDs []string) error
 	connMu       sync.Mutex
 	synced       atomic.Bool
 	syncs        atomic.Int64 // Synchronize calls, to tell a lost connection from a failed one
@@ -80,7 +85,7 @@ func New(cfg Config) (*Plugin, error) {
 		return nil, errors.New("nri plugin: no inventory store")
 	}
 	p := &Plugin{key: cfg.Key, store: cfg.Store, opts: cfg.Options, check: cfg.Check,
-		checkTimeout: cfg.CheckTimeout, m: cfg.Metrics, ready: cfg.Ready, log: cfg.Log, tracer: cfg.Tracer}
+		checkTimeout: cfg.CheckTimeout, m: cfg.Metrics, ready: cfg.Ready, log: cfg.Log, tracer: cfg.Tracer, claims: cfg.Claims}
 	if p.tracer == nil {
 		p.tracer = noop.NewTracerProvider().Tracer(trace.ScopeName)
 	}
@@ -208,6 +213,18 @@ func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 			"container env sets %s %d times (image and pod spec both set it?): the runtime would keep the last copy instead of the value lpu-nri sets, so set it at most once (lpu-nri overrides it anyway)",
 			inject.EnvVisibleDevices, n)
 	}
+	if claims := claimUIDs(ctr.GetCDIDevices()); len(claims) > 0 {
+		// LPUs from a DRA claim: the runtime already applied the claim's
+		// CDI spec (nodes, mounts, LPU_VISIBLE_DEVICES); add nothing, once
+		// lpu-dra's checkpoint says the claim was prepared for this pod.
+		if p.claims == nil {
+			return nil, none, refuse(metrics.ReasonBadValue, "container has lpu-dra claim devices %v but this lpu-nri cannot verify claims", claims)
+		}
+		if err := p.claims(pod.GetUid(), claims); err != nil {
+			return nil, none, refuse(metrics.ReasonBadValue, "lpu-dra claim device: %w", err)
+		}
+		return nil, none, nil
+	}
 	alloc, err := p.key.OpenAllocation(ctr.GetAnnotations())
 	ids := alloc.IDs
 	switch {
@@ -244,6 +261,18 @@ func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 		}
 	}
 	return inject.ForDevices(devs, snap.DriverVersion(), p.opts).Adjustment(), alloc, nil
+}
+
+// claimUIDs returns the claim UIDs of the container's lpu-dra CDI devices
+// ("lpu.hyperaccel.ai/claim=<uid>").
+func claimUIDs(devs []*api.CDIDevice) []string {
+	var out []string
+	for _, d := range devs {
+		if uid, ok := strings.CutPrefix(d.GetName(), inject.ClaimKind+"="); ok {
+			out = append(out, uid)
+		}
+	}
+	return out
 }
 
 // visibleDevicesCopies counts the entries of env that set
@@ -298,6 +327,9 @@ func (p *Plugin) Audit(pods []*api.PodSandbox, ctrs []*api.Container) int {
 			continue
 		}
 		pod := byID[c.GetPodSandboxId()]
+		if claims := claimUIDs(c.GetCDIDevices()); len(claims) > 0 && p.claims != nil && p.claims(pod.GetUid(), claims) == nil {
+			continue // LPUs from a claim lpu-dra prepared for this pod
+		}
 		why := p.coverage(snap, pod, c, held)
 		if why == "" {
 			continue

@@ -1,6 +1,6 @@
-// Package health keeps lpu-device-plugin's view of the node's LPUs current:
-// the inventory from discovery and, for each device, the health the plugin
-// reports to the kubelet.
+// Package health keeps a daemon's view of the node's LPUs current:
+// the inventory from discovery and, for each device, the health the daemon
+// reports to the kubelet (lpu-device-plugin, lpu-dra).
 //
 // A Monitor rescans on file events (fsnotify on the paths the Source names:
 // the sysfs class directory, each device's directory, /dev), on a periodic

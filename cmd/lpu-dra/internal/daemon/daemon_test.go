@@ -1,0 +1,90 @@
+package daemon
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/nodemode"
+	"github.com/hyperaccel/lpu-node/internal/sockettest"
+)
+
+// kubeconfig points at a port nobody serves: the API server is down.
+func kubeconfig(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	os.WriteFile(p, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:1"}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+users: [{name: u, user: {}}]
+current-context: c
+`), 0o600)
+	return p
+}
+
+func params(t *testing.T) (Params, string) {
+	dir := sockettest.ShortDir(t)
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.StateDir = filepath.Join(dir, "s")
+	cfg.CDI.SpecDir = filepath.Join(dir, "c")
+	cfg.Kubelet.DevicePluginDir = filepath.Join(dir, "dp")
+	os.MkdirAll(cfg.Kubelet.DevicePluginDir, 0o755)
+	opts := &Options{NodeName: "node-a", Kubeconfig: kubeconfig(t),
+		PluginDir: filepath.Join(dir, "p"), RegistryDir: filepath.Join(dir, "r")}
+	opts.Simulate = 8
+	return Params{Config: cfg, Options: opts, Version: "test"}, dir
+}
+
+// With the API server down the driver still starts, registers with the
+// kubelet (its registration socket answers) and stops cleanly.
+func TestRunWithAPIServerDown(t *testing.T) {
+	p, _ := params(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, p) }()
+	reg := nodemode.DRARegistrationSocket(p.Options.RegistryDir)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, err := net.Dial("unix", reg); err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned early: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("registration socket never answered")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := nodemode.RefuseIfDRA(p.Options.RegistryDir); err == nil {
+		t.Fatal("the device plugin guard does not see the running driver")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+func TestRunRefusesNextToTheDevicePlugin(t *testing.T) {
+	p, _ := params(t)
+	ln, err := net.Listen("unix", filepath.Join(p.Config.Kubelet.DevicePluginDir, "lpu.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	err = Run(context.Background(), p)
+	if err == nil || !strings.Contains(err.Error(), "lpu-device-plugin serves this node") {
+		t.Fatalf("Run = %v", err)
+	}
+}

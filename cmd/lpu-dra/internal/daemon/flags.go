@@ -1,0 +1,77 @@
+package daemon
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/cmdline"
+	"github.com/hyperaccel/lpu-node/internal/startup"
+)
+
+// Defaults of the kubelet plugin paths.
+const (
+	DefaultPluginDir   = "/var/lib/kubelet/plugins/lpu.hyperaccel.ai"
+	DefaultRegistryDir = "/var/lib/kubelet/plugins_registry"
+)
+
+// Options are lpu-dra's command line after flags and their environment
+// twins were read; --root, --state-dir, --cdi-dir and --metrics-addr land
+// in the config instead (cmdline.Command.Apply).
+type Options struct {
+	startup.Flags
+	NodeName    string
+	Kubeconfig  string // "" means in-cluster config
+	PluginDir   string
+	RegistryDir string
+
+	cdiDir string
+}
+
+// Command declares lpu-dra's flags, writing to o.
+func Command(o *Options) *cmdline.Command {
+	c := cmdline.New("")
+	o.Declare(c, "config")
+	c.String(&o.NodeName, "node-name", "NODE_NAME", "", "this node's `NAME` (required); also the name of the driver's resource pool").Required()
+	c.String(&o.Kubeconfig, "kubeconfig", "KUBECONFIG", "", "kubeconfig `FILE` for the API server; empty: in-cluster config")
+	o.Declare(c, "root", "state-dir")
+	c.String(&o.cdiDir, "cdi-dir", "LPU_CDI_DIR", "", "`DIR` for the per-claim CDI specs; overrides config cdi.specDir (default "+config.DefaultCDISpecDir+")").
+		Absolute().Sets(func(cfg *config.Config) { cfg.CDI.SpecDir = o.cdiDir })
+	c.String(&o.PluginDir, "plugin-dir", "LPU_PLUGIN_DIR", DefaultPluginDir, "kubelet plugin `DIR` for the driver's socket (default "+DefaultPluginDir+")").Absolute()
+	c.String(&o.RegistryDir, "registry-dir", "LPU_REGISTRY_DIR", DefaultRegistryDir, "kubelet plugin registry `DIR` (default "+DefaultRegistryDir+")").Absolute()
+	o.Declare(c, "metrics-addr", "simulate", "version")
+	return c
+}
+
+const intro = `lpu-dra is the kubelet DRA driver (lpu.hyperaccel.ai) for LPUs: it publishes
+every ring arc as a device, so the scheduler hands out ring-contiguous arcs,
+and prepares claims as per-claim CDI specs.
+
+Usage:
+  lpu-dra [--config FILE] --node-name NAME [--kubeconfig FILE] [--root DIR]
+          [--state-dir DIR] [--cdi-dir DIR] [--plugin-dir DIR] [--registry-dir DIR]
+          [--metrics-addr HOST:PORT] [--simulate N] [--version] [--help]
+
+Every flag but --version has an environment twin (in brackets). Precedence:
+flag > environment > config file > built-in default.
+
+Flags:
+`
+
+const outro = `
+--state-dir holds lpu-dra's checkpoint of prepared claims (dra-checkpoint.json).
+lpu-dra refuses to start while lpu-device-plugin serves the node (its socket
+in the config's kubelet.devicePluginDir answers): one mode per node.
+
+Endpoints (--metrics-addr):
+  /metrics  Prometheus metrics
+  /healthz  200 while registered with the kubelet
+  /readyz   200 once devices were discovered and the kubelet plugin started
+`
+
+// Usage writes the help text.
+func Usage(w io.Writer) {
+	fmt.Fprint(w, intro)
+	cmdline.PrintFlags(w, Command(&Options{}))
+	fmt.Fprint(w, outro)
+}

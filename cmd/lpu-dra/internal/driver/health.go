@@ -1,0 +1,55 @@
+package driver
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+)
+
+// healthResend re-sends an unchanged report well inside the kubelet's
+// default 30 s health timeout.
+const healthResend = 10 * time.Second
+
+// WatchHealthStatus reports the health of every published arc: Unhealthy,
+// naming the LPU and why, when any of its LPUs is; a new report on every
+// device change and every 10 s.
+func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	tick := time.NewTicker(healthResend)
+	defer tick.Stop()
+	for {
+		report, changed := d.healthReport()
+		select {
+		case <-ctx.Done():
+			return nil
+		case reports <- report:
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-tick.C:
+		}
+	}
+}
+
+func (d *Driver) healthReport() (kubeletplugin.DeviceHealthReport, <-chan struct{}) {
+	snap, changed := d.devices.Snapshot()
+	var r kubeletplugin.DeviceHealthReport
+	if snap.Layout == nil || snap.Inventory == nil {
+		return r, changed
+	}
+	now := time.Now()
+	for _, a := range snap.Layout.Arcs() {
+		h := kubeletplugin.DeviceHealth{PoolName: d.opts.NodeName, DeviceName: arcslice.DeviceName(a),
+			Health: kubeletplugin.HealthStatusHealthy, LastUpdated: now}
+		if bad, sick := holdsUnhealthy(snap.Inventory, snap.Layout.ArcIDs(a)); sick {
+			h.Health = kubeletplugin.HealthStatusUnhealthy
+			h.Message = bad.ID + ": " + bad.Health.Reason
+		}
+		r.Devices = append(r.Devices, h)
+	}
+	return r, changed
+}

@@ -1,0 +1,88 @@
+package driver
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are lpu-dra's Prometheus metrics. A nil *Metrics records nothing.
+type Metrics struct {
+	Registry    *prometheus.Registry
+	prepared    prometheus.Gauge
+	prepare     prometheus.Histogram
+	unprepare   prometheus.Histogram
+	refusals    *prometheus.CounterVec
+	republishes prometheus.Counter
+}
+
+// Metric names, for docs and tests.
+const (
+	MetricPreparedClaims   = "lpu_dra_prepared_claims"
+	MetricPrepareSeconds   = "lpu_dra_prepare_duration_seconds"
+	MetricUnprepareSeconds = "lpu_dra_unprepare_duration_seconds"
+	MetricRefusals         = "lpu_dra_prepare_refusals_total"
+	MetricRepublishes      = "lpu_dra_republishes_total"
+)
+
+// NewMetrics registers the metrics, with the Go and process collectors,
+// on a new registry.
+func NewMetrics(node string) *Metrics {
+	reg := prometheus.NewRegistry()
+	labels := prometheus.Labels{"node": node}
+	buckets := prometheus.ExponentialBuckets(0.0005, 2, 14) // 0.5 ms … 4 s
+	m := &Metrics{
+		Registry: reg,
+		prepared: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricPreparedClaims,
+			Help: "Claims this driver has prepared and not yet unprepared.", ConstLabels: labels}),
+		prepare: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricPrepareSeconds,
+			Help: "Time to prepare one claim (CDI spec and checkpoint written), seconds.", Buckets: buckets, ConstLabels: labels}),
+		unprepare: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricUnprepareSeconds,
+			Help: "Time to unprepare one claim, seconds.", Buckets: buckets, ConstLabels: labels}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRefusals,
+			Help: "Claims refused by Prepare, by reason.", ConstLabels: labels}, []string{"reason"}),
+		republishes: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricRepublishes,
+			Help: "ResourceSlice publications handed to the kubelet plugin helper.", ConstLabels: labels}),
+	}
+	for _, r := range []string{ReasonForeignPool, ReasonBadDevice, ReasonUnhealthy, ReasonHeld, ReasonNotReady, ReasonWrite, ReasonChanged} {
+		m.refusals.WithLabelValues(r)
+	}
+	reg.MustRegister(m.prepared, m.prepare, m.unprepare, m.refusals, m.republishes,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *Metrics) setPrepared(n int) {
+	if m != nil {
+		m.prepared.Set(float64(n))
+	}
+}
+
+func (m *Metrics) observePrepare(d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.prepare.Observe(d.Seconds())
+	if err != nil {
+		reason := ReasonBadDevice
+		var r *refusal
+		if errors.As(err, &r) {
+			reason = r.reason
+		}
+		m.refusals.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) observeUnprepare(d time.Duration) {
+	if m != nil {
+		m.unprepare.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) republished() {
+	if m != nil {
+		m.republishes.Inc()
+	}
+}

@@ -1,0 +1,203 @@
+package deploy_test
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const draManifestsFile = "manifests/lpu-node-dra.yaml"
+
+// draObjects is a mode=dra rendering, decoded strictly.
+type draObjects struct {
+	DaemonSets      map[string]*appsv1.DaemonSet
+	DeviceClasses   map[string]*resourcev1.DeviceClass
+	ClaimTemplates  map[string]*resourcev1.ResourceClaimTemplate
+	ClusterRole     *rbacv1.ClusterRole
+	Binding         *rbacv1.ClusterRoleBinding
+	ServiceAccounts []string
+}
+
+func decodeDRA(t *testing.T, rendered []byte) draObjects {
+	t.Helper()
+	o := draObjects{DaemonSets: map[string]*appsv1.DaemonSet{}, DeviceClasses: map[string]*resourcev1.DeviceClass{},
+		ClaimTemplates: map[string]*resourcev1.ResourceClaimTemplate{}}
+	for i, doc := range docSep.Split(string(rendered), -1) {
+		if strings.TrimSpace(stripComments(doc)) == "" {
+			continue
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+			t.Fatalf("document %d: %v", i, err)
+		}
+		strict := func(v any) {
+			if err := yaml.UnmarshalStrict([]byte(doc), v); err != nil {
+				t.Fatalf("document %d (%s): strict decode: %v\n%s", i, tm.Kind, err, doc)
+			}
+		}
+		switch tm.APIVersion + "/" + tm.Kind {
+		case "apps/v1/DaemonSet":
+			var ds appsv1.DaemonSet
+			strict(&ds)
+			o.DaemonSets[ds.Name] = &ds
+		case "resource.k8s.io/v1/DeviceClass":
+			var dc resourcev1.DeviceClass
+			strict(&dc)
+			o.DeviceClasses[dc.Name] = &dc
+		case "resource.k8s.io/v1/ResourceClaimTemplate":
+			var rct resourcev1.ResourceClaimTemplate
+			strict(&rct)
+			o.ClaimTemplates[rct.Namespace+"/"+rct.Name] = &rct
+		case "rbac.authorization.k8s.io/v1/ClusterRole":
+			o.ClusterRole = &rbacv1.ClusterRole{}
+			strict(o.ClusterRole)
+		case "rbac.authorization.k8s.io/v1/ClusterRoleBinding":
+			o.Binding = &rbacv1.ClusterRoleBinding{}
+			strict(o.Binding)
+		case "v1/ServiceAccount":
+			var sa corev1.ServiceAccount
+			strict(&sa)
+			o.ServiceAccounts = append(o.ServiceAccounts, sa.Name)
+		case "v1/ConfigMap":
+		default:
+			t.Fatalf("document %d: unexpected kind %s/%s", i, tm.APIVersion, tm.Kind)
+		}
+	}
+	return o
+}
+
+func TestChartDRAMode(t *testing.T) {
+	helm := helmBinary(t)
+	o := decodeDRA(t, render(t, helm, "mode=dra", "json:dra.arcSizes=[1,4]", "json:dra.claimTemplates.namespaces=[\"ml\"]"))
+
+	main, dra := o.DaemonSets[release], o.DaemonSets[release+"-dra"]
+	if main == nil || dra == nil || len(o.DaemonSets) != 2 {
+		t.Fatalf("daemonsets %v, want %s and %s-dra", keys(o.DaemonSets), release, release)
+	}
+	var names []string
+	for _, c := range main.Spec.Template.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	if !slices.Equal(names, []string{"lpu-nri"}) {
+		t.Fatalf("main DaemonSet containers %v: in dra mode the device plugin must not run", names)
+	}
+	spec := dra.Spec.Template.Spec
+	if len(spec.Containers) != 1 || spec.Containers[0].Name != "lpu-dra" || spec.ServiceAccountName != release+"-dra" ||
+		spec.AutomountServiceAccountToken == nil || !*spec.AutomountServiceAccountToken {
+		t.Fatalf("dra pod spec: %+v", spec)
+	}
+	c := spec.Containers[0]
+	if !slices.Equal(c.Command, []string{"/usr/bin/lpu-dra"}) {
+		t.Fatalf("command %v", c.Command)
+	}
+	for _, a := range []string{"--config=/etc/lpu/config.yaml", "--metrics-addr=:9412",
+		"--plugin-dir=/var/lib/kubelet/plugins/lpu.hyperaccel.ai", "--registry-dir=/var/lib/kubelet/plugins_registry"} {
+		if !slices.Contains(c.Args, a) {
+			t.Errorf("args %v lack %s", c.Args, a)
+		}
+	}
+	if len(c.Env) == 0 || c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("env %v: want NODE_NAME from spec.nodeName", c.Env)
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.MountPath] = m
+	}
+	for path, ro := range map[string]bool{"/var/lib/kubelet/plugins/lpu.hyperaccel.ai": false, "/var/lib/kubelet/plugins_registry": false,
+		"/var/run/cdi": false, "/var/lib/lpu": false, "/var/lib/kubelet/device-plugins": true, "/host/sys": true, "/host/dev": true} {
+		if m, ok := mounts[path]; !ok || m.ReadOnly != ro {
+			t.Errorf("mount %s: %+v (want present, readOnly %v)", path, m, ro)
+		}
+	}
+
+	if len(o.DeviceClasses) != 3 {
+		t.Fatalf("device classes %v", keys(o.DeviceClasses))
+	}
+	all := o.DeviceClasses["lpu.hyperaccel.ai"]
+	if all == nil || all.Spec.Selectors[0].CEL.Expression != `device.driver == "lpu.hyperaccel.ai"` || all.Spec.ExtendedResourceName != nil {
+		t.Fatalf("class lpu.hyperaccel.ai: %+v", all)
+	}
+	four := o.DeviceClasses["lpu-arc-4.hyperaccel.ai"]
+	if four == nil || four.Spec.ExtendedResourceName == nil || *four.Spec.ExtendedResourceName != "hyperaccel.ai/lpu-arc-4" ||
+		!strings.Contains(four.Spec.Selectors[0].CEL.Expression, `device.attributes["lpu.hyperaccel.ai"].size == 4`) {
+		t.Fatalf("class lpu-arc-4: %+v", four)
+	}
+
+	strict, best := o.ClaimTemplates["ml/lpu-arc-4"], o.ClaimTemplates["ml/lpu-4-best-effort"]
+	if strict == nil || best == nil || len(o.ClaimTemplates) != 2 {
+		t.Fatalf("claim templates %v", keys(o.ClaimTemplates))
+	}
+	if r := strict.Spec.Spec.Devices.Requests[0]; r.Exactly == nil || r.Exactly.DeviceClassName != "lpu.hyperaccel.ai" ||
+		r.Exactly.Selectors[0].CEL.Expression != `device.attributes["lpu.hyperaccel.ai"].size == 4` {
+		t.Fatalf("strict template request %+v", r)
+	}
+	fa := best.Spec.Spec.Devices.Requests[0].FirstAvailable
+	if len(fa) != 2 || fa[0].Name != "arc" || fa[1].Name != "singles" || fa[1].Count != 4 ||
+		!strings.HasSuffix(fa[1].Selectors[0].CEL.Expression, "size == 1") {
+		t.Fatalf("best-effort firstAvailable %+v", fa)
+	}
+
+	want := []rbacv1.PolicyRule{
+		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
+		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+	}
+	if o.ClusterRole == nil || len(o.ClusterRole.Rules) != len(want) {
+		t.Fatalf("cluster role %+v", o.ClusterRole)
+	}
+	for i, r := range want {
+		got := o.ClusterRole.Rules[i]
+		if !slices.Equal(got.APIGroups, r.APIGroups) || !slices.Equal(got.Resources, r.Resources) || !slices.Equal(got.Verbs, r.Verbs) {
+			t.Errorf("rule %d = %+v, want %+v", i, got, r)
+		}
+	}
+	if o.Binding == nil || o.Binding.Subjects[0].Name != release+"-dra" || o.Binding.RoleRef.Name != o.ClusterRole.Name {
+		t.Fatalf("binding %+v", o.Binding)
+	}
+}
+
+// The default mode renders none of the DRA objects.
+func TestChartDevicePluginModeHasNoDRA(t *testing.T) {
+	helm := helmBinary(t)
+	out := string(render(t, helm))
+	for _, s := range []string{"lpu-dra", "DeviceClass", "ResourceClaimTemplate", "ClusterRole"} {
+		if strings.Contains(out, s) {
+			t.Errorf("default rendering mentions %s", s)
+		}
+	}
+	if _, err := runHelm(t, helm, templateArgs("mode=both")...); err == nil || !strings.Contains(err.Error(), "mode") {
+		t.Errorf("mode=both: %v", err)
+	}
+}
+
+func TestDRAManifestsMatchChart(t *testing.T) {
+	helm := helmBinary(t)
+	got, err := os.ReadFile(draManifestsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `# Generated by deploy/render.sh from deploy/helm/lpu-node (default values and
+# mode=dra, namespace kube-system). Do not edit: change the chart and re-run render.sh.
+` + string(render(t, helm, "mode=dra"))
+	if string(got) != want {
+		t.Errorf("%s is stale: run deploy/render.sh (first difference at byte %d)", draManifestsFile, firstDiff(string(got), want))
+	}
+	decodeDRA(t, got)
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,236 @@
+package dracheckpoint
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/hyperaccel/lpu-node/pkg/device"
+)
+
+// FileName is the checkpoint's name in the state directory.
+const FileName = "dra-checkpoint.json"
+
+// Version is the format this package writes and reads.
+const Version = "lpu.hyperaccel.ai/dra-checkpoint/v1"
+
+// maxSize bounds what Load reads: 32 devices per claim, a few thousand
+// claims at most on one node.
+const maxSize = 16 << 20
+
+// Device is one allocated device of a claim.
+type Device struct {
+	Request string `json:"request"` // request (or request/subrequest) name
+	Pool    string `json:"pool"`
+	Device  string `json:"device"` // device name in the pool
+}
+
+// Claim is one prepared claim.
+type Claim struct {
+	UID       string   `json:"uid"`
+	Namespace string   `json:"namespace"`
+	Name      string   `json:"name"`
+	Devices   []Device `json:"devices"`
+	LPUs      []string `json:"lpus"`        // every LPU of the claim, ring order
+	CDIDevice string   `json:"cdiDevice"`   // fully qualified CDI device ID
+	SpecName  string   `json:"cdiSpecName"` // file name of its spec in the CDI dir
+	// Pods are the UIDs of the pods the claim was prepared for (its
+	// reservedFor): lpu-nri admits the claim's CDI device only for them.
+	Pods []string `json:"pods,omitempty"`
+}
+
+// State is the checkpoint's content: prepared claims by UID.
+type State struct {
+	Claims map[string]Claim
+}
+
+type file struct {
+	Version string  `json:"version"`
+	Claims  []Claim `json:"claims"`
+}
+
+// Held returns every LPU a prepared claim holds.
+func (s *State) Held() []string {
+	var out []string
+	for _, c := range s.Claims {
+		out = append(out, c.LPUs...)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Holder returns the UID of the claim holding the LPU id, "" when none.
+func (s *State) Holder(id string) string {
+	for uid, c := range s.Claims {
+		if slices.Contains(c.LPUs, id) {
+			return uid
+		}
+	}
+	return ""
+}
+
+// Verify reports whether every claim UID is prepared in the checkpoint in
+// dir for the pod podUID; the error names the first claim that is not.
+// lpu-nri calls it for a container whose CDI devices name claims.
+func Verify(dir, podUID string, claimUIDs []string) error {
+	s, err := Load(dir)
+	if err != nil {
+		return err
+	}
+	for _, uid := range claimUIDs {
+		c, ok := s.Claims[uid]
+		if !ok {
+			return fmt.Errorf("claim %s is not prepared by lpu-dra on this node", uid)
+		}
+		if podUID == "" || !slices.Contains(c.Pods, podUID) {
+			return fmt.Errorf("claim %s/%s (%s) was not prepared for pod %s", c.Namespace, c.Name, uid, podUID)
+		}
+	}
+	return nil
+}
+
+// Parse decodes and checks a checkpoint.
+func Parse(data []byte) (*State, error) {
+	var f file
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("decode: trailing data after the checkpoint")
+	}
+	if f.Version != Version {
+		return nil, fmt.Errorf("version %q: want %q", f.Version, Version)
+	}
+	s := &State{Claims: make(map[string]Claim, len(f.Claims))}
+	owner := map[string]string{}
+	for i, c := range f.Claims {
+		if c.UID == "" {
+			return nil, fmt.Errorf("claim %d: empty uid", i)
+		}
+		if _, dup := s.Claims[c.UID]; dup {
+			return nil, fmt.Errorf("claim %s listed twice", c.UID)
+		}
+		if len(c.LPUs) == 0 || len(c.Devices) == 0 {
+			return nil, fmt.Errorf("claim %s: no devices or LPUs", c.UID)
+		}
+		for _, id := range c.LPUs {
+			if _, err := device.ParseID(id); err != nil {
+				return nil, fmt.Errorf("claim %s: %w", c.UID, err)
+			}
+			if prev, ok := owner[id]; ok {
+				return nil, fmt.Errorf("claim %s: %s is also held by claim %s", c.UID, id, prev)
+			}
+			owner[id] = c.UID
+		}
+		for j, d := range c.Devices {
+			if d.Pool == "" || d.Device == "" {
+				return nil, fmt.Errorf("claim %s device %d: empty pool or device name", c.UID, j)
+			}
+		}
+		if c.CDIDevice == "" || c.SpecName == "" || c.SpecName != filepath.Base(c.SpecName) || c.SpecName == "." || c.SpecName == ".." {
+			return nil, fmt.Errorf("claim %s: bad cdi device %q or spec name %q", c.UID, c.CDIDevice, c.SpecName)
+		}
+		if len(c.Pods) == 0 {
+			c.Pods = nil // "pods": [] and no pods are the same state
+		}
+		s.Claims[c.UID] = c
+	}
+	return s, nil
+}
+
+// Marshal encodes s, claims sorted by UID so equal states give equal bytes.
+func (s *State) Marshal() ([]byte, error) {
+	f := file{Version: Version, Claims: make([]Claim, 0, len(s.Claims))}
+	for _, c := range s.Claims {
+		f.Claims = append(f.Claims, c)
+	}
+	slices.SortFunc(f.Claims, func(a, b Claim) int {
+		switch {
+		case a.UID < b.UID:
+			return -1
+		case a.UID > b.UID:
+			return 1
+		}
+		return 0
+	})
+	return json.MarshalIndent(f, "", "  ")
+}
+
+// Load reads dir/FileName; a missing file is an empty state.
+func Load(dir string) (*State, error) {
+	path := filepath.Join(dir, FileName)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &State{Claims: map[string]Claim{}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint %s: %w", path, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint %s: %w", path, err)
+	}
+	if len(data) > maxSize {
+		return nil, fmt.Errorf("checkpoint %s: larger than %d bytes", path, maxSize)
+	}
+	s, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Save writes s as dir/FileName atomically and durably: the content is
+// fsynced before the rename and the directory after it.
+func Save(dir string, s *State) error {
+	data, err := s.Marshal()
+	if err != nil {
+		return fmt.Errorf("encode checkpoint: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create state dir %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, FileName)
+	tmp, err := os.CreateTemp(dir, "."+FileName+".*")
+	if err != nil {
+		return fmt.Errorf("write checkpoint %s: %w", path, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return fmt.Errorf("write checkpoint %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("sync checkpoint %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write checkpoint %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write checkpoint %s: %w", path, err)
+	}
+	ok = true
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync state dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync state dir %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+package nodemode
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hyperaccel/lpu-node/internal/sockettest"
+)
+
+func TestRegistryDir(t *testing.T) {
+	if got := RegistryDir("/var/lib/kubelet/device-plugins/"); got != "/var/lib/kubelet/plugins_registry" {
+		t.Fatalf("RegistryDir = %s", got)
+	}
+}
+
+func TestRefuse(t *testing.T) {
+	dir := sockettest.ShortDir(t)
+	reg := DRARegistrationSocket(dir)
+	dp := filepath.Join(dir, "lpu.sock")
+	// Nothing there, then a stale file: both fine.
+	if err := RefuseIfDRA(dir); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(reg, nil, 0o600)
+	os.WriteFile(dp, nil, 0o600)
+	if err := RefuseIfDRA(dir); err != nil {
+		t.Fatalf("stale file: %v", err)
+	}
+	if err := RefuseIfDevicePlugin(dp); err != nil {
+		t.Fatalf("stale file: %v", err)
+	}
+	os.Remove(reg)
+	os.Remove(dp)
+	for _, p := range []string{reg, dp} {
+		ln, err := net.Listen("unix", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+	}
+	if err := RefuseIfDRA(dir); err == nil || !strings.Contains(err.Error(), "lpu-dra serves this node ("+reg+" answers)") {
+		t.Fatalf("RefuseIfDRA = %v", err)
+	}
+	if err := RefuseIfDevicePlugin(dp); err == nil || !strings.Contains(err.Error(), "lpu-device-plugin serves this node") {
+		t.Fatalf("RefuseIfDevicePlugin = %v", err)
+	}
+}

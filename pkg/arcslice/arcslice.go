@@ -1,0 +1,336 @@
+package arcslice
+
+import (
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+
+	"github.com/hyperaccel/lpu-node/pkg/alloc"
+	"github.com/hyperaccel/lpu-node/pkg/device"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+)
+
+// Driver is the DRA driver name and the domain of the device attributes.
+const Driver = "lpu.hyperaccel.ai"
+
+// API limits of resource.k8s.io/v1 in Kubernetes 1.37 that shape the slices.
+const (
+	MaxDevicesPerSlice     = 64 // once devices consume counters or carry taints
+	MaxCounterSetsPerSlice = 8
+	MaxCountersPerSet      = 32
+	MaxStringAttribute     = 64 // bytes of a string attribute value
+)
+
+// TaintKey marks arcs holding an unhealthy LPU; the value is the LPU ID.
+const TaintKey = Driver + "/unhealthy"
+
+// PCIeRootAttribute is the standard attribute naming a device's PCIe root.
+const PCIeRootAttribute resourceapi.QualifiedName = "resource.kubernetes.io/pcieRoot"
+
+// Options tunes Build.
+type Options struct {
+	// Held are the LPU IDs taken by prepared claims; they decide the order
+	// (alloc.ArcOrder). Unhealthy LPUs count as held for the order too.
+	Held []string
+	// PCIeRoot returns the PCIe root ("pci0000:00") of a PCI bus ID, "" when
+	// unknown. Nil leaves the attribute out.
+	PCIeRoot func(pciBusID string) string
+}
+
+// Build returns the slices of one node's pool for inv: device slices in
+// priority order, then counter slices. It fails, naming the ring, when a
+// ring is longer than MaxCountersPerSet or names an LPU discovery lacks.
+// It is NewBuilder then Slices with the unhealthy LPUs of inv.
+func Build(inv *device.Inventory, opts Options) ([]resourceslice.Slice, error) {
+	b, err := NewBuilder(inv, opts)
+	if err != nil {
+		return nil, err
+	}
+	var sick map[string]bool
+	for _, d := range inv.Devices {
+		if !d.Health.Healthy {
+			if sick == nil {
+				sick = map[string]bool{}
+			}
+			sick[d.ID] = true
+		}
+	}
+	return b.Slices(opts.Held, sick), nil
+}
+
+// Builder holds the rendered devices of one inventory, so that a republish
+// after a Prepare or a health change only orders and taints them.
+type Builder struct {
+	layout  *alloc.Layout
+	sets    []resourceapi.CounterSet
+	devices []resourceapi.Device // untainted, in alloc.Layout.Arcs order
+	base    []int                // index in devices of each ring's first arc
+	ringLen []int
+}
+
+// index is the position of a in devices: on a ring of n, size k < n at
+// start s is (k-1)·n + s, the whole ring (k-1)·n.
+func (b *Builder) index(a alloc.Arc) int {
+	return b.base[a.Ring] + (a.Size-1)*b.ringLen[a.Ring] + a.Start
+}
+
+// NewBuilder renders every arc of inv once. It fails like Build.
+func NewBuilder(inv *device.Inventory, opts Options) (*Builder, error) {
+	layout, err := alloc.NewLayout(inv.Rings)
+	if err != nil {
+		return nil, fmt.Errorf("rings: %w", err)
+	}
+	devs := make(map[string]*device.Device, len(inv.Devices))
+	for i := range inv.Devices {
+		devs[inv.Devices[i].ID] = &inv.Devices[i]
+	}
+	one := resource.MustParse("1")
+	sets := make([]resourceapi.CounterSet, len(inv.Rings))
+	for r, ring := range inv.Rings {
+		if len(ring) > MaxCountersPerSet {
+			return nil, fmt.Errorf("ring %d (%s…%s) has %d LPUs: a DRA counter set holds at most %d, so its arcs cannot be published",
+				r, ring[0], ring[len(ring)-1], len(ring), MaxCountersPerSet)
+		}
+		counters := make(map[string]resourceapi.Counter, len(ring))
+		for _, id := range ring {
+			if devs[id] == nil {
+				return nil, fmt.Errorf("ring %d: LPU %q is not in the inventory", r, id)
+			}
+			counters[id] = resourceapi.Counter{Value: one}
+		}
+		sets[r] = resourceapi.CounterSet{Name: CounterSetName(r), Counters: counters}
+	}
+	rb := builder{inv: inv, devs: devs, one: one, opts: opts, roots: map[string]string{},
+		ints: map[int]resourceapi.DeviceAttribute{}, strs: map[string]resourceapi.DeviceAttribute{},
+		templates: map[shared]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}}
+	arcs := layout.Arcs()
+	b := &Builder{layout: layout, sets: sets, devices: make([]resourceapi.Device, len(arcs)),
+		base: make([]int, len(inv.Rings)), ringLen: make([]int, len(inv.Rings))}
+	for r, ring := range inv.Rings {
+		b.ringLen[r] = len(ring)
+		if r > 0 {
+			n := len(inv.Rings[r-1])
+			b.base[r] = b.base[r-1] + n*(n-1) + 1
+		}
+	}
+	for i, a := range arcs {
+		b.devices[i] = rb.device(a, layout.ArcIDs(a))
+	}
+	return b, nil
+}
+
+// Layout is the ring layout the builder publishes.
+func (b *Builder) Layout() *alloc.Layout { return b.layout }
+
+// Slices returns the pool's slices: devices in alloc.ArcOrder for held
+// (unhealthy LPUs count as held), 64 to a slice, then the counter sets, 8
+// to a slice. An arc holding an LPU of unhealthy carries the TaintKey
+// taint. The slices share read-only maps with the builder and with each
+// other; PublishResources copies them.
+func (b *Builder) Slices(held []string, unhealthy map[string]bool) []resourceslice.Slice {
+	all := held
+	if len(unhealthy) > 0 {
+		all = append(append([]string(nil), held...), mapsKeys(unhealthy)...)
+	}
+	order := b.layout.ArcOrder(all)
+	out := make([]resourceslice.Slice, 0, (len(order)+MaxDevicesPerSlice-1)/MaxDevicesPerSlice+(len(b.sets)+MaxCounterSetsPerSlice-1)/MaxCounterSetsPerSlice)
+	for i := 0; i < len(order); i += MaxDevicesPerSlice {
+		part := order[i:min(i+MaxDevicesPerSlice, len(order))]
+		devs := make([]resourceapi.Device, len(part))
+		for j, a := range part {
+			devs[j] = b.devices[b.index(a)]
+			if len(unhealthy) == 0 {
+				continue
+			}
+			for _, id := range b.layout.ArcIDs(a) {
+				if unhealthy[id] {
+					devs[j].Taints = []resourceapi.DeviceTaint{{Key: TaintKey, Value: id, Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+					break
+				}
+			}
+		}
+		out = append(out, resourceslice.Slice{Devices: devs})
+	}
+	for i := 0; i < len(b.sets); i += MaxCounterSetsPerSlice {
+		out = append(out, resourceslice.Slice{SharedCounters: b.sets[i:min(i+MaxCounterSetsPerSlice, len(b.sets))]})
+	}
+	return out
+}
+
+func mapsKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// CounterSetName names the counter set of ring r.
+func CounterSetName(r int) string { return "ring" + strconv.Itoa(r) }
+
+// DeviceName names the device of an arc: "ring0-start6-size4".
+func DeviceName(a alloc.Arc) string {
+	return "ring" + strconv.Itoa(a.Ring) + "-start" + strconv.Itoa(a.Start) + "-size" + strconv.Itoa(a.Size)
+}
+
+// ParseDeviceName is the inverse of DeviceName. It checks the form only;
+// whether the node has the arc is the caller's question.
+func ParseDeviceName(name string) (alloc.Arc, error) {
+	bad := fmt.Errorf("device name %q: want ring<R>-start<S>-size<K>", name)
+	rest, ok := strings.CutPrefix(name, "ring")
+	if !ok {
+		return alloc.Arc{}, bad
+	}
+	parts := strings.Split(rest, "-")
+	if len(parts) != 3 {
+		return alloc.Arc{}, bad
+	}
+	ring, ok1 := number(parts[0], "")
+	start, ok2 := number(parts[1], "start")
+	size, ok3 := number(parts[2], "size")
+	if !ok1 || !ok2 || !ok3 || size == 0 {
+		return alloc.Arc{}, bad
+	}
+	return alloc.Arc{Ring: ring, Start: start, Size: size}, nil
+}
+
+// number parses prefix+N with N a decimal without sign or leading zeros,
+// below 1<<16.
+func number(s, prefix string) (int, bool) {
+	digits, ok := strings.CutPrefix(s, prefix)
+	if !ok || digits == "" || len(digits) > 5 || (len(digits) > 1 && digits[0] == '0') {
+		return 0, false
+	}
+	n := 0
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, n < 1<<16
+}
+
+type builder struct {
+	inv   *device.Inventory
+	devs  map[string]*device.Device
+	one   resource.Quantity
+	opts  Options
+	roots map[string]string // PCI bus ID → PCIe root, memoised per Build
+	// Attribute values are read-only once built, so devices share them:
+	// this halves the allocations of a 32×8 node.
+	ints      map[int]resourceapi.DeviceAttribute
+	strs      map[string]resourceapi.DeviceAttribute
+	templates map[shared]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
+}
+
+func (b *builder) intAttr(v int) resourceapi.DeviceAttribute {
+	a, ok := b.ints[v]
+	if !ok {
+		x := int64(v)
+		a = resourceapi.DeviceAttribute{IntValue: &x}
+		b.ints[v] = a
+	}
+	return a
+}
+
+func (b *builder) strAttr(v string) resourceapi.DeviceAttribute {
+	a, ok := b.strs[v]
+	if !ok {
+		a = resourceapi.DeviceAttribute{StringValue: &v}
+		b.strs[v] = a
+	}
+	return a
+}
+
+// device renders one arc. The attributes every arc of a ring shares come
+// from a template map that is cloned (a bulk copy, no rehashing) and then
+// given the arc's own size, start and lpus.
+func (b *builder) device(a alloc.Arc, ids []string) resourceapi.Device {
+	first := b.devs[ids[0]]
+	model, firmware, numa := first.Model, first.Firmware, first.NUMANode
+	root := b.root(first.PCIBusID)
+	counters := make(map[string]resourceapi.Counter, len(ids))
+	for _, id := range ids {
+		d := b.devs[id]
+		counters[id] = resourceapi.Counter{Value: b.one}
+		if d.Model != model {
+			model = ""
+		}
+		if d.Firmware != firmware {
+			firmware = ""
+		}
+		if d.NUMANode != numa {
+			numa = -1
+		}
+		if root != "" && b.root(d.PCIBusID) != root {
+			root = ""
+		}
+	}
+	lpus := strings.Join(ids, ",")
+	attrs := maps.Clone(b.template(shared{ring: a.Ring, model: model, firmware: firmware, numa: numa, root: root}))
+	attrs["size"] = b.intAttr(a.Size)
+	attrs["start"] = b.intAttr(a.Start)
+	if len(lpus) <= MaxStringAttribute {
+		attrs["lpus"] = resourceapi.DeviceAttribute{StringValue: &lpus}
+	} else {
+		delete(attrs, "lpus") // the API rejects it; ring, start and size still say which LPUs
+	}
+	return resourceapi.Device{
+		Name:             DeviceName(a),
+		Attributes:       attrs,
+		ConsumesCounters: []resourceapi.DeviceCounterConsumption{{CounterSet: CounterSetName(a.Ring), Counters: counters}},
+	}
+}
+
+// shared are the attribute values an arc has in common with others.
+type shared struct {
+	ring            int
+	model, firmware string
+	numa            int
+	root            string
+}
+
+// template returns the attribute map of s, with placeholders for size,
+// start and lpus so that a clone never grows.
+func (b *builder) template(s shared) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	if t, ok := b.templates[s]; ok {
+		return t
+	}
+	t := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, 9)
+	t["size"], t["start"], t["lpus"] = resourceapi.DeviceAttribute{}, resourceapi.DeviceAttribute{}, resourceapi.DeviceAttribute{}
+	t["ring"] = b.intAttr(s.ring)
+	if b.inv.DriverVersion != "" {
+		t["driverVersion"] = b.strAttr(b.inv.DriverVersion)
+	}
+	if s.model != "" {
+		t["model"] = b.strAttr(s.model)
+	}
+	if s.firmware != "" {
+		t["firmware"] = b.strAttr(s.firmware)
+	}
+	if s.numa >= 0 {
+		t["numaNode"] = b.intAttr(s.numa)
+	}
+	if s.root != "" {
+		t[PCIeRootAttribute] = b.strAttr(s.root)
+	}
+	b.templates[s] = t
+	return t
+}
+
+// root is the PCIe root of a bus ID, "" when unknown.
+func (b *builder) root(busID string) string {
+	if busID == "" || b.opts.PCIeRoot == nil {
+		return ""
+	}
+	r, ok := b.roots[busID]
+	if !ok {
+		r = b.opts.PCIeRoot(busID)
+		b.roots[busID] = r
+	}
+	return r
+}

@@ -1,0 +1,296 @@
+package arcslice
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hyperaccel/lpu-node/pkg/alloc"
+	"github.com/hyperaccel/lpu-node/pkg/device"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+)
+
+// inventory builds rings × per healthy LPUs numbered over all rings; LPUs of
+// ring r sit on NUMA node r%2 and PCIe root pci0000:<r>.
+func inventory(rings, per int) *device.Inventory {
+	inv := &device.Inventory{DriverVersion: "1.4.2"}
+	for r := 0; r < rings; r++ {
+		var ring []string
+		for p := 0; p < per; p++ {
+			i := r*per + p
+			inv.Devices = append(inv.Devices, device.Device{
+				ID: device.ID(i), Index: i, Path: fmt.Sprintf("/dev/lpu%d", i), Major: 240, Minor: int64(i),
+				Firmware: "2.0.1", Model: "LPU-X1", NUMANode: r % 2,
+				PCIBusID: fmt.Sprintf("0000:%02x:%02x.0", r, p), Health: device.Health{Healthy: true},
+			})
+			ring = append(ring, device.ID(i))
+		}
+		inv.Rings = append(inv.Rings, ring)
+	}
+	return inv
+}
+
+// rootOf maps a bus ID "0000:BB:DD.F" to pci0000:BB.
+func rootOf(busID string) string { return "pci0000:" + busID[5:7] }
+
+// apiSlices turns built slices into the ResourceSlice objects the
+// resourceslice controller would store, named by index so that name order
+// is list order.
+func apiSlices(node string, built []resourceslice.Slice) []*resourceapi.ResourceSlice {
+	out := make([]*resourceapi.ResourceSlice, len(built))
+	for i, s := range built {
+		name := node
+		out[i] = &resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%02x-%s-%s", i, Driver, node)},
+			Spec: resourceapi.ResourceSliceSpec{
+				Driver:         Driver,
+				Pool:           resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: int64(len(built))},
+				NodeName:       &name,
+				Devices:        s.Devices,
+				SharedCounters: s.SharedCounters,
+			},
+		}
+	}
+	return out
+}
+
+func TestBuildLayouts(t *testing.T) {
+	tests := map[string]struct {
+		rings, per           int
+		deviceSlices, counts int
+	}{
+		"1x8":  {rings: 1, per: 8, deviceSlices: 1, counts: 1},
+		"2x8":  {rings: 2, per: 8, deviceSlices: 2, counts: 1},
+		"1x16": {rings: 1, per: 16, deviceSlices: 4, counts: 1},
+		"32x8": {rings: 32, per: 8, deviceSlices: 29, counts: 4},
+		"1x32": {rings: 1, per: 32, deviceSlices: 16, counts: 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			inv := inventory(tc.rings, tc.per)
+			built, err := Build(inv, Options{PCIeRoot: rootOf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(built) != tc.deviceSlices+tc.counts {
+				t.Fatalf("%d slices, want %d device + %d counter slices", len(built), tc.deviceSlices, tc.counts)
+			}
+			layout, err := alloc.NewLayout(inv.Rings)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := layout.ArcOrder(nil)
+			var got []alloc.Arc
+			sets := map[string]resourceapi.CounterSet{}
+			for i, s := range built {
+				if (len(s.Devices) > 0) == (len(s.SharedCounters) > 0) {
+					t.Fatalf("slice %d: want exactly one of devices (%d) and counters (%d)", i, len(s.Devices), len(s.SharedCounters))
+				}
+				if i < tc.deviceSlices && len(s.Devices) == 0 || i >= tc.deviceSlices && len(s.SharedCounters) == 0 {
+					t.Fatalf("slice %d: device slices must come first", i)
+				}
+				if len(s.Devices) > MaxDevicesPerSlice || len(s.SharedCounters) > MaxCounterSetsPerSlice {
+					t.Fatalf("slice %d over the limits: %d devices, %d counter sets", i, len(s.Devices), len(s.SharedCounters))
+				}
+				for _, cs := range s.SharedCounters {
+					if len(cs.Counters) > MaxCountersPerSet {
+						t.Fatalf("counter set %s has %d counters", cs.Name, len(cs.Counters))
+					}
+					sets[cs.Name] = cs
+				}
+				for _, d := range s.Devices {
+					a, err := ParseDeviceName(d.Name)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, a)
+				}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatal("devices are not in alloc.ArcOrder(nil) order")
+			}
+			// Every device consumes exactly its LPUs' counters, from a set of
+			// the pool, and says which LPUs those are.
+			for _, s := range built[:tc.deviceSlices] {
+				for _, d := range s.Devices {
+					a, _ := ParseDeviceName(d.Name)
+					ids := layout.ArcIDs(a)
+					if len(d.ConsumesCounters) != 1 {
+						t.Fatalf("%s: %d counter consumptions", d.Name, len(d.ConsumesCounters))
+					}
+					c := d.ConsumesCounters[0]
+					if _, ok := sets[c.CounterSet]; !ok || c.CounterSet != CounterSetName(a.Ring) {
+						t.Fatalf("%s consumes from %q", d.Name, c.CounterSet)
+					}
+					if len(c.Counters) != len(ids) {
+						t.Fatalf("%s consumes %d counters, has %d LPUs", d.Name, len(c.Counters), len(ids))
+					}
+					for _, id := range ids {
+						if v, ok := c.Counters[id]; !ok || v.Value.Value() != 1 {
+							t.Fatalf("%s: counter %s = %v", d.Name, id, v)
+						}
+					}
+					joined := strings.Join(ids, ",")
+					if got, ok := d.Attributes["lpus"]; len(joined) > MaxStringAttribute {
+						if ok {
+							t.Fatalf("%s: lpus of %d bytes published, over the API limit", d.Name, len(joined))
+						}
+					} else if !ok || *got.StringValue != joined {
+						t.Fatalf("%s: lpus = %v, want %q", d.Name, got, joined)
+					}
+					if *d.Attributes["size"].IntValue != int64(a.Size) || *d.Attributes["start"].IntValue != int64(a.Start) || *d.Attributes["ring"].IntValue != int64(a.Ring) {
+						t.Fatalf("%s: size/start/ring attributes wrong: %v", d.Name, d.Attributes)
+					}
+					if *d.Attributes[PCIeRootAttribute].StringValue != fmt.Sprintf("pci0000:%02x", a.Ring) {
+						t.Fatalf("%s: pcieRoot %v", d.Name, *d.Attributes[PCIeRootAttribute].StringValue)
+					}
+					if *d.Attributes["numaNode"].IntValue != int64(a.Ring%2) || *d.Attributes["model"].StringValue != "LPU-X1" ||
+						*d.Attributes["firmware"].StringValue != "2.0.1" || *d.Attributes["driverVersion"].StringValue != "1.4.2" {
+						t.Fatalf("%s: attributes %v", d.Name, d.Attributes)
+					}
+					if len(d.Attributes) > 32 || len(d.Taints) != 0 {
+						t.Fatalf("%s: %d attributes, %d taints", d.Name, len(d.Attributes), len(d.Taints))
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestBuildMixedAttributes(t *testing.T) {
+	inv := inventory(1, 4)
+	inv.Devices[1].Firmware = "2.0.2"
+	inv.Devices[2].NUMANode = -1
+	inv.Devices[3].PCIBusID = ""
+	inv.DriverVersion = ""
+	built, err := Build(inv, Options{PCIeRoot: rootOf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]resourceapi.Device{}
+	for _, d := range built[0].Devices {
+		byName[d.Name] = d
+	}
+	tests := map[string]struct {
+		device  string
+		present []resourceapi.QualifiedName
+		absent  []resourceapi.QualifiedName
+	}{
+		"single LPU keeps all": {device: "ring0-start0-size1", present: []resourceapi.QualifiedName{"firmware", "numaNode", PCIeRootAttribute, "model"}, absent: []resourceapi.QualifiedName{"driverVersion"}},
+		"mixed firmware":       {device: "ring0-start0-size2", present: []resourceapi.QualifiedName{"numaNode", PCIeRootAttribute}, absent: []resourceapi.QualifiedName{"firmware"}},
+		"unknown NUMA":         {device: "ring0-start2-size1", present: []resourceapi.QualifiedName{"firmware"}, absent: []resourceapi.QualifiedName{"numaNode"}},
+		"unknown root":         {device: "ring0-start2-size2", absent: []resourceapi.QualifiedName{PCIeRootAttribute, "numaNode"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			d, ok := byName[tc.device]
+			if !ok {
+				t.Fatalf("no device %s", tc.device)
+			}
+			for _, k := range tc.present {
+				if _, ok := d.Attributes[k]; !ok {
+					t.Errorf("attribute %s missing", k)
+				}
+			}
+			for _, k := range tc.absent {
+				if _, ok := d.Attributes[k]; ok {
+					t.Errorf("attribute %s present", k)
+				}
+			}
+		})
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	long := inventory(1, 33)
+	unknown := inventory(1, 8)
+	unknown.Rings[0][3] = "lpu99"
+	dup := inventory(1, 8)
+	dup.Rings[0][3] = "lpu2"
+	tests := map[string]struct {
+		inv  *device.Inventory
+		want string
+	}{
+		"ring longer than a counter set": {inv: long, want: "ring 0 (lpu0…lpu32) has 33 LPUs: a DRA counter set holds at most 32"},
+		"ring names an unknown LPU":      {inv: unknown, want: `ring 0: LPU "lpu99" is not in the inventory`},
+		"LPU twice":                      {inv: dup, want: `rings: device "lpu2" listed twice`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := Build(tc.inv, Options{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			if got != nil {
+				t.Fatalf("slices returned with the error: %d", len(got))
+			}
+		})
+	}
+}
+
+func TestBuildNoRings(t *testing.T) {
+	built, err := Build(&device.Inventory{}, Options{})
+	if err != nil || len(built) != 0 {
+		t.Fatalf("Build(empty) = %d slices, %v", len(built), err)
+	}
+}
+
+func TestBuildTaintsUnhealthy(t *testing.T) {
+	inv := inventory(1, 8)
+	inv.Devices[3].Health = device.Health{Reason: `status "ECC_ERROR"`}
+	built, err := Build(inv, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout, _ := alloc.NewLayout(inv.Rings)
+	for _, d := range built[0].Devices {
+		a, _ := ParseDeviceName(d.Name)
+		holds := strings.Contains(","+strings.Join(layout.ArcIDs(a), ",")+",", ",lpu3,")
+		tainted := len(d.Taints) == 1 && d.Taints[0] == resourceapi.DeviceTaint{Key: TaintKey, Value: "lpu3", Effect: resourceapi.DeviceTaintEffectNoSchedule}
+		if holds != tainted {
+			t.Fatalf("%s holds lpu3 = %v, tainted = %v (%v)", d.Name, holds, tainted, d.Taints)
+		}
+	}
+}
+
+func TestDeviceName(t *testing.T) {
+	for _, a := range []alloc.Arc{{Ring: 0, Start: 0, Size: 1}, {Ring: 31, Start: 7, Size: 8}, {Ring: 2, Start: 15, Size: 16}} {
+		got, err := ParseDeviceName(DeviceName(a))
+		if err != nil || got != a {
+			t.Fatalf("round trip of %+v: %+v, %v", a, got, err)
+		}
+	}
+	for _, bad := range []string{"", "ring", "ring0-start0", "ring0-start0-size0", "ring01-start0-size1", "ring0-start-1-size1",
+		"ring0-start0-size1-x", "gpu0-start0-size1", "ring0-begin0-size1", "ring99999-start0-size1", "ring+1-start0-size1"} {
+		if _, err := ParseDeviceName(bad); err == nil {
+			t.Errorf("ParseDeviceName(%q) accepted", bad)
+		}
+	}
+}
+
+func BenchmarkBuild32x8(b *testing.B) {
+	inv := inventory(32, 8)
+	held := []string{"lpu0", "lpu1", "lpu9", "lpu100", "lpu200", "lpu201"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Build(inv, Options{Held: held, PCIeRoot: rootOf}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRepublish32x8(b *testing.B) {
+	bld, err := NewBuilder(inventory(32, 8), Options{PCIeRoot: rootOf})
+	if err != nil {
+		b.Fatal(err)
+	}
+	held := []string{"lpu0", "lpu1", "lpu9", "lpu100", "lpu200", "lpu201"}
+	sick := map[string]bool{"lpu17": true}
+	b.ReportAllocs()
+	for b.Loop() {
+		bld.Slices(held, sick)
+	}
+}

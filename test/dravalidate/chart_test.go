@@ -1,0 +1,195 @@
+package dravalidate
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apitypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	"k8s.io/kubernetes/pkg/apis/resource"
+	"k8s.io/kubernetes/pkg/apis/resource/validation"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hyperaccel/lpu-node/pkg/alloc"
+	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+)
+
+const manifests = "../../deploy/manifests/lpu-node-dra.yaml"
+
+var docSep = regexp.MustCompile(`(?m)^---\s*$`)
+
+// chartObjects returns the DeviceClasses and ResourceClaimTemplates of the
+// rendered mode=dra chart.
+func chartObjects(t *testing.T) ([]*resourcev1.DeviceClass, []*resourcev1.ResourceClaimTemplate) {
+	t.Helper()
+	data, err := os.ReadFile(manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var classes []*resourcev1.DeviceClass
+	var templates []*resourcev1.ResourceClaimTemplate
+	for _, doc := range docSep.Split(string(data), -1) {
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+			t.Fatal(err)
+		}
+		switch tm.Kind {
+		case "DeviceClass":
+			var dc resourcev1.DeviceClass
+			if err := yaml.UnmarshalStrict([]byte(doc), &dc); err != nil {
+				t.Fatal(err)
+			}
+			classes = append(classes, &dc)
+		case "ResourceClaimTemplate":
+			var rct resourcev1.ResourceClaimTemplate
+			if err := yaml.UnmarshalStrict([]byte(doc), &rct); err != nil {
+				t.Fatal(err)
+			}
+			templates = append(templates, &rct)
+		}
+	}
+	if len(classes) < 2 || len(templates) != 2 {
+		t.Fatalf("%s: %d device classes, %d claim templates", manifests, len(classes), len(templates))
+	}
+	return classes, templates
+}
+
+func TestChartObjectsPassAPIValidation(t *testing.T) {
+	classes, templates := chartObjects(t)
+	for _, dc := range classes {
+		in := dc.DeepCopy()
+		legacyscheme.Scheme.Default(in)
+		out := &resource.DeviceClass{}
+		if err := legacyscheme.Scheme.Convert(in, out, nil); err != nil {
+			t.Fatal(err)
+		}
+		if errs := validation.ValidateDeviceClass(out); len(errs) > 0 {
+			t.Errorf("DeviceClass %s rejected: %v", dc.Name, errs.ToAggregate())
+		}
+	}
+	for _, rct := range templates {
+		in := rct.DeepCopy()
+		legacyscheme.Scheme.Default(in)
+		out := &resource.ResourceClaimTemplate{}
+		if err := legacyscheme.Scheme.Convert(in, out, nil); err != nil {
+			t.Fatal(err)
+		}
+		if errs := validation.ValidateResourceClaimTemplate(out); len(errs) > 0 {
+			t.Errorf("ResourceClaimTemplate %s rejected: %v", rct.Name, errs.ToAggregate())
+		}
+	}
+}
+
+type lister []*resourcev1.DeviceClass
+
+func (l lister) List() ([]*resourcev1.DeviceClass, error) { return l, nil }
+func (l lister) Get(name string) (*resourcev1.DeviceClass, error) {
+	for _, c := range l {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("no device class %q", name)
+}
+
+// The chart's classes and templates, defaulted like the API server does,
+// run through the scheduler's allocator on lpu-dra's slices of one ring of 8.
+func TestChartObjectsAllocate(t *testing.T) {
+	classes, templates := chartObjects(t)
+	for _, dc := range classes {
+		legacyscheme.Scheme.Default(dc)
+	}
+	claimOf := func(spec resourcev1.ResourceClaimSpec, name string) *resourcev1.ResourceClaim {
+		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: apitypes.UID("uid-" + name)}, Spec: *spec.DeepCopy()}
+		legacyscheme.Scheme.Default(c)
+		return c
+	}
+	byName := map[string]*resourcev1.ResourceClaimTemplate{}
+	for _, rct := range templates {
+		byName[rct.Name] = rct
+	}
+	// `hyperaccel.ai/lpu-arc-4: 1` becomes one request for one device of
+	// the class with that extended resource name, no selectors.
+	var arc4 string
+	for _, dc := range classes {
+		if dc.Spec.ExtendedResourceName != nil && *dc.Spec.ExtendedResourceName == "hyperaccel.ai/lpu-arc-4" {
+			arc4 = dc.Name
+		}
+	}
+	if arc4 == "" {
+		t.Fatal("no class for hyperaccel.ai/lpu-arc-4")
+	}
+	extended := resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+		Name: "container-0-request-0", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: arc4, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1}}}}}
+
+	tests := map[string]struct {
+		held  []string // held through prepared single-LPU arcs
+		spec  resourcev1.ResourceClaimSpec
+		sizes []int // sizes of the allocated devices, nil: unallocatable
+	}{
+		"strict on an empty ring":            {spec: byName["lpu-arc-4"].Spec.Spec, sizes: []int{4}},
+		"strict on a fragmented ring":        {held: []string{"lpu1", "lpu3", "lpu5"}, spec: byName["lpu-arc-4"].Spec.Spec},
+		"best effort on an empty ring":       {spec: byName["lpu-4-best-effort"].Spec.Spec, sizes: []int{4}},
+		"best effort on a fragmented ring":   {held: []string{"lpu1", "lpu3", "lpu5"}, spec: byName["lpu-4-best-effort"].Spec.Spec, sizes: []int{1, 1, 1, 1}},
+		"extended resource lpu-arc-4":        {spec: extended, sizes: []int{4}},
+		"extended resource, fragmented ring": {held: []string{"lpu1", "lpu3", "lpu5"}, spec: extended},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			inv := inventory(1, 8)
+			built, err := arcslice.Build(inv, arcslice.Options{Held: tc.held})
+			if err != nil {
+				t.Fatal(err)
+			}
+			node := "node-a"
+			var slices []*resourcev1.ResourceSlice
+			for i, s := range built {
+				slices = append(slices, &resourcev1.ResourceSlice{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%02x-slice", i)},
+					Spec: resourcev1.ResourceSliceSpec{Driver: arcslice.Driver, NodeName: &node, Devices: s.Devices, SharedCounters: s.SharedCounters,
+						Pool: resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: int64(len(built))}},
+				})
+			}
+			state := structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID]()}
+			for _, id := range tc.held {
+				var idx int
+				fmt.Sscanf(id, "lpu%d", &idx)
+				state.AllocatedDevices.Insert(structured.MakeDeviceID(arcslice.Driver, node, arcslice.DeviceName(alloc.Arc{Ring: 0, Start: idx, Size: 1})))
+			}
+			a, err := structured.NewAllocator(context.Background(),
+				structured.Features{PartitionableDevices: true, DeviceTaints: true, PrioritizedList: true},
+				state, lister(classes), slices, cel.NewCache(10, cel.Features{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := a.Allocate(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}},
+				[]*resourcev1.ResourceClaim{claimOf(tc.spec, strings.ReplaceAll(name, " ", "-"))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sizes []int
+			if len(res) > 0 {
+				for _, r := range res[0].Devices.Results {
+					arc, err := arcslice.ParseDeviceName(r.Device)
+					if err != nil {
+						t.Fatal(err)
+					}
+					sizes = append(sizes, arc.Size)
+				}
+			}
+			if fmt.Sprint(sizes) != fmt.Sprint(tc.sizes) {
+				t.Fatalf("allocated sizes %v, want %v", sizes, tc.sizes)
+			}
+		})
+	}
+}

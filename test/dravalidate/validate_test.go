@@ -1,0 +1,92 @@
+package dravalidate
+
+import (
+	"fmt"
+	"testing"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	"k8s.io/kubernetes/pkg/apis/resource"
+	_ "k8s.io/kubernetes/pkg/apis/resource/install"
+	"k8s.io/kubernetes/pkg/apis/resource/validation"
+
+	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+	"github.com/hyperaccel/lpu-node/pkg/device"
+)
+
+func inventory(rings, per int) *device.Inventory {
+	inv := &device.Inventory{DriverVersion: "1.4.2"}
+	for r := 0; r < rings; r++ {
+		var ring []string
+		for p := 0; p < per; p++ {
+			i := r*per + p
+			inv.Devices = append(inv.Devices, device.Device{ID: device.ID(i), Index: i, Firmware: "2.0.1", Model: "LPU-X1",
+				NUMANode: r % 2, PCIBusID: fmt.Sprintf("0000:%02x:%02x.0", r, p), Health: device.Health{Healthy: true}})
+			ring = append(ring, device.ID(i))
+		}
+		inv.Rings = append(inv.Rings, ring)
+	}
+	return inv
+}
+
+// internal converts a v1 object to the API server's internal type, as
+// the server does before validating.
+func internal(t *testing.T, in *resourcev1.ResourceSlice) *resource.ResourceSlice {
+	t.Helper()
+	legacyscheme.Scheme.Default(in)
+	out := &resource.ResourceSlice{}
+	if err := legacyscheme.Scheme.Convert(in, out, nil); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestSlicesPassAPIValidation(t *testing.T) {
+	for _, shape := range [][2]int{{1, 8}, {2, 8}, {1, 16}, {32, 8}, {1, 32}} {
+		t.Run(fmt.Sprintf("%dx%d", shape[0], shape[1]), func(t *testing.T) {
+			inv := inventory(shape[0], shape[1])
+			inv.Devices[1].Health = device.Health{Reason: "test"} // taints on
+			built, err := arcslice.Build(inv, arcslice.Options{Held: []string{"lpu0"},
+				PCIeRoot: func(bus string) string { return "pci0000:" + bus[5:7] }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			node := "node-a"
+			for i, s := range built {
+				v1 := &resourcev1.ResourceSlice{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%02x-lpu.hyperaccel.ai-node-a-abcde", i)},
+					Spec: resourcev1.ResourceSliceSpec{
+						Driver:         arcslice.Driver,
+						Pool:           resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: int64(len(built))},
+						NodeName:       &node,
+						Devices:        s.Devices,
+						SharedCounters: s.SharedCounters,
+					},
+				}
+				if errs := validation.ValidateResourceSlice(internal(t, v1)); len(errs) > 0 {
+					t.Fatalf("slice %d (%d devices, %d counter sets) rejected: %v", i, len(s.Devices), len(s.SharedCounters), errs.ToAggregate())
+				}
+			}
+		})
+	}
+}
+
+// The real validation rejects what Build refuses to make: a counter set of
+// 33 counters. This proves the test above can fail.
+func TestValidationRejectsOversizedCounterSet(t *testing.T) {
+	node := "node-a"
+	counters := map[string]resourcev1.Counter{}
+	for i := 0; i < 33; i++ {
+		counters[device.ID(i)] = resourcev1.Counter{}
+	}
+	v1 := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "x"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: arcslice.Driver, NodeName: &node,
+			Pool:           resourcev1.ResourcePool{Name: node, ResourceSliceCount: 1},
+			SharedCounters: []resourcev1.CounterSet{{Name: "ring0", Counters: counters}}},
+	}
+	if errs := validation.ValidateResourceSlice(internal(t, v1)); len(errs) == 0 {
+		t.Fatal("a 33-counter set passed validation")
+	}
+}
