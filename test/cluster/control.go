@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
@@ -130,36 +131,43 @@ func createNodes(ctx context.Context, cs kubernetes.Interface, nodes []*simNode)
 			}},
 			Status: nodeStatus(0),
 		}
-		got, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-		if err != nil {
+		if _, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			return refused("node "+n.Name, n, err)
 		}
-		// Status given at create is dropped by some versions; set it again.
-		got.Status = n.Status
-		if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
-			return refused("status of node "+n.Name, got, err)
-		}
-		return nil
+		// The status given at create is not kept; set it, retrying when a
+		// controller (ttl, ipam) updated the node in between.
+		return updateNodeStatus(ctx, cs, n.Name, n.Status)
 	})
+}
+
+// updateNodeStatus writes a node's status on its latest version.
+func updateNodeStatus(ctx context.Context, cs kubernetes.Interface, name string, status corev1.NodeStatus) error {
+	var last *corev1.Node
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status = status
+		last = n
+		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return refused("status of node "+name, last, err)
+	}
+	return nil
 }
 
 // setLPUCapacity makes every node advertise lpus per ring (device-plugin
 // arms) or nothing (DRA arms: never both over the same LPUs).
 func setLPUCapacity(ctx context.Context, cs kubernetes.Interface, nodes []*simNode, dp bool) error {
 	return parallel(ctx, len(nodes), 8, func(i int) error {
-		n, err := cs.CoreV1().Nodes().Get(ctx, nodes[i].name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("get node %s: %w", nodes[i].name, err)
-		}
 		lpus := 0
 		if dp {
 			lpus = len(nodes[i].inv.Devices)
 		}
-		n.Status = nodeStatus(lpus)
-		if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-			return refused("status of node "+n.Name, n, err)
-		}
-		return nil
+		return updateNodeStatus(ctx, cs, nodes[i].name, nodeStatus(lpus))
 	})
 }
 

@@ -131,6 +131,9 @@ func (s *scraper) scrape(ctx context.Context) (schedMetrics, error) {
 	if f := fams["scheduler_scheduling_attempt_duration_seconds"]; f != nil {
 		for _, x := range f.Metric {
 			for _, b := range x.GetHistogram().GetBucket() {
+				if math.IsInf(b.GetUpperBound(), 1) {
+					continue // the parser may list +Inf; the sample count below is it
+				}
 				m.buckets[b.GetUpperBound()] += float64(b.GetCumulativeCount())
 			}
 			m.buckets[math.Inf(1)] += float64(x.GetHistogram().GetSampleCount())

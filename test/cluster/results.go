@@ -244,7 +244,7 @@ func table(cfg config, res *results) string {
 // chart draws contiguous starts per multi-LPU arrival, one bar per row,
 // with the count bound as the first bar.
 func chart(w *os.File, cfg config, res *results) error {
-	const W, H, left, top, bottom = 1200, 520, 90, 90, 150
+	const W, H, left, top, bottom = 1200, 460, 90, 90, 90
 	bg, axis, text := color.RGBA{255, 255, 255, 255}, color.RGBA{60, 60, 60, 255}, color.RGBA{20, 20, 20, 255}
 	c := pngchart.New(W, H, bg)
 	c.Text(left, 14, "CONTIGUOUS STARTS PER MULTI-LPU ARRIVAL (%)", 3, text)
