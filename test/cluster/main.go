@@ -271,7 +271,11 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 // no slices).
 func switchMode(ctx context.Context, cs kubernetes.Interface, sim []*simNode, nodes []*simNode, dra bool, logf func(string, ...any)) error {
 	if dra {
-		for _, n := range nodes {
+		// StartController waits for its informer to sync, about a second
+		// each: start them side by side.
+		start := time.Now()
+		if err := parallel(ctx, len(nodes), 32, func(i int) error {
+			n := nodes[i]
 			ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
 				DriverName: arcslice.Driver, KubeClient: cs,
 				Owner:     &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: n.name},
@@ -284,7 +288,14 @@ func switchMode(ctx context.Context, cs kubernetes.Interface, sim []*simNode, no
 				return fmt.Errorf("start slice controller for %s: %w", n.name, err)
 			}
 			n.ctrl = ctrl
+			return nil
+		}); err != nil {
+			return err
 		}
+		if err := waitSlices(ctx, cs, nodes); err != nil {
+			return err
+		}
+		logf("%d nodes' ResourceSlices published in %v", len(nodes), time.Since(start).Round(100*time.Millisecond))
 		return setLPUCapacity(ctx, cs, sim, false)
 	}
 	for _, n := range nodes {
