@@ -121,6 +121,7 @@ type runner struct {
 	rng    *rand.Rand
 	errs   []string
 	frozen map[string]podRec // the churn's records at its end
+	atEnd  func()            // runs at the churn's end, before the pods go
 
 	pending atomic.Int64 // async API calls in flight
 	wg      sync.WaitGroup
@@ -570,6 +571,9 @@ func (r *runner) churnPhase(ctx context.Context, jobs []churn.Job) (time.Duratio
 	}
 	r.frozen = ended
 	r.mu.Unlock()
+	if r.atEnd != nil {
+		r.atEnd()
+	}
 	for _, name := range names {
 		r.events <- event{kind: "depart", name: name}
 	}

@@ -36,6 +36,10 @@ type config struct {
 	Out      string
 	Manifest string
 	Burst    int
+	// inspect, when set, runs at the end of each arm's churn, before its
+	// pods are deleted, with the admin kubeconfig (tests look at the
+	// cluster through kubectl lpu there).
+	inspect func(arm, kubeconfig string)
 }
 
 func parseFlags(args []string) (config, error) {
@@ -252,7 +256,7 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 				return nil, err
 			}
 		}
-		rows, err := runArm(ctx, cfg, cs, sc, st.PIDs, arm, nodes, jobs, burstJobs, logf)
+		rows, err := runArm(ctx, cfg, cs, sc, st.PIDs, arm, nodes, jobs, burstJobs, c.Kubeconfig, logf)
 		if err != nil {
 			return nil, fmt.Errorf("arm %s: %w", arm.name, err)
 		}

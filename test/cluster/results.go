@@ -46,7 +46,7 @@ type row struct {
 
 // runArm runs one arm: the burst, then the churn, and turns the records
 // into a row per node side.
-func runArm(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scraper, pids map[string]int, spec armSpec, nodes []*simNode, jobs, burstJobs []churn.Job, logf func(string, ...any)) ([]row, error) {
+func runArm(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scraper, pids map[string]int, spec armSpec, nodes []*simNode, jobs, burstJobs []churn.Job, kubeconfig string, logf func(string, ...any)) ([]row, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r := newRunner(cs, spec, nodes, cfg.Unit, cfg.Seed, logf)
@@ -67,6 +67,9 @@ func runArm(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scrape
 	api0, _ := readProc(pids["kube-apiserver"])
 	sch0, _ := readProc(pids["kube-scheduler"])
 	logf("arm %s: burst %.1f pods/s; churn of %d pods", spec.name, tput, len(jobs))
+	if cfg.inspect != nil {
+		r.atEnd = func() { cfg.inspect(spec.name, kubeconfig) }
+	}
 	took, err := r.churnPhase(ctx, jobs)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +30,25 @@ func TestSmoke(t *testing.T) {
 	cfg, err := parseFlags([]string{"-nodes", "10", "-two-ring", "2", "-pods", "60", "-unit", "3s", "-manifest", "../../deploy/manifests/lpu-node-dra.yaml"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// kubectl lpu, built from this tree, looks at the cluster at the end
+	// of each churn.
+	plugin := filepath.Join(t.TempDir(), "kubectl-lpu")
+	if out, err := exec.Command("go", "build", "-o", plugin, "../../cmd/kubectl-lpu").CombinedOutput(); err != nil {
+		t.Fatalf("build kubectl-lpu: %v\n%s", err, out)
+	}
+	seen := map[string]string{}
+	cfg.inspect = func(arm, kubeconfig string) {
+		var b strings.Builder
+		for _, cmd := range [][]string{{"nodes"}, {"pods"}, {"nodes", "-o", "json"}} {
+			out, err := exec.Command(plugin, append(cmd, "--kubeconfig", kubeconfig)...).CombinedOutput()
+			if err != nil {
+				t.Errorf("%s: kubectl lpu %v: %v\n%s", arm, cmd, err, out)
+			}
+			b.Write(out)
+			b.WriteString("\n")
+		}
+		seen[arm] = b.String()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -72,6 +93,24 @@ func TestSmoke(t *testing.T) {
 				t.Errorf("%s: best-effort refused %d", w.name(), w.Refused)
 			}
 		}
+	}
+	for arm, out := range seen {
+		t.Logf("kubectl lpu at the end of %s:\n%s", arm, out)
+		mode := "device-plugin"
+		if strings.HasPrefix(arm, "dra-") {
+			mode = "dra"
+		}
+		for _, want := range []string{"node-0000  " + mode, "room for", `"largestFreeArc"`} {
+			if !strings.Contains(out, want) {
+				t.Errorf("kubectl lpu at the end of %s lacks %q", arm, want)
+			}
+		}
+		if mode == "dra" && (!strings.Contains(out, "ring0  ") || !strings.Contains(out, "ring1  ") || !strings.Contains(out, "true")) {
+			t.Errorf("kubectl lpu at the end of %s shows no rings or no contiguous pod", arm)
+		}
+	}
+	if len(seen) != len(allArms) {
+		t.Errorf("kubectl lpu ran in %d arms, want %d", len(seen), len(allArms))
 	}
 	if rows["dra-dynamic"].Rewrites == 0 {
 		t.Error("dra-dynamic never rewrote a ResourceSlice")
