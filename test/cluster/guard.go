@@ -15,13 +15,14 @@ import (
 
 // Memory model, fitted to the RSS measured at 10 and 100 nodes (see
 // docs/benchmarks/cluster.md): the four control-plane processes plus the
-// harness at rest, and what each node (its Node object, 2 ResourceSlices
-// of 57 arcs held by apiserver, etcd, scheduler and the harness's per-node
-// slice controller) and each live pod adds.
+// harness at rest, and what each node adds (its Node object, 2
+// ResourceSlices of 57 arcs rewritten on every prepare and unprepare in
+// the dynamic arms: kube-apiserver reached 2 GiB at 100 nodes) and each
+// live pod.
 const (
 	baseMiB    = 700
-	perNodeMiB = 1.2
-	perPodMiB  = 0.06
+	perNodeMiB = 12.0
+	perPodMiB  = 0.1
 )
 
 // estimateMiB is the memory a run of nodes Node objects with up to pods
