@@ -122,6 +122,8 @@ type runner struct {
 	errs   []string
 	frozen map[string]podRec // the churn's records at its end
 	atEnd  func()            // runs at the churn's end, before the pods go
+	// lifetimes are the churn's job lifetimes in units, counted from start.
+	lifetimes []float64
 
 	pending atomic.Int64 // async API calls in flight
 	wg      sync.WaitGroup
@@ -290,7 +292,7 @@ func (r *runner) bound(ctx context.Context, p *corev1.Pod) {
 	r.republish(n)
 	r.async(func() { r.markRunning(ctx, p, now) })
 	if !rec.burst {
-		life := time.Duration(float64(r.unit) * lifetimes[rec.job])
+		life := time.Duration(float64(r.unit) * r.lifetimes[rec.job])
 		time.AfterFunc(life, func() {
 			select {
 			case r.events <- event{kind: "depart", name: p.Name}:
@@ -299,9 +301,6 @@ func (r *runner) bound(ctx context.Context, p *corev1.Pod) {
 		})
 	}
 }
-
-// lifetimes is set per run: job i's lifetime in time units.
-var lifetimes []float64
 
 // claimIDs reads the LPUs the scheduler allocated to the pod's claim.
 func (r *runner) claimIDs(ctx context.Context, p *corev1.Pod, n *simNode) ([]string, error) {

@@ -227,10 +227,6 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 	logf("%d nodes (%d with two rings), %d LPUs registered", len(nodes), cfg.TwoRing, capacity)
 
 	jobs := churn.Generate(cfg.Seed, churn.MixDefault, cfg.Pods, cfg.Load, capacity)
-	lifetimes = make([]float64, len(jobs))
-	for i, j := range jobs {
-		lifetimes[i] = j.End - j.Arrive
-	}
 	burstJobs := churn.Generate(cfg.Seed+1, churn.MixDefault, cfg.Burst, cfg.Load, capacity)
 	res := &results{Nodes: cfg.Nodes, TwoRing: cfg.TwoRing, Pods: cfg.Pods, Capacity: capacity, Bound: countBound(jobs, caps)}
 	for _, j := range jobs {

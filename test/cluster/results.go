@@ -50,6 +50,9 @@ func runArm(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scrape
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r := newRunner(cs, spec, nodes, cfg.Unit, cfg.Seed, logf)
+	for _, j := range jobs {
+		r.lifetimes = append(r.lifetimes, j.End-j.Arrive)
+	}
 	if err := r.watch(ctx); err != nil {
 		return nil, err
 	}
