@@ -35,7 +35,13 @@ const LPUResource corev1.ResourceName = "hyperaccel.ai/lpu"
 // schedulerConfig is kube-scheduler's configuration: client rate limits
 // high enough not to be what is measured, retry backoff of 1 s (the
 // churn's time unit is several seconds), and the two profiles.
-func schedulerConfig(kubeconfig string) string {
+// score, when above 0, is percentageOfNodesToScore: how many nodes (in
+// percent) the scheduler looks for as feasible before it stops filtering.
+func schedulerConfig(kubeconfig string, score int) string {
+	pct := ""
+	if score > 0 {
+		pct = "percentageOfNodesToScore: " + strconv.Itoa(score) + "\n"
+	}
 	return `apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
@@ -46,7 +52,7 @@ leaderElection:
   leaderElect: false
 podInitialBackoffSeconds: 1
 podMaxBackoffSeconds: 1
-profiles:
+` + pct + `profiles:
   - schedulerName: ` + profileDefault + `
   - schedulerName: ` + profileMost + `
     pluginConfig:
@@ -64,11 +70,11 @@ profiles:
 // kube-scheduler in dir. Nodes have no kubelet, so the apiserver must not
 // taint new nodes not-ready (TaintNodesByCondition) and the node-lifecycle
 // controller must not taint them unreachable and evict.
-func startControlPlane(ctx context.Context, dir string, logf func(string, ...any)) (*clustertest.Cluster, error) {
+func startControlPlane(ctx context.Context, dir string, score int, logf func(string, ...any)) (*clustertest.Cluster, error) {
 	cfg := filepath.Join(dir, "scheduler.yaml")
 	// clustertest writes the scheduler's kubeconfig at this path before
 	// starting it; with --config the scheduler reads it from the file only.
-	if err := os.WriteFile(cfg, []byte(schedulerConfig(filepath.Join(dir, "kube-scheduler.kubeconfig"))), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(schedulerConfig(filepath.Join(dir, "kube-scheduler.kubeconfig"), score)), 0o600); err != nil {
 		return nil, fmt.Errorf("write %s: %w", cfg, err)
 	}
 	return clustertest.New(ctx, clustertest.Options{

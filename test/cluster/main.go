@@ -36,6 +36,7 @@ type config struct {
 	Out      string
 	Manifest string
 	Burst    int
+	Score    int
 	// inspect, when set, runs at the end of each arm's churn, before its
 	// pods are deleted, with the admin kubeconfig (tests look at the
 	// cluster through kubectl lpu there).
@@ -55,6 +56,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.Out, "out", "docs/benchmarks/cluster", "directory for results.csv and cluster.png")
 	fs.StringVar(&c.Manifest, "manifest", "deploy/manifests/lpu-node-dra.yaml", "rendered DRA manifest holding the shipped DeviceClasses and ResourceClaimTemplates")
 	fs.IntVar(&c.Burst, "burst", 0, "pods created at once to measure scheduler throughput (0: 1.5 per node)")
+	fs.IntVar(&c.Score, "nodes-to-score", 0, "kube-scheduler percentageOfNodesToScore (0: the scheduler's adaptive default)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -67,6 +69,8 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("-pods %d: want at least 1", c.Pods)
 	case c.Load <= 0 || c.Load > 2:
 		return c, fmt.Errorf("-load %g: want (0, 2]", c.Load)
+	case c.Score < 0 || c.Score > 100:
+		return c, fmt.Errorf("-nodes-to-score %d: want 0..100", c.Score)
 	case c.Unit < time.Second:
 		return c, fmt.Errorf("-unit %v: want at least 1s (the scheduler's retry backoff is 1 s)", c.Unit)
 	}
@@ -163,7 +167,7 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 		_ = os.RemoveAll(dir)
 		_ = os.Remove(stateFile())
 	}()
-	c, err := startControlPlane(ctx, dir, logf)
+	c, err := startControlPlane(ctx, dir, cfg.Score, logf)
 	if err != nil {
 		return nil, err
 	}
