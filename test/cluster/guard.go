@@ -13,15 +13,15 @@ import (
 	"syscall"
 )
 
-// Memory model, fitted to the RSS measured at 10 and 100 nodes (see
-// docs/benchmarks/cluster.md): the four control-plane processes plus the
-// harness at rest, and what each node adds (its Node object, 2
-// ResourceSlices of 57 arcs rewritten on every prepare and unprepare in
-// the dynamic arms: kube-apiserver reached 2 GiB at 100 nodes) and each
-// live pod.
+// Memory model, fitted to the RSS summed over the control plane and the
+// harness at 100 nodes (≈2.7 GiB, kube-apiserver 2 GiB after the dynamic
+// arms' slice rewrites) and 1,000 nodes (≈4.5 GiB; see
+// docs/benchmarks/cluster.md): a base, what each node adds (its Node
+// object, 2 ResourceSlices of 57 arcs, its slice controller) and each live
+// pod.
 const (
-	baseMiB    = 700
-	perNodeMiB = 12.0
+	baseMiB    = 2500
+	perNodeMiB = 2.5
 	perPodMiB  = 0.1
 )
 
