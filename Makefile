@@ -17,8 +17,11 @@ FUZZTIME ?=
 
 all: build
 
-build: ## build both daemons into bin/
-	CGO_ENABLED=0 go build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/lpu-device-plugin ./cmd/lpu-nri
+# Static, without symbol tables and file paths, as the image is built
+# (deploy/container/build-oci.sh): lpu-dra idles 4.6 MiB smaller than with go
+# build's defaults (docs/benchmarks/dra.md).
+build: ## build the daemons into bin/
+	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/ ./cmd/lpu-device-plugin ./cmd/lpu-nri ./cmd/lpu-dra
 
 version: ## print the version every artefact carries
 	@echo $(VERSION)

@@ -37,6 +37,7 @@ type Config struct {
 	Metrics      Metrics    `json:"metrics"`
 	Tracing      Tracing    `json:"tracing"`
 	Log          Log        `json:"log"`
+	Security     Security   `json:"security"` // config/security.go
 }
 
 // Topology says where ring layout comes from.

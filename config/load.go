@@ -79,6 +79,7 @@ func (c *Config) applyDefaults() {
 	setString(&c.CDI.SpecDir, DefaultCDISpecDir)
 	setString(&c.Log.Level, DefaultLogLevel)
 	setString(&c.Log.Format, DefaultLogFormat)
+	c.Security.applyDefaults()
 }
 
 func setString(p *string, v string) {

@@ -116,6 +116,7 @@ func (c *Config) Validate() error {
 	if e := c.Tracing.Endpoint; e != "" {
 		v.dialAddress("tracing.endpoint", e)
 	}
+	c.Security.validate(&v)
 	return joinErrors(v.errs)
 }
 

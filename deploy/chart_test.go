@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/hyperaccel/lpu-node/config"
@@ -33,11 +35,17 @@ type chartCase struct {
 	doctorMounts    bool // nri.doctor.hostMounts=true
 	knobs           bool // the "every optional knob" case
 	driverMountType corev1.HostPathType
+	scrapers        []string // namespaces the NetworkPolicy admits; nil: [monitoring]
+	extraPeers      int      // networkPolicy.extraFrom entries
+	noNetworkPolicy bool
 }
 
 const nfdDir = "/etc/kubernetes/node-feature-discovery/features.d"
 
-var baseKinds = []string{"ServiceAccount", "ConfigMap", "DaemonSet"}
+// gateKinds are the runtime gate's policies and bindings (cluster-scoped).
+var gateKinds = []string{"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+
+var baseKinds = append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "DaemonSet"}, gateKinds...)
 
 func chartCases() map[string]chartCase {
 	return map[string]chartCase{
@@ -62,7 +70,7 @@ func chartCases() map[string]chartCase {
 				"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=hyperaccel.ai/lpu.model",
 				"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
 				"metrics.service.enabled=true", "metrics.service.annotations.a=b"},
-			kinds: []string{"ServiceAccount", "ConfigMap", "Service", "DaemonSet"}, mode: config.InjectionNRI,
+			kinds: append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "Service", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI,
 			knobs: true,
 		},
 		"two driver mounts, checked as directories": {
@@ -81,12 +89,12 @@ func chartCases() map[string]chartCase {
 		},
 		"service monitor": {
 			sets:  []string{"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prom"},
-			kinds: []string{"ServiceAccount", "ConfigMap", "Service", "DaemonSet", "ServiceMonitor"},
+			kinds: []string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "Service", "DaemonSet", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "ServiceMonitor", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
 			mode:  config.InjectionNRI,
 		},
 		"service only": {
 			sets:  []string{"metrics.service.enabled=true"},
-			kinds: []string{"ServiceAccount", "ConfigMap", "Service", "DaemonSet"},
+			kinds: append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "Service", "DaemonSet"}, gateKinds...),
 			mode:  config.InjectionNRI,
 		},
 		"simulated node with a network table and pod-resources check": {
@@ -95,12 +103,24 @@ func chartCases() map[string]chartCase {
 			kinds: baseKinds, mode: config.InjectionNRI,
 			simulate: 8, networkTable: "/etc/lpu/links.csv", nriPodResource: true,
 		},
+		"network policy for other namespaces": {
+			sets:  []string{"json:networkPolicy.monitoringNamespaces=[\"prom\",\"obs\"]", "json:networkPolicy.extraFrom=[{\"ipBlock\":{\"cidr\":\"10.0.0.0/8\"}}]"},
+			kinds: baseKinds, mode: config.InjectionNRI, scrapers: []string{"prom", "obs"}, extraPeers: 1,
+		},
+		"no network policy": {
+			sets:  []string{"networkPolicy.enabled=false"},
+			kinds: append([]string{"ServiceAccount", "ConfigMap", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI, noNetworkPolicy: true,
+		},
+		"no runtime gate": {
+			sets:  []string{"runtimeGate.enabled=false"},
+			kinds: []string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "DaemonSet"}, mode: config.InjectionNRI,
+		},
 		"other state dir and sockets, strict policy": {
 			sets: []string{"config.stateDir=/srv/lpu", "config.nri.socket=/run/nri2/nri.sock",
 				"config.kubelet.devicePluginDir=/data/kubelet/device-plugins",
 				"config.kubelet.podResourcesSocket=/data/kubelet/pod-resources/kubelet.sock",
 				"config.allocation.policy=strict", "serviceAccount.create=false"},
-			kinds: []string{"ConfigMap", "DaemonSet"}, mode: config.InjectionNRI,
+			kinds: append([]string{"NetworkPolicy", "ConfigMap", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI,
 		},
 	}
 }
@@ -122,6 +142,7 @@ func TestChartRender(t *testing.T) {
 			}
 			checkDaemonSet(t, objs, cfg, tc)
 			checkMetricsObjects(t, objs)
+			checkNetworkPolicy(t, objs, tc)
 			if tc.knobs {
 				checkKnobs(t, objs)
 			}
@@ -445,6 +466,68 @@ func checkKnobs(t *testing.T, objs objects) {
 
 // checkMetricsObjects checks that the Service selects the DaemonSet's pods on
 // their metrics ports and the ServiceMonitor selects the Service.
+// checkNetworkPolicy: the policy selects the pods and admits only the
+// scraper namespaces, only on the two metrics container ports.
+func checkNetworkPolicy(t *testing.T, objs objects, tc chartCase) {
+	t.Helper()
+	np := objs.NetworkPolicy
+	if tc.noNetworkPolicy {
+		if np != nil {
+			t.Error("NetworkPolicy rendered although disabled")
+		}
+		return
+	}
+	if np == nil {
+		t.Fatal("no NetworkPolicy")
+	}
+	pod := objs.DaemonSet.Spec.Template
+	sel := np.Spec.PodSelector.MatchLabels
+	if len(sel) == 0 {
+		t.Fatal("NetworkPolicy selects every pod in the namespace")
+	}
+	for k, v := range sel {
+		if pod.Labels[k] != v {
+			t.Errorf("NetworkPolicy selector %s=%s does not select the pods (%v)", k, v, pod.Labels)
+		}
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) || len(np.Spec.Ingress) != 1 {
+		t.Fatalf("policy types %v, %d ingress rules; want Ingress and one rule", np.Spec.PolicyTypes, len(np.Spec.Ingress))
+	}
+	rule := np.Spec.Ingress[0]
+	var metricsPorts []int32
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			metricsPorts = append(metricsPorts, p.ContainerPort)
+		}
+	}
+	var ports []int32
+	for _, p := range rule.Ports {
+		if p.Protocol == nil || *p.Protocol != corev1.ProtocolTCP || p.Port == nil {
+			t.Errorf("rule port %+v: want TCP with a port", p)
+			continue
+		}
+		ports = append(ports, p.Port.IntVal)
+	}
+	if !slices.Equal(ports, metricsPorts) {
+		t.Errorf("NetworkPolicy ports %v, want the metrics container ports %v", ports, metricsPorts)
+	}
+	want := tc.scrapers
+	if want == nil {
+		want = []string{"monitoring"}
+	}
+	if len(rule.From) != 1+tc.extraPeers {
+		t.Fatalf("%d peers, want %d", len(rule.From), 1+tc.extraPeers)
+	}
+	ns := rule.From[0].NamespaceSelector
+	if ns == nil || rule.From[0].PodSelector != nil || len(ns.MatchExpressions) != 1 || len(ns.MatchLabels) != 0 {
+		t.Fatalf("first peer %+v: want one namespace selector expression", rule.From[0])
+	}
+	e := ns.MatchExpressions[0]
+	if e.Key != "kubernetes.io/metadata.name" || e.Operator != metav1.LabelSelectorOpIn || !slices.Equal(e.Values, want) {
+		t.Errorf("namespace selector %+v, want kubernetes.io/metadata.name In %v", e, want)
+	}
+}
+
 func checkMetricsObjects(t *testing.T, objs objects) {
 	t.Helper()
 	if objs.ServiceMonitor != nil && objs.Service == nil {

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +25,7 @@ type draObjects struct {
 	ClusterRole     *rbacv1.ClusterRole
 	Binding         *rbacv1.ClusterRoleBinding
 	ServiceAccounts []string
+	NetworkPolicy   *networkingv1.NetworkPolicy
 }
 
 func decodeDRA(t *testing.T, rendered []byte) draObjects {
@@ -66,7 +68,12 @@ func decodeDRA(t *testing.T, rendered []byte) draObjects {
 			var sa corev1.ServiceAccount
 			strict(&sa)
 			o.ServiceAccounts = append(o.ServiceAccounts, sa.Name)
-		case "v1/ConfigMap":
+		case "networking.k8s.io/v1/NetworkPolicy":
+			o.NetworkPolicy = &networkingv1.NetworkPolicy{}
+			strict(o.NetworkPolicy)
+		case "v1/ConfigMap", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicyBinding",
+			"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding":
+			// the runtime gate: TestRuntimeGatePolicies
 		default:
 			t.Fatalf("document %d: unexpected kind %s/%s", i, tm.APIVersion, tm.Kind)
 		}
@@ -161,6 +168,24 @@ func TestChartDRAMode(t *testing.T) {
 	}
 	if o.Binding == nil || o.Binding.Subjects[0].Name != release+"-dra" || o.Binding.RoleRef.Name != o.ClusterRole.Name {
 		t.Fatalf("binding %+v", o.Binding)
+	}
+
+	// The metrics NetworkPolicy selects lpu-dra's pods too and admits its port.
+	np := o.NetworkPolicy
+	if np == nil || len(np.Spec.Ingress) != 1 {
+		t.Fatalf("network policy %+v", np)
+	}
+	for k, v := range np.Spec.PodSelector.MatchLabels {
+		if dra.Spec.Template.Labels[k] != v {
+			t.Errorf("network policy selects %s=%s, lpu-dra's pods have %q", k, v, dra.Spec.Template.Labels[k])
+		}
+	}
+	var ports []int32
+	for _, p := range np.Spec.Ingress[0].Ports {
+		ports = append(ports, p.Port.IntVal)
+	}
+	if !slices.Contains(ports, 9412) {
+		t.Errorf("network policy ports %v lack lpu-dra's 9412", ports)
 	}
 }
 

@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -87,7 +89,13 @@ func render(t *testing.T, helm string, sets ...string) []byte {
 
 func templateArgs(sets ...string) []string {
 	args := []string{"template", release, chartDir, "--namespace", namespace}
-	for _, s := range sets {
+	for i := 0; i < len(sets); i++ {
+		s := sets[i]
+		if s == "--show-only" && i+1 < len(sets) {
+			args = append(args, s, sets[i+1])
+			i++
+			continue
+		}
 		if v, ok := strings.CutPrefix(s, "json:"); ok {
 			args = append(args, "--set-json", v)
 		} else {
@@ -123,7 +131,13 @@ type objects struct {
 	ServiceAccount *corev1.ServiceAccount
 	Service        *corev1.Service
 	ServiceMonitor *ServiceMonitor
-	Kinds          []string // in rendering order
+	NetworkPolicy  *networkingv1.NetworkPolicy
+	// The runtime gate (cluster-scoped).
+	MutatingPolicy    *admissionv1.MutatingAdmissionPolicy
+	MutatingBinding   *admissionv1.MutatingAdmissionPolicyBinding
+	ValidatingPolicy  *admissionv1.ValidatingAdmissionPolicy
+	ValidatingBinding *admissionv1.ValidatingAdmissionPolicyBinding
+	Kinds             []string // in rendering order
 }
 
 var docSep = regexp.MustCompile(`(?m)^---\s*$`)
@@ -155,6 +169,16 @@ func decode(t *testing.T, rendered []byte) objects {
 			target = &objs.Service
 		case "monitoring.coreos.com/v1/ServiceMonitor":
 			target = &objs.ServiceMonitor
+		case "networking.k8s.io/v1/NetworkPolicy":
+			target = &objs.NetworkPolicy
+		case "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy":
+			target = &objs.MutatingPolicy
+		case "admissionregistration.k8s.io/v1/MutatingAdmissionPolicyBinding":
+			target = &objs.MutatingBinding
+		case "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy":
+			target = &objs.ValidatingPolicy
+		case "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding":
+			target = &objs.ValidatingBinding
 		default:
 			t.Fatalf("document %d: unexpected kind %q\n%s", i, gvk, doc)
 		}

@@ -163,8 +163,8 @@ func TestRuntimeSnippets(t *testing.T) {
 		if v == nil || !v.Enable {
 			t.Fatal("NRI default_validator is not enabled")
 		}
-		if !slices.Equal(v.RequiredPlugins, []string{vals.Config.NRI.PluginName}) {
-			t.Errorf("required_plugins = %v, want [%s] (config nri.pluginName)", v.RequiredPlugins, vals.Config.NRI.PluginName)
+		if len(v.RequiredPlugins) != 0 {
+			t.Errorf("required_plugins = %v: a global requirement stops every container on the node while lpu-nri is down; the chart's admission policy gates LPU pods only", v.RequiredPlugins)
 		}
 		if v.TolerateMissingPluginsAnnotation == "" || v.TolerateMissingPluginsAnnotation != vals.NRI.TolerateMissingPluginsAnnotation {
 			t.Errorf("tolerate_missing_plugins_annotation = %q, chart annotates its pod with %q",
@@ -280,7 +280,7 @@ imports = ["` + dir + `/conf.d/*.toml"]
 		"nri socket_path":                    {nri["socket_path"], vals.Config.NRI.Socket},
 		"operator's nri request timeout":     {nri["plugin_request_timeout"], "3s"},
 		"validator enable":                   {validator["enable"], true},
-		"validator required_plugins":         {strings.Join(toStrings(validator["required_plugins"]), ","), vals.Config.NRI.PluginName},
+		"validator required_plugins":         {strings.Join(toStrings(validator["required_plugins"]), ","), ""},
 		"validator toleration annotation":    {validator["tolerate_missing_plugins_annotation"], vals.NRI.TolerateMissingPluginsAnnotation},
 	}
 	for name, c := range checks {

@@ -6,6 +6,7 @@ package main
 import (
 	"errors"
 	"os"
+	"strings"
 
 	nrilog "github.com/containerd/nri/pkg/log"
 
@@ -42,6 +43,9 @@ func run() error {
 	defer stop()
 	mode, why := daemon.ResolveMode(s.Config)
 	p := daemon.Params{Config: s.Config, Mode: mode, ModeReason: why, Simulate: opts.Simulate, Logger: s.Log, Version: version}
+	if opts.OtherFingerprints != "" {
+		p.OtherFingerprints = strings.Split(opts.OtherFingerprints, ",")
+	}
 	switch s.Command {
 	case cmds.CDIGenerate:
 		return daemon.CDIGenerate(ctx, p, os.Stdout)

@@ -35,6 +35,7 @@ type Flag struct {
 	allowed []string
 	mark    *bool
 	apply   func(*config.Config)
+	exits   bool
 }
 
 // New returns the command called name (words after the program's name,
@@ -76,6 +77,10 @@ func (f *Flag) Absolute() *Flag { f.abs = true; return f }
 // Required makes a flag that is given neither on the command line nor in
 // the environment an error.
 func (f *Flag) Required() *Flag { f.req = true; return f }
+
+// Exits marks a flag that answers and ends the program (--version): when it
+// is given, required flags may be missing.
+func (f *Flag) Exits() *Flag { f.exits = true; return f }
 
 // Check runs fn once after parsing when the flag was given; its error
 // should name the flag and the value.
@@ -251,13 +256,17 @@ func (c *Command) finish(lookupEnv func(string) (string, bool)) error {
 		}
 		c.given[f.Name] = true
 	}
+	exiting := false
+	for _, f := range c.flags {
+		exiting = exiting || (f.exits && c.given[f.Name])
+	}
 	for _, f := range c.flags {
 		if f.mark != nil {
 			*f.mark = c.given[f.Name]
 		}
 		v := c.fs.Lookup(f.Name).Value.String()
 		switch {
-		case f.req && !c.given[f.Name]:
+		case f.req && !c.given[f.Name] && !exiting:
 			return fmt.Errorf("--%s is required%s", f.Name, envHint(f))
 		case f.abs && c.given[f.Name] && !strings.HasPrefix(v, "/"):
 			return fmt.Errorf("--%s %q: want an absolute path", f.Name, v)

@@ -77,22 +77,36 @@ func (s *State) Holder(id string) string {
 
 // Verify reports whether every claim UID is prepared in the checkpoint in
 // dir for the pod podUID; the error names the first claim that is not.
-// lpu-nri calls it for a container whose CDI devices name claims.
 func Verify(dir, podUID string, claimUIDs []string) error {
+	_, err := PodLPUs(dir, podUID, claimUIDs)
+	return err
+}
+
+// PodLPUs verifies the claims as Verify does and returns the LPUs they
+// hold, claim by claim in ring order, each once. lpu-nri calls it for a
+// container whose CDI devices name claims: those LPUs are the container's
+// verified allocation.
+func PodLPUs(dir, podUID string, claimUIDs []string) ([]string, error) {
 	s, err := Load(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var ids []string
 	for _, uid := range claimUIDs {
 		c, ok := s.Claims[uid]
 		if !ok {
-			return fmt.Errorf("claim %s is not prepared by lpu-dra on this node", uid)
+			return nil, fmt.Errorf("claim %s is not prepared by lpu-dra on this node", uid)
 		}
 		if podUID == "" || !slices.Contains(c.Pods, podUID) {
-			return fmt.Errorf("claim %s/%s (%s) was not prepared for pod %s", c.Namespace, c.Name, uid, podUID)
+			return nil, fmt.Errorf("claim %s/%s (%s) was not prepared for pod %s", c.Namespace, c.Name, uid, podUID)
+		}
+		for _, id := range c.LPUs {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
 		}
 	}
-	return nil
+	return ids, nil
 }
 
 // Parse decodes and checks a checkpoint.

@@ -67,8 +67,10 @@ func TestCrashLeavesOldContent(t *testing.T) {
 	}
 	// A save into a state dir that cannot be written leaves the old file.
 	if os.Geteuid() != 0 {
-		os.Chmod(dir, 0o500)
-		defer os.Chmod(dir, 0o700)
+		if err := os.Chmod(dir, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = os.Chmod(dir, 0o700) }()
 		s := sample()
 		delete(s.Claims, "uid-a")
 		if err := Save(dir, s); err == nil {
@@ -150,8 +152,10 @@ func TestVerify(t *testing.T) {
 		pod    string
 		claims []string
 		want   string
+		lpus   []string // PodLPUs' result when want is ""
 	}{
-		"prepared for the pod": {pod: "pod-1", claims: []string{"uid-a"}},
+		"prepared for the pod": {pod: "pod-1", claims: []string{"uid-a"}, lpus: []string{"lpu4", "lpu5", "lpu6", "lpu7"}},
+		"one claim twice":      {pod: "pod-1", claims: []string{"uid-a", "uid-a"}, lpus: []string{"lpu4", "lpu5", "lpu6", "lpu7"}},
 		"another pod":          {pod: "pod-2", claims: []string{"uid-a"}, want: "claim ns/a (uid-a) was not prepared for pod pod-2"},
 		"no pods recorded":     {pod: "pod-1", claims: []string{"uid-b"}, want: "was not prepared for pod pod-1"},
 		"unknown claim":        {pod: "pod-1", claims: []string{"uid-a", "uid-x"}, want: "claim uid-x is not prepared by lpu-dra on this node"},
@@ -160,9 +164,16 @@ func TestVerify(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			err := Verify(dir, tc.pod, tc.claims)
+			lpus, perr := PodLPUs(dir, tc.pod, tc.claims)
+			if (err == nil) != (perr == nil) {
+				t.Fatalf("Verify = %v but PodLPUs = %v", err, perr)
+			}
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(lpus, tc.lpus) {
+					t.Fatalf("PodLPUs = %v, want %v", lpus, tc.lpus)
 				}
 				return
 			}

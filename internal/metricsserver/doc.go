@@ -3,6 +3,10 @@
 // listen, serve, shut down when the context ends. The metrics themselves
 // stay with each daemon.
 //
+// The server bounds what a client can hold (the port is reachable from
+// pods): read, write and idle timeouts, a header size limit, and at most
+// MaxConns open connections; one beyond is closed at once.
+//
 // Endpoints:
 //
 //	/metrics  the registry, in the Prometheus text or protobuf format

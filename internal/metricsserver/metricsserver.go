@@ -7,20 +7,62 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Timeouts of the HTTP server.
+// Limits of the HTTP server. The endpoint is reachable from pods (the
+// chart's NetworkPolicy narrows that to the monitoring namespace), so every
+// resource a client can hold is bounded: a scrape is a few KiB, a probe
+// less, and both daemons run under a 128 MiB memory limit.
 const (
 	// ReadHeaderTimeout bounds how long a client may take to send headers.
 	ReadHeaderTimeout = 5 * time.Second
+	// ReadTimeout bounds reading a whole request.
+	ReadTimeout = 10 * time.Second
+	// WriteTimeout bounds writing a response (a scrape renders in
+	// milliseconds; a client that does not read is cut off).
+	WriteTimeout = 30 * time.Second
+	// IdleTimeout closes keep-alive connections idle this long (Prometheus
+	// scrapes every 15-60s and reconnects when needed).
+	IdleTimeout = 30 * time.Second
+	// MaxHeaderBytes bounds request headers; larger ones get 431.
+	MaxHeaderBytes = 8 << 10
+	// MaxConns caps open connections; one beyond is closed at once.
+	MaxConns = 64
 	// ShutdownTimeout bounds the graceful shutdown when the context ends:
 	// Serve returns after it even while requests are still running.
 	ShutdownTimeout = 2 * time.Second
 )
+
+// Limits are the server's bounds; the zero value of a field means its
+// default constant above.
+type Limits struct {
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	MaxHeaderBytes, MaxConns                                  int
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&l.ReadHeaderTimeout, ReadHeaderTimeout)
+	def(&l.ReadTimeout, ReadTimeout)
+	def(&l.WriteTimeout, WriteTimeout)
+	def(&l.IdleTimeout, IdleTimeout)
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = MaxHeaderBytes
+	}
+	if l.MaxConns <= 0 {
+		l.MaxConns = MaxConns
+	}
+	return l
+}
 
 // Check is a probe condition: nil while it holds, else why not.
 type Check func() error
@@ -67,11 +109,25 @@ func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) e
 // ServeListener is Serve on an open listener, which it closes (tests use
 // 127.0.0.1:0). A nil log logs nothing.
 func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout}
+	return ServeLimited(ctx, ln, h, log, Limits{})
+}
+
+// ServeLimited is ServeListener with explicit limits (tests shorten them).
+func ServeLimited(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, lim Limits) error {
+	lim = lim.withDefaults()
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		WriteTimeout:      lim.WriteTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+	}
+	lln := newLimitListener(ln, lim.MaxConns)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(lln) }()
 	if log != nil {
-		log.Info("serving metrics", "addr", ln.Addr().String())
+		log.Info("serving metrics", "addr", ln.Addr().String(), "maxConns", lim.MaxConns, "idleTimeout", lim.IdleTimeout)
 	}
 	select {
 	case err := <-errc:
@@ -84,4 +140,48 @@ func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, log *sl
 		}
 		return nil
 	}
+}
+
+// limitListener hands out at most cap connections at a time. One beyond
+// is closed right away (with a reset, so no TIME_WAIT is left) instead of
+// waiting in the accept queue: the client sees a refusal, and the server
+// spends no goroutine on it.
+type limitListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func newLimitListener(ln net.Listener, n int) *limitListener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, n)}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+		default:
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
+			_ = c.Close()
+		}
+	}
+}
+
+// limitConn gives its slot back on the first Close.
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }

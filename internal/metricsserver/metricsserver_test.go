@@ -1,12 +1,14 @@
 package metricsserver
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -132,4 +134,178 @@ func get(t *testing.T, url string) (int, string) {
 		t.Fatalf("read %s: %v", url, err)
 	}
 	return rsp.StatusCode, string(b)
+}
+
+// startLimited serves a probe handler with lim on a loopback port until the
+// test ends and returns the address.
+func startLimited(t *testing.T, lim Limits) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeLimited(ctx, ln, Handler(prometheus.NewRegistry(), nil, nil), nil, lim) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+// getOn sends one keep-alive request on c and reads the status line.
+func getOn(t *testing.T, c net.Conn, path string) string {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	rsp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("read response: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, rsp.Body)
+	rsp.Body.Close()
+	return rsp.Status
+}
+
+// closedWithin reports whether the server closes c within d.
+func closedWithin(c net.Conn, d time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+func TestIdleConnectionsClosed(t *testing.T) {
+	addr := startLimited(t, Limits{IdleTimeout: 200 * time.Millisecond})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := getOn(t, c, "/healthz"); got != "200 OK" {
+		t.Fatalf("status %q", got)
+	}
+	start := time.Now()
+	if !closedWithin(c, 3*time.Second) {
+		t.Fatal("idle keep-alive connection still open after 3s (idle timeout 200ms)")
+	}
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Errorf("closed after %v, before the idle timeout", d)
+	}
+	// A connection that never sends a request is closed too.
+	silent, err := net.Dial("tcp", startLimited(t, Limits{ReadHeaderTimeout: 200 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	if !closedWithin(silent, 3*time.Second) {
+		t.Fatal("silent connection still open after 3s (header timeout 200ms)")
+	}
+}
+
+func TestConnectionCap(t *testing.T) {
+	const limit = 4
+	addr := startLimited(t, Limits{MaxConns: limit, ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute})
+	held := make([]net.Conn, limit)
+	for i := range held {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if got := getOn(t, c, "/healthz"); got != "200 OK" { // proves it was accepted
+			t.Fatalf("connection %d: %q", i, got)
+		}
+		held[i] = c
+	}
+	extra, err := net.Dial("tcp", addr) // the kernel completes the handshake
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	_, _ = io.WriteString(extra, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	if !closedWithin(extra, 3*time.Second) {
+		t.Fatal("connection beyond the cap was served or left open")
+	}
+	// A slot freed is usable again.
+	held[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(time.Second))
+		_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		rsp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		c.Close()
+		if err == nil && rsp.StatusCode == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection accepted after a slot was freed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestHeaderLimit(t *testing.T) {
+	addr := startLimited(t, Limits{MaxHeaderBytes: 1 << 10})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("a", 64<<10)+"\r\n\r\n")
+	rsp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rsp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("status %d, want 431", rsp.StatusCode)
+	}
+}
+
+// TestGoroutinesBounded: a flood of idle connections holds at most the cap
+// of server goroutines, and they go once the clients leave.
+func TestGoroutinesBounded(t *testing.T) {
+	const limit, flood = 8, 300
+	before := runtime.NumGoroutine()
+	addr := startLimited(t, Limits{MaxConns: limit, ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute})
+	conns := make([]net.Conn, 0, flood)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range flood {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			continue // the backlog may overflow; that is a refusal too
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(200 * time.Millisecond) // let the server accept what it will
+	// Per served connection: its serve goroutine and, at most, a
+	// background reader. Plus the Serve goroutines of the test server.
+	if got, max := runtime.NumGoroutine()-before, 2*limit+4; got > max {
+		t.Fatalf("%d goroutines for %d idle connections (cap %d), want at most %d", got, len(conns), limit, max)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = conns[:0]
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine()-before > 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines left after the clients closed", runtime.NumGoroutine()-before)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -24,8 +24,11 @@ func TestRefuse(t *testing.T) {
 	if err := RefuseIfDRA(dir); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(reg, nil, 0o600)
-	os.WriteFile(dp, nil, 0o600)
+	for _, f := range []string{reg, dp} {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := RefuseIfDRA(dir); err != nil {
 		t.Fatalf("stale file: %v", err)
 	}

@@ -51,7 +51,7 @@ var shared = map[string]func(c *cmdline.Command, f *Flags){
 			OneOf(config.AllowedBackends...).Sets(func(cfg *config.Config) { cfg.Simulate.Backend = f.simulateBackend })
 	},
 	"version": func(c *cmdline.Command, f *Flags) {
-		c.Bool(&f.Version, "version", "", "print the version and exit")
+		c.Bool(&f.Version, "version", "", "print the version and exit").Exits()
 	},
 }
 

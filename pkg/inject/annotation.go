@@ -37,9 +37,21 @@ const (
 // scanning instead of with a map (a node has 8-16 LPUs).
 const smallList = 32
 
-// sealVersion prefixes every seal so the format can change later without
-// ambiguity: "v1:" followed by 64 lower-case hex digits.
-const sealVersion = "v1:"
+// Seal versions prefix every seal so the format can change without
+// ambiguity: "v1:" or "v2:" followed by 64 lower-case hex digits. A v1 seal
+// covers the devices value (and allocation ID) only; a v2 seal also covers
+// the node name, so annotations sealed on one node do not open on another
+// that shares its key (cloned images).
+const (
+	sealV1 = "v1:"
+	sealV2 = "v2:"
+)
+
+// Seal versions as Allocation.Version reports them.
+const (
+	SealV1 = 1 // legacy: no node binding; the allocation ID is optional
+	SealV2 = 2 // node-bound, allocation ID required
+)
 
 // Sentinel errors of Open, for errors.Is.
 var (
@@ -98,37 +110,47 @@ func ParseIDs(value string) ([]string, error) {
 }
 
 // HasReservedKey reports the first key (in sorted order) that starts with
-// AnnotationPrefix. lpu-nri uses it on pod annotations: any such key there
-// means a pod author tried to write the contract and creation must fail.
+// AnnotationPrefix in any letter case. lpu-nri uses it on pod annotations:
+// any such key there means a pod author tried to write the contract and
+// creation must fail. Case does not matter because Kubernetes accepts
+// "LPU.hyperaccel.ai/devices" as a key and a runtime or tool that folds
+// case could read it as the contract's.
 func HasReservedKey(annotations map[string]string) (key string, ok bool) {
 	for k := range annotations {
-		if strings.HasPrefix(k, AnnotationPrefix) && (!ok || k < key) {
+		if hasPrefixFold(k, AnnotationPrefix) && (!ok || k < key) {
 			key, ok = k, true
 		}
 	}
 	return key, ok
 }
 
-// Annotations returns the container annotations the device plugin hands to
-// kubelet for ids (ring order, arc start first): the devices value and its
-// seal.
+// hasPrefixFold is strings.HasPrefix ignoring ASCII and Unicode case.
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// Annotations returns the legacy (v1) container annotations for ids (ring
+// order, arc start first): the devices value and its v1 seal, no node
+// binding and no allocation ID. The device plugin writes AnnotationsWithID;
+// this form stays for tests of the migration switch (kubelet replays
+// checkpoints written by older device plugins).
 func (k *Key) Annotations(ids []string) map[string]string {
 	v := EncodeIDs(ids)
 	return map[string]string{AnnotationDevices: v, AnnotationSeal: k.Seal(v)}
 }
 
-// Seal returns the seal of a devices value: "v1:" + hex(HMAC-SHA256(key,
-// "lpu.hyperaccel.ai/devices=" + value)). The key name in the MAC input
-// separates this use from any future sealed field.
+// Seal returns the legacy v1 seal of a devices value: "v1:" +
+// hex(HMAC-SHA256(key, "lpu.hyperaccel.ai/devices=" + value)). The key name
+// in the MAC input separates this use from any other sealed field.
 func (k *Key) Seal(value string) string {
-	return encodeSeal(k.mac(value))
+	return encodeSeal(sealV1, k.mac(value))
 }
 
-// encodeSeal renders a MAC as "v1:" + lower-case hex.
-func encodeSeal(sum []byte) string {
-	buf := make([]byte, len(sealVersion)+hex.EncodedLen(len(sum)))
-	copy(buf, sealVersion)
-	hex.Encode(buf[len(sealVersion):], sum)
+// encodeSeal renders a MAC as version + lower-case hex.
+func encodeSeal(version string, sum []byte) string {
+	buf := make([]byte, len(version)+hex.EncodedLen(len(sum)))
+	copy(buf, version)
+	hex.Encode(buf[len(version):], sum)
 	return string(buf)
 }
 
@@ -164,56 +186,81 @@ func (k *Key) sum(write func(m hash.Hash)) []byte {
 // Open reads and verifies an allocation from container annotations. It
 // returns ErrNoAllocation when neither contract key is present; an error
 // wrapping ErrBadSeal when the seal is missing, malformed or wrong; and a
-// ParseIDs error when a correctly sealed value is still malformed. The
-// returned IDs are in ring order; the caller must still check that they
-// exist in its own inventory. Open ignores the allocation ID keys
-// (AnnotationAllocation, AnnotationAllocationSeal); OpenAllocation reads
-// and verifies them too.
+// ParseIDs error when a correctly sealed value is still malformed. A v2
+// devices seal is verified against the key's node (ForNode); a v1 seal
+// without one. The returned IDs are in ring order; the caller must still
+// check that they exist in its own inventory. Open ignores the allocation
+// ID keys; OpenAllocation reads and verifies them too and says which seal
+// version was used.
 func (k *Key) Open(annotations map[string]string) ([]string, error) {
+	ids, _, err := k.open(annotations)
+	return ids, err
+}
+
+// open is Open that also returns the devices seal's version.
+func (k *Key) open(annotations map[string]string) ([]string, int, error) {
 	value, hasDevices := annotations[AnnotationDevices]
 	seal, hasSeal := annotations[AnnotationSeal]
 	switch {
 	case !hasDevices && !hasSeal:
-		return nil, ErrNoAllocation
+		return nil, 0, ErrNoAllocation
 	case !hasDevices:
-		return nil, fmt.Errorf("%w: %s present without %s", ErrBadSeal, AnnotationSeal, AnnotationDevices)
+		return nil, 0, fmt.Errorf("%w: %s present without %s", ErrBadSeal, AnnotationSeal, AnnotationDevices)
 	case !hasSeal:
-		return nil, fmt.Errorf("%w: %s missing", ErrBadSeal, AnnotationSeal)
+		return nil, 0, fmt.Errorf("%w: %s missing", ErrBadSeal, AnnotationSeal)
 	}
 	if len(value) > MaxValueLen {
-		return nil, fmt.Errorf("%s: value is %d bytes, limit %d", AnnotationDevices, len(value), MaxValueLen)
+		return nil, 0, fmt.Errorf("%s: value is %d bytes, limit %d", AnnotationDevices, len(value), MaxValueLen)
 	}
-	got, err := decodeSeal(seal)
+	version, got, err := decodeSeal(seal)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrBadSeal, AnnotationSeal, err)
+		return nil, 0, fmt.Errorf("%w: %s: %v", ErrBadSeal, AnnotationSeal, err)
 	}
-	if !hmac.Equal(got[:], k.mac(value)) {
-		return nil, fmt.Errorf("%w: %s does not match %s %q", ErrBadSeal, AnnotationSeal, AnnotationDevices, value)
+	var want []byte
+	if version == SealV2 {
+		if k.node == "" {
+			return nil, 0, fmt.Errorf("%w: %s is node-bound (v2) but this key has no node name", ErrBadSeal, AnnotationSeal)
+		}
+		want = k.macNode(value)
+	} else {
+		want = k.mac(value)
+	}
+	if !hmac.Equal(got[:], want) {
+		if version == SealV2 {
+			return nil, 0, fmt.Errorf("%w: %s does not match %s %q on node %q (sealed on another node, or forged)", ErrBadSeal, AnnotationSeal, AnnotationDevices, value, k.node)
+		}
+		return nil, 0, fmt.Errorf("%w: %s does not match %s %q", ErrBadSeal, AnnotationSeal, AnnotationDevices, value)
 	}
 	ids, err := ParseIDs(value)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", AnnotationDevices, err)
+		return nil, 0, fmt.Errorf("%s: %w", AnnotationDevices, err)
 	}
-	return ids, nil
+	return ids, version, nil
 }
 
-// decodeSeal checks and decodes a seal in one pass over its digits.
-func decodeSeal(seal string) (sum [sha256.Size]byte, err error) {
-	digits, ok := strings.CutPrefix(seal, sealVersion)
+// decodeSeal checks and decodes a seal in one pass over its digits and
+// returns its version (SealV1 or SealV2).
+func decodeSeal(seal string) (version int, sum [sha256.Size]byte, err error) {
+	digits, ok := strings.CutPrefix(seal, sealV2)
+	version = SealV2
 	if !ok {
-		return sum, fmt.Errorf("seal %.16q...: want prefix %q", seal, sealVersion)
+		digits, ok = strings.CutPrefix(seal, sealV1)
+		version = SealV1
+	}
+	if !ok {
+		return 0, sum, fmt.Errorf("seal %.16q...: want prefix %q or %q", seal, sealV2, sealV1)
 	}
 	if len(digits) != hex.EncodedLen(sha256.Size) {
-		return sum, fmt.Errorf("seal has %d hex digits, want %d", len(digits), hex.EncodedLen(sha256.Size))
+		return 0, sum, fmt.Errorf("seal has %d hex digits, want %d", len(digits), hex.EncodedLen(sha256.Size))
 	}
 	for i := 0; i < len(digits); i++ {
 		v, ok := lowerHex(digits[i])
 		if !ok {
-			return sum, fmt.Errorf("seal digit %d %q: want lower-case hex", i, digits[i])
+			return 0, sum, fmt.Errorf("seal digit %d %q: want lower-case hex", i, digits[i])
 		}
 		sum[i/2] = sum[i/2]<<4 | v
 	}
-	return sum, nil
+	return version, sum, nil
 }
 
 // lowerHex returns the value of a lower-case hex digit.

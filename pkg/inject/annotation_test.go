@@ -164,6 +164,9 @@ func TestHasReservedKey(t *testing.T) {
 		"devices":   {map[string]string{AnnotationDevices: "lpu0"}, AnnotationDevices},
 		"any key":   {map[string]string{"lpu.hyperaccel.ai/other": "", "lpu.hyperaccel.ai/a": ""}, "lpu.hyperaccel.ai/a"},
 		"prefix":    {map[string]string{AnnotationPrefix: ""}, AnnotationPrefix},
+		"upper":     {map[string]string{"LPU.hyperaccel.ai/devices": "lpu0"}, "LPU.hyperaccel.ai/devices"},
+		"mixed":     {map[string]string{"lpu.HyperAccel.AI/seal": "v2:"}, "lpu.HyperAccel.AI/seal"},
+		"short":     {map[string]string{"LPU.hyperaccel.ai": "x", "L": ""}, ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

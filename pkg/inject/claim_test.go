@@ -5,8 +5,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hyperaccel/lpu-node/pkg/device"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
 func TestClaimSpec(t *testing.T) {

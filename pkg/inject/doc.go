@@ -25,42 +25,42 @@
 //
 // # The annotation contract
 //
-// The device plugin's Allocate returns two container annotations:
+// The device plugin's Allocate returns four container annotations:
 //
-//	lpu.hyperaccel.ai/devices: lpu7,lpu0,lpu1   (IDs in ring order, arc start first)
-//	lpu.hyperaccel.ai/seal:    v1:<64 hex digits>
+//	lpu.hyperaccel.ai/devices:         lpu7,lpu0,lpu1   (IDs in ring order, arc start first)
+//	lpu.hyperaccel.ai/seal:            v2:<HMAC of node and devices value>
+//	lpu.hyperaccel.ai/allocation:      5f0e8a1c2b3d4e5f60718293a4b5c6d7 (random, per allocation)
+//	lpu.hyperaccel.ai/allocation-seal: v2:<HMAC of node, allocation ID and devices value>
 //
-// The seal is HMAC-SHA256 over "lpu.hyperaccel.ai/devices=" + value with a
-// 32-byte node-local key (LoadOrCreateKey: <stateDir>/seal.key, mode 0600,
-// created once, shared by both daemons). Open verifies the seal in constant
-// time before parsing the value strictly (ParseIDs).
+// The seals are HMAC-SHA256 with a 32-byte node-local key (LoadOrCreateKey:
+// <stateDir>/seal.key, mode 0600, owned by the daemon, one link, in a state
+// dir only its owner can write; created once, shared by both daemons) over
+// "lpu.hyperaccel.ai/node=" + node + "\n" then the v1 input:
+// "lpu.hyperaccel.ai/devices=" + value, or "lpu.hyperaccel.ai/allocation=" +
+// ID + "\n" + "lpu.hyperaccel.ai/devices=" + value. The node name (ForNode)
+// keeps annotations sealed on one node from opening on another that shares
+// its key (cloned images; Fingerprint tells them apart). OpenAllocation
+// verifies the seals in constant time before parsing the value strictly
+// (ParseIDs).
 //
 //	key, err := inject.LoadOrCreateKey("/var/lib/lpu")
-//	ann := key.Annotations([]string{"lpu7", "lpu0", "lpu1"}) // device plugin
-//	ids, err := key.Open(containerAnnotations)             // lpu-nri
+//	key, err = key.ForNode(nodeName)
+//	ann, err := key.AnnotationsWithID(ids, inject.NewAllocationID()) // device plugin
+//	alloc, err := key.OpenAllocation(containerAnnotations)         // lpu-nri
 //	if errors.Is(err, inject.ErrNoAllocation) { /* Unallocated() */ }
 //
-// # Allocation IDs
+// A forged ID, or an ID and seal copied from another container's
+// allocation or another node, is refused with ErrBadSeal like a forged
+// devices value.
 //
-// For tracing, AnnotationsWithID adds two more keys: a random allocation ID
-// (NewAllocationID, 32 lower-case hex digits) and a seal binding that ID to
-// the devices value:
+// # The legacy form
 //
-//	lpu.hyperaccel.ai/allocation:      5f0e8a1c2b3d4e5f60718293a4b5c6d7
-//	lpu.hyperaccel.ai/allocation-seal: v1:<HMAC of "lpu.hyperaccel.ai/allocation=" + ID + "\n" + "lpu.hyperaccel.ai/devices=" + value>
-//
-// OpenAllocation verifies both seals and returns the IDs and the allocation
-// ID. A forged ID, or an ID and seal copied from another container's
-// allocation, is refused with ErrBadSeal like a forged devices value.
-// Annotations written before allocation IDs existed (kubelet replays its
-// checkpoint after an upgrade) carry neither key and open with ID "".
-// The devices value and its seal are unchanged, so an lpu-nri without
-// allocation IDs (a rollback) still opens new annotations; Open ignores the
-// allocation keys.
-//
-//	allocID := inject.NewAllocationID()
-//	ann, err := key.AnnotationsWithID(ids, allocID)  // device plugin
-//	alloc, err := key.OpenAllocation(annotations)    // lpu-nri: alloc.IDs, alloc.ID
+// Device plugins before node binding wrote v1 seals (no node), with or
+// without the allocation ID keys (Annotations, LegacyAnnotationsWithID).
+// OpenAllocation still opens them and reports Allocation.Version SealV1;
+// lpu-nri accepts them only behind its migration switch
+// (security.acceptLegacySeals), since kubelet replays checkpointed
+// annotations on container restart after an upgrade.
 //
 // Trust decisions about pod annotations belong to lpu-nri; HasReservedKey
 // finds a contract key where none may be.

@@ -2,14 +2,17 @@ package inject
 
 import (
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // KeyFileName is the seal key's file name under the state directory.
@@ -25,8 +28,55 @@ const KeySize = 32
 type Key struct {
 	secret [KeySize]byte
 	path   string
+	node   string    // node name v2 seals cover; "" until ForNode
 	macs   sync.Pool // of hash.Hash keyed with secret
 }
+
+// MaxNodeNameLen bounds a node name (a DNS subdomain).
+const MaxNodeNameLen = 253
+
+// ForNode returns a key with the same secret bound to a node name: its v2
+// seals (AnnotationsWithID) cover the name, and it opens v2 seals only when
+// they were made for that name. Both daemons bind the key to the same name
+// (NODE_NAME, else the host name). The name must be 1 to MaxNodeNameLen
+// printable ASCII characters without spaces, so the MAC input splits only
+// one way.
+func (k *Key) ForNode(node string) (*Key, error) {
+	if err := CheckNodeName(node); err != nil {
+		return nil, err
+	}
+	return &Key{secret: k.secret, path: k.path, node: node}, nil
+}
+
+// CheckNodeName reports whether node can be sealed over (see ForNode).
+func CheckNodeName(node string) error {
+	if node == "" {
+		return errors.New("seal key: node name is empty (set NODE_NAME)")
+	}
+	if len(node) > MaxNodeNameLen {
+		return fmt.Errorf("seal key: node name is %d bytes, limit %d", len(node), MaxNodeNameLen)
+	}
+	for i := 0; i < len(node); i++ {
+		if c := node[i]; c <= ' ' || c >= 0x7f {
+			return fmt.Errorf("seal key: node name %q: byte %d %q is not printable ASCII", node, i, c)
+		}
+	}
+	return nil
+}
+
+// Node returns the node name the key is bound to, "" when unbound.
+func (k *Key) Node() string { return k.node }
+
+// Fingerprint returns a short public identifier of the secret: the first 16
+// hex digits of HMAC-SHA256(key, "lpu.hyperaccel.ai/fingerprint"). Two nodes
+// with the same fingerprint share a key (a cloned image); the value reveals
+// nothing usable about the key.
+func (k *Key) Fingerprint() string {
+	sum := k.sum(func(m hash.Hash) { m.Write(fingerprintInput) })
+	return hex.EncodeToString(sum[:8])
+}
+
+var fingerprintInput = []byte(AnnotationPrefix + "fingerprint")
 
 // NewKey returns a key from raw bytes (tests, tools). b must be KeySize
 // bytes.
@@ -46,8 +96,10 @@ func (k *Key) Path() string { return k.path }
 // Creation is atomic and safe when both daemons start at once: 32 random
 // bytes go to a private temp file that is then hard-linked to the final
 // name; whoever loses the link race loads the winner's file. A key file that
-// is not a regular file, is readable or writable by group or others, or is
-// not exactly KeySize bytes is refused with an error naming path and mode.
+// is not a regular file, is readable or writable by group or others, is not
+// owned by the process's effective uid, has more than one link, or is not
+// exactly KeySize bytes is refused with an error naming path and mode; so
+// is a state dir that group or others can write (they could swap the key).
 func LoadOrCreateKey(stateDir string) (*Key, error) {
 	if stateDir == "" {
 		return nil, errors.New("seal key: state dir is empty")
@@ -55,15 +107,34 @@ func LoadOrCreateKey(stateDir string) (*Key, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("seal key: create state dir %s: %w", stateDir, err)
 	}
+	if err := CheckStateDir(stateDir); err != nil {
+		return nil, err
+	}
 	path := filepath.Join(stateDir, KeyFileName)
-	k, err := loadKey(path)
+	k, err := loadSettled(path)
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return k, err
 	}
 	if err := createKey(stateDir, path); err != nil {
 		return nil, err
 	}
-	return loadKey(path)
+	return loadSettled(path)
+}
+
+// errLinks marks a key file with more than one link.
+var errLinks = errors.New("more than one link")
+
+// loadSettled is loadKey that waits up to about half a second for a second
+// link to go: a daemon creating the key at the same moment links its temp
+// file to the final name and removes the temp name right after.
+func loadSettled(path string) (*Key, error) {
+	for i := 0; ; i++ {
+		k, err := loadKey(path)
+		if !errors.Is(err, errLinks) || i == 50 {
+			return k, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // createKey writes a fresh key to a temp file and links it to path. An
@@ -103,6 +174,23 @@ func createKey(dir, path string) error {
 	return nil
 }
 
+// CheckStateDir refuses a state dir that is not a directory, or that group
+// or others can write (anyone who can rename files in it can replace the
+// seal key or the readiness socket).
+func CheckStateDir(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("state dir %s: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("state dir %s: mode %v is not a directory", dir, st.Mode())
+	}
+	if perm := st.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("state dir %s: mode %#o lets group/others write, want at most 0755 (chmod go-w %s)", dir, perm, dir)
+	}
+	return nil
+}
+
 func loadKey(path string) (*Key, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
@@ -122,6 +210,14 @@ func loadKey(path string) (*Key, error) {
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
 		return nil, fmt.Errorf("seal key %s: mode %#o allows group/other access, want 0600 (chmod 600 %s)", path, perm, path)
 	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		if uid := os.Geteuid(); int(sys.Uid) != uid {
+			return nil, fmt.Errorf("seal key %s: owned by uid %d, want %d (the daemon's uid)", path, sys.Uid, uid)
+		}
+		if sys.Nlink != 1 {
+			return nil, fmt.Errorf("seal key %s: %w (%d), want 1: another name could change it", path, errLinks, sys.Nlink)
+		}
+	}
 	if st.Size() != KeySize {
 		return nil, fmt.Errorf("seal key %s: size %d bytes, want %d (mode %#o)", path, st.Size(), KeySize, st.Mode().Perm())
 	}
@@ -130,4 +226,18 @@ func loadKey(path string) (*Key, error) {
 		return nil, fmt.Errorf("seal key %s: read: %w", path, err)
 	}
 	return k, nil
+}
+
+// NodeName returns the node name both daemons bind the seal key to:
+// NODE_NAME from getenv (the chart sets it from spec.nodeName), else the
+// host name. They must agree, or every seal fails to open.
+func NodeName(getenv func(string) string) (string, error) {
+	if n := getenv("NODE_NAME"); n != "" {
+		return n, CheckNodeName(n)
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("node name: NODE_NAME unset and no host name: %w", err)
+	}
+	return h, CheckNodeName(h)
 }

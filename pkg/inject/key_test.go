@@ -61,6 +61,21 @@ func TestLoadOrCreateKeyRefuses(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, []string{"not a regular file"}},
+		"other owner": {func(t *testing.T, p string) {
+			writeKey(t, p, KeySize, 0o600)
+			if os.Geteuid() != 0 {
+				t.Skip("chown needs root")
+			}
+			if err := os.Chown(p, os.Geteuid()+1000, -1); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"owned by uid", "the daemon's uid"}},
+		"hard link": {func(t *testing.T, p string) {
+			writeKey(t, p, KeySize, 0o600)
+			if err := os.Link(p, p+".other"); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"more than one link (2)"}},
 		"symlink": {func(t *testing.T, p string) {
 			target := p + ".real"
 			writeKey(t, target, KeySize, 0o600)
@@ -90,6 +105,25 @@ func TestLoadOrCreateKeyRefuses(t *testing.T) {
 	}
 	if _, err := LoadOrCreateKey(""); err == nil {
 		t.Error("empty state dir accepted")
+	}
+	for _, mode := range []os.FileMode{0o770, 0o757, 0o777} {
+		dir := t.TempDir()
+		if err := os.Chmod(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		if k, err := LoadOrCreateKey(dir); err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "lets group/others write") {
+			t.Errorf("state dir mode %#o: LoadOrCreateKey = %v, %v; want a refusal naming %s", mode, k, err, dir)
+		}
+		if _, err := os.Stat(filepath.Join(dir, KeyFileName)); err == nil {
+			t.Errorf("state dir mode %#o: a key was created", mode)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadOrCreateKey(dir); err != nil {
+		t.Errorf("state dir mode 0755: %v", err)
 	}
 }
 

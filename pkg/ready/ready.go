@@ -19,7 +19,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // SocketName is the readiness socket's file name in the state directory.
@@ -95,7 +98,14 @@ func (s *Server) Close() error {
 
 // Check asks the readiness socket at path whether lpu-nri is connected. It
 // returns nil only for a "connected" answer; otherwise an error saying why.
+// It trusts the socket only when it is a socket (not a symlink) owned by
+// this process's effective uid and the process answering runs as that uid
+// too (SO_PEERCRED): another local user must not be able to stand in for
+// lpu-nri and say "connected".
 func Check(ctx context.Context, path string) error {
+	if err := checkOwner(path); err != nil {
+		return err
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Second)
@@ -107,6 +117,9 @@ func Check(ctx context.Context, path string) error {
 		return fmt.Errorf("%w: readiness socket %s: %w", ErrNotConnected, path, err)
 	}
 	defer c.Close()
+	if err := checkPeer(c, path); err != nil {
+		return err
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.SetReadDeadline(dl)
 	}
@@ -122,4 +135,45 @@ func Check(ctx context.Context, path string) error {
 	default:
 		return fmt.Errorf("%w: unexpected answer %q from %s", ErrNotConnected, strings.TrimSpace(line), path)
 	}
+}
+
+// checkOwner refuses a path that is not a socket owned by our euid.
+func checkOwner(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return fmt.Errorf("%w: readiness socket %s: %w", ErrNotConnected, path, err)
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("%w: readiness socket %s: mode %v is not a socket", ErrNotConnected, path, fi.Mode())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		if uid := os.Geteuid(); int(st.Uid) != uid {
+			return fmt.Errorf("%w: readiness socket %s is owned by uid %d, not %d: not trusting it", ErrNotConnected, path, st.Uid, uid)
+		}
+	}
+	return nil
+}
+
+// checkPeer refuses an answering process of another uid.
+func checkPeer(c net.Conn, path string) error {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return nil
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("%w: readiness socket %s: %w", ErrNotConnected, path, err)
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) { cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		credErr = err
+	}
+	if credErr != nil {
+		return fmt.Errorf("%w: readiness socket %s: peer credentials: %w", ErrNotConnected, path, credErr)
+	}
+	if uid := os.Geteuid(); int(cred.Uid) != uid {
+		return fmt.Errorf("%w: readiness socket %s is served by uid %d (pid %d), not %d: not trusting it", ErrNotConnected, path, cred.Uid, cred.Pid, uid)
+	}
+	return nil
 }

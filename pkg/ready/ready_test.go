@@ -246,3 +246,38 @@ func TestConcurrentChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckRefusesForeignSocket: a socket owned by another uid, or a
+// symlink to the real one, is not trusted even when it answers
+// "connected". The peer-credential check cannot be exercised without a
+// second uid's process; the owner check stands in for a socket planted by
+// another user.
+func TestCheckRefusesForeignSocket(t *testing.T) {
+	dir := sockettest.ShortDir(t)
+	path := Path(dir)
+	s, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Set(true)
+	if err := Check(context.Background(), path); err != nil {
+		t.Fatalf("own socket: %v", err)
+	}
+	link := filepath.Join(dir, "link.sock")
+	if err := os.Symlink(path, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(context.Background(), link); !errors.Is(err, ErrNotConnected) || !strings.Contains(err.Error(), "is not a socket") {
+		t.Errorf("symlink: %v, want a not-a-socket refusal", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root")
+	}
+	if err := os.Lchown(path, os.Geteuid()+1000, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(context.Background(), path); !errors.Is(err, ErrNotConnected) || !strings.Contains(err.Error(), "not trusting it") {
+		t.Errorf("socket of another uid: %v, want a refusal", err)
+	}
+}

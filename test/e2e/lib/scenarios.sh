@@ -342,6 +342,24 @@ scenario_4() {
 
   stop_daemon lpu-nri 3
   wait_for 5 eval '! nri_ready'
+  # Per-pod runtime gate: containerd's NRI validator refuses a pod that
+  # names lpu in required-plugins.noderesource.dev (the chart's admission
+  # policy adds it to LPU pods) while lpu-nri is down; a pod without it
+  # starts. Neither asks for an LPU, so PreStartContainer is not involved.
+  lpu_pod free 0
+  lpu_pod gated 0 busybox '  annotations:
+    required-plugins.noderesource.dev: "[\"lpu\"]"'
+  if wait_running free 30; then ok "free: a pod that needs no LPU starts while lpu-nri is down"; else
+    nok "free: a pod that needs no LPU starts while lpu-nri is down" "$(kpod_status free)"
+  fi
+  local gate=""
+  for _ in $(seq 1 30); do
+    grep -q 'required plugin .*lpu.* not present' "$KUBELET_LOG" && { gate=1; break; }
+    sleep 0.5
+  done
+  expect "gated: a pod requiring plugin lpu is not created while lpu-nri is down" "$(cri ps -a --label io.kubernetes.container.name=gated)" \
+    test -z "$(cri ps -a -q --label io.kubernetes.container.name=gated)"
+  expect "gated: kubelet reports containerd's validator refusal" "kubelet: $(kpod_status gated)" test -n "$gate"
   lpu_pod guarded 2
   local seen=""
   for _ in $(seq 1 30); do
@@ -365,7 +383,12 @@ scenario_4() {
   else
     nok "guarded: starts once lpu-nri is back" "$(kpod_status guarded)"
   fi
+  if wait_running gated 60; then ok "gated: starts once lpu-nri is back"; else
+    nok "gated: starts once lpu-nri is back" "$(kpod_status gated)"
+  fi
   wait_gone guarded
+  wait_gone gated
+  wait_gone free
 }
 
 # ---------------------------------------------------------------- scenario 5

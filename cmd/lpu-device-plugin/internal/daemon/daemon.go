@@ -48,13 +48,25 @@ func Run(ctx context.Context, p Params) error {
 		return err
 	}
 	mode, why := config.ResolveInjection(cfg.Injection.Mode, cfg.NRI.Socket)
+	node, nodeErr := inject.NodeName(getenvOr(p.Getenv))
 	var key *inject.Key
 	if mode == config.InjectionNRI {
-		if key, err = inject.LoadOrCreateKey(cfg.StateDir); err != nil {
+		// The seals cover the node name: lpu-nri on another node that
+		// shares the key (a cloned image) cannot open them.
+		if nodeErr != nil {
+			return fmt.Errorf("seal key for nri injection: %w", nodeErr)
+		}
+		k, err := inject.LoadOrCreateKey(cfg.StateDir)
+		if err != nil {
 			return fmt.Errorf("seal key for nri injection: %w", err)
 		}
+		if key, err = k.ForNode(node); err != nil {
+			return fmt.Errorf("seal key for nri injection: %w", err)
+		}
+		log.Info("seal key loaded", "path", key.Path(), "node", node, "fingerprint", key.Fingerprint())
+	} else if nodeErr != nil {
+		log.Warn("no usable node name for metric labels", "err", nodeErr)
 	}
-	node := nodeName(p.Getenv, log)
 	log.Info("starting lpu-device-plugin", "version", p.Version, "node", node, "resource", cfg.ResourceName,
 		"root", root, "kubeletDir", cfg.Kubelet.DevicePluginDir, "stateDir", cfg.StateDir,
 		"injection", mode, "injectionReason", why, "policy", cfg.Allocation.Policy)
@@ -111,20 +123,12 @@ func discoveryRoot(cfg *config.Config, simulate int, log *slog.Logger) (string, 
 	return root, nil
 }
 
-// nodeName is NODE_NAME (read through getenv; nil means os.Getenv), else
-// the host name.
-func nodeName(getenv func(string) string, log *slog.Logger) string {
+// getenvOr is getenv, or os.Getenv when it is nil.
+func getenvOr(getenv func(string) string) func(string) string {
 	if getenv == nil {
-		getenv = os.Getenv
+		return os.Getenv
 	}
-	if node := getenv("NODE_NAME"); node != "" {
-		return node
-	}
-	h, err := os.Hostname()
-	if err != nil {
-		log.Warn("no node name (NODE_NAME unset, hostname unknown)", "err", err)
-	}
-	return h
+	return getenv
 }
 
 // serve runs the parts until ctx ends: the monitor, the plugin once the

@@ -141,8 +141,15 @@ func TestDaemonSimulatedNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ids, err := key.Open(resp.ContainerResponses[0].Annotations); err != nil || strings.Join(ids, ",") != "lpu8,lpu9" {
-		t.Fatalf("sealed ids %v %v", ids, err)
+	// The seals are bound to NODE_NAME: they open for node-a only.
+	if _, err := key.Open(resp.ContainerResponses[0].Annotations); err == nil {
+		t.Fatal("seal opens without the node name")
+	}
+	if key, err = key.ForNode("node-a"); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := key.OpenAllocation(resp.ContainerResponses[0].Annotations); err != nil || strings.Join(a.IDs, ",") != "lpu8,lpu9" || a.Version != inject.SealV2 {
+		t.Fatalf("sealed allocation %+v %v", a, err)
 	}
 	if _, err := c.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"lpu3"}}}}); err == nil {
 		t.Fatal("allocated an unhealthy device")

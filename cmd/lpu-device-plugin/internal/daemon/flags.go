@@ -60,7 +60,8 @@ described in config/example.yaml.
 Other environment:
   LPU_LOG_LEVEL   error|warn|info|debug (over the config's log.level; invalid values fall back with a warning)
   LPU_LOG_FORMAT  json|text (over the config's log.format)
-  NODE_NAME       node name for metric labels (default: the host name)
+  NODE_NAME       node name the seals cover and metrics are labelled with (default: the host name);
+                  lpu-nri must see the same name
 
 Endpoints (--metrics-addr):
   /metrics  Prometheus metrics

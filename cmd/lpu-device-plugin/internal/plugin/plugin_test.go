@@ -97,6 +97,9 @@ func eight() []devicetest.Row {
 	return rows
 }
 
+// testNode is the node name the test seal keys are bound to.
+const testNode = "node-1"
+
 func start(t testing.TB, s setup) *node {
 	t.Helper()
 	n := &node{root: devicetest.NewTree(t, s.rows...), dir: sockettest.ShortDir(t), state: sockettest.ShortDir(t), rec: &counts{}}
@@ -108,6 +111,9 @@ func start(t testing.TB, s setup) *node {
 	}
 	key, err := inject.LoadOrCreateKey(n.state)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if key, err = key.ForNode(testNode); err != nil {
 		t.Fatal(err)
 	}
 	n.key = key
@@ -629,8 +635,12 @@ func TestAllocateStateless(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := key.Annotations([]string{"lpu2", "lpu3"}); !mapsEqual(got, ca) {
-		t.Fatalf("restarted key seals differently: %v", got)
+	if key, err = key.ForNode(testNode); err != nil {
+		t.Fatal(err)
+	}
+	got, err := key.AnnotationsWithID([]string{"lpu2", "lpu3"}, a.ContainerResponses[0].Annotations[inject.AnnotationAllocation])
+	if err != nil || !mapsEqual(got, a.ContainerResponses[0].Annotations) {
+		t.Fatalf("restarted key seals differently: %v, %v", got, err)
 	}
 	if _, err := key.OpenAllocation(a.ContainerResponses[0].Annotations); err != nil {
 		t.Fatalf("replayed annotations do not open after a restart: %v", err)

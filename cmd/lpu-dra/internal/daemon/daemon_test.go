@@ -17,13 +17,15 @@ import (
 // kubeconfig points at a port nobody serves: the API server is down.
 func kubeconfig(t *testing.T) string {
 	p := filepath.Join(t.TempDir(), "kubeconfig")
-	os.WriteFile(p, []byte(`apiVersion: v1
+	if err := os.WriteFile(p, []byte(`apiVersion: v1
 kind: Config
 clusters: [{name: c, cluster: {server: "http://127.0.0.1:1"}}]
 contexts: [{name: c, context: {cluster: c, user: u}}]
 users: [{name: u, user: {}}]
 current-context: c
-`), 0o600)
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	return p
 }
 
@@ -36,7 +38,9 @@ func params(t *testing.T) (Params, string) {
 	cfg.StateDir = filepath.Join(dir, "s")
 	cfg.CDI.SpecDir = filepath.Join(dir, "c")
 	cfg.Kubelet.DevicePluginDir = filepath.Join(dir, "dp")
-	os.MkdirAll(cfg.Kubelet.DevicePluginDir, 0o755)
+	if err := os.MkdirAll(cfg.Kubelet.DevicePluginDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	opts := &Options{NodeName: "node-a", Kubeconfig: kubeconfig(t),
 		PluginDir: filepath.Join(dir, "p"), RegistryDir: filepath.Join(dir, "r")}
 	opts.Simulate = 8

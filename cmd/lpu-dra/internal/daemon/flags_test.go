@@ -40,7 +40,13 @@ func TestFlags(t *testing.T) {
 					t.Fatalf("%+v %+v", o, c)
 				}
 			}},
-		"no node":      {wantErr: "node-name"},
+		"no node": {wantErr: "node-name"},
+		// --version answers without the flags a run needs.
+		"version without node": {args: []string{"--version"}, check: func(t *testing.T, o *Options, c *config.Config) {
+			if !o.Version {
+				t.Fatalf("%+v", o)
+			}
+		}},
 		"relative cdi": {args: []string{"--node-name=a", "--cdi-dir=cdi"}, wantErr: "cdi-dir"},
 		"bad simulate": {args: []string{"--node-name=a", "--simulate=-1"}, wantErr: "simulate"},
 		"stray arg":    {args: []string{"--node-name=a", "x"}, wantErr: "x"},

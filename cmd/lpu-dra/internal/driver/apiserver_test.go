@@ -48,7 +48,7 @@ func startLive(tb testing.TB, inv *device.Inventory) *live {
 		tb.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { defer close(done); e.d.RunPublisher(ctx, h) }()
+	go func() { defer close(done); _ = e.d.RunPublisher(ctx, h) }()
 	tb.Cleanup(func() { cancel(); <-done; h.Stop() })
 	return &live{e: e, client: client}
 }
@@ -144,7 +144,7 @@ func BenchmarkRepublishReachesAPIServer(b *testing.B) {
 		l.waitFor(b, 5*time.Second, func(d []resourceapi.Device, _ int) bool { return firstOfSize(d, 4) == "ring0-start4-size4" })
 		worst = max(worst, time.Since(start))
 		b.StopTimer()
-		l.e.d.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: types.UID(uid)}})
+		_, _ = l.e.d.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: types.UID(uid)}})
 		l.waitFor(b, 5*time.Second, func(d []resourceapi.Device, _ int) bool { return firstOfSize(d, 4) == "ring0-start0-size4" })
 		b.StartTimer()
 	}

@@ -251,16 +251,9 @@ func (d *Driver) prepareLocked(claim *resourceapi.ResourceClaim) (kubeletplugin.
 	if claim.Status.Allocation == nil {
 		return kubeletplugin.PrepareResult{}, false, nil, refuse(ReasonBadDevice, "claim is not allocated")
 	}
-	var ours []checkpoint.Device
-	for _, r := range claim.Status.Allocation.Devices.Results {
-		if r.Driver != arcslice.Driver {
-			continue // another driver's device in a shared claim
-		}
-		if r.Pool != d.opts.NodeName {
-			return kubeletplugin.PrepareResult{}, false, nil,
-				refuse(ReasonForeignPool, "device %s is in pool %q, this node's pool is %q", r.Device, r.Pool, d.opts.NodeName)
-		}
-		ours = append(ours, checkpoint.Device{Request: r.Request, Pool: r.Pool, Device: r.Device})
+	ours, err := d.ourDevices(claim)
+	if err != nil {
+		return kubeletplugin.PrepareResult{}, false, nil, err
 	}
 
 	d.mu.Lock()
@@ -285,33 +278,9 @@ func (d *Driver) prepareLocked(claim *resourceapi.ResourceClaim) (kubeletplugin.
 		return kubeletplugin.PrepareResult{}, false, nil, refuse(ReasonNotReady, "device discovery has not produced a valid ring layout yet")
 	}
 	inv := snap.Inventory
-	var ids []string
-	for _, dev := range ours {
-		arc, err := arcslice.ParseDeviceName(dev.Device)
-		if err != nil {
-			return kubeletplugin.PrepareResult{}, false, nil, refuse(ReasonBadDevice, "%w", err)
-		}
-		arcIDs := snap.Layout.ArcIDs(arc)
-		if arcIDs == nil || (arc.Size == len(snap.Layout.Rings()[arc.Ring]) && arc.Start != 0) {
-			return kubeletplugin.PrepareResult{}, false, nil, refuse(ReasonBadDevice, "device %s is not an arc of this node", dev.Device)
-		}
-		for _, id := range arcIDs {
-			if slices.Contains(ids, id) {
-				return kubeletplugin.PrepareResult{}, false, nil, refuse(ReasonBadDevice, "devices of the claim overlap on %s", id)
-			}
-			lpu, ok := inv.Device(id)
-			if !ok {
-				return kubeletplugin.PrepareResult{}, false, nil, refuse(ReasonBadDevice, "device %s: LPU %s is unknown to discovery", dev.Device, id)
-			}
-			if !lpu.Health.Healthy {
-				return kubeletplugin.PrepareResult{}, false, nil, refuse(ReasonUnhealthy, "device %s: LPU %s is unhealthy: %s", dev.Device, id, lpu.Health.Reason)
-			}
-			if holder := d.state.Holder(id); holder != "" {
-				c := d.state.Claims[holder]
-				return kubeletplugin.PrepareResult{}, false, nil, refuse(ReasonHeld, "device %s: LPU %s is held by claim %s/%s (%s)", dev.Device, id, c.Namespace, c.Name, holder)
-			}
-			ids = append(ids, id)
-		}
+	ids, err := d.resolve(snap, ours)
+	if err != nil {
+		return kubeletplugin.PrepareResult{}, false, nil, err
 	}
 	p, err := snap.Layout.Check(ids)
 	if err != nil {
@@ -472,3 +441,55 @@ func (d *Driver) held() []string {
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
+
+// ourDevices returns the claim's devices of this driver; a device of ours in
+// another node's pool is refused.
+func (d *Driver) ourDevices(claim *resourceapi.ResourceClaim) ([]checkpoint.Device, error) {
+	var ours []checkpoint.Device
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.Driver != arcslice.Driver {
+			continue // another driver's device in a shared claim
+		}
+		if r.Pool != d.opts.NodeName {
+			return nil, refuse(ReasonForeignPool, "device %s is in pool %q, this node's pool is %q", r.Device, r.Pool, d.opts.NodeName)
+		}
+		ours = append(ours, checkpoint.Device{Request: r.Request, Pool: r.Pool, Device: r.Device})
+	}
+	return ours, nil
+}
+
+// resolve turns the claim's devices into LPU IDs, refusing an arc this node
+// does not have, overlapping devices, and LPUs that are unknown, unhealthy
+// or held by another claim. d.mu is held.
+func (d *Driver) resolve(snap health.Snapshot, ours []checkpoint.Device) ([]string, error) {
+	inv := snap.Inventory
+	var ids []string
+	for _, dev := range ours {
+		arc, err := arcslice.ParseDeviceName(dev.Device)
+		if err != nil {
+			return nil, refuse(ReasonBadDevice, "%w", err)
+		}
+		arcIDs := snap.Layout.ArcIDs(arc)
+		if arcIDs == nil || (arc.Size == len(snap.Layout.Rings()[arc.Ring]) && arc.Start != 0) {
+			return nil, refuse(ReasonBadDevice, "device %s is not an arc of this node", dev.Device)
+		}
+		for _, id := range arcIDs {
+			if slices.Contains(ids, id) {
+				return nil, refuse(ReasonBadDevice, "devices of the claim overlap on %s", id)
+			}
+			lpu, ok := inv.Device(id)
+			if !ok {
+				return nil, refuse(ReasonBadDevice, "device %s: LPU %s is unknown to discovery", dev.Device, id)
+			}
+			if !lpu.Health.Healthy {
+				return nil, refuse(ReasonUnhealthy, "device %s: LPU %s is unhealthy: %s", dev.Device, id, lpu.Health.Reason)
+			}
+			if holder := d.state.Holder(id); holder != "" {
+				c := d.state.Claims[holder]
+				return nil, refuse(ReasonHeld, "device %s: LPU %s is held by claim %s/%s (%s)", dev.Device, id, c.Namespace, c.Name, holder)
+			}
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}

@@ -312,7 +312,7 @@ func TestPrepareUnwritableCDIDir(t *testing.T) {
 	if err := os.Chmod(e.cdiDir, 0o500); err != nil {
 		t.Fatal(err)
 	}
-	defer os.Chmod(e.cdiDir, 0o755)
+	defer func() { _ = os.Chmod(e.cdiDir, 0o755) }()
 	r := e.prepare(claim("u1", arc(0, 4)))
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "write cdi spec "+filepath.Join(e.cdiDir, specFile("u1"))) {
 		t.Fatalf("err = %v", r.Err)
@@ -330,7 +330,7 @@ func TestPrepareUnwritableStateDir(t *testing.T) {
 	if err := os.Chmod(e.stateDir, 0o500); err != nil {
 		t.Fatal(err)
 	}
-	defer os.Chmod(e.stateDir, 0o700)
+	defer func() { _ = os.Chmod(e.stateDir, 0o700) }()
 	r := e.prepare(claim("u1", arc(0, 4)))
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "checkpoint") {
 		t.Fatalf("err = %v", r.Err)
@@ -373,7 +373,9 @@ func TestRestartKeepsClaims(t *testing.T) {
 	// spec of a claim whose checkpoint save never happened.
 	os.Remove(filepath.Join(e.cdiDir, specFile("u2")))
 	orphan := filepath.Join(e.cdiDir, specFile("u9"))
-	os.WriteFile(orphan, []byte(`{}`), 0o644)
+	if err := os.WriteFile(orphan, []byte(`{}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	e.restart()
 	if got := e.d.Prepared(); len(got) != 2 {
 		t.Fatalf("after restart %d claims prepared, want 2", len(got))
@@ -411,7 +413,9 @@ func TestRestartKeepsClaims(t *testing.T) {
 
 func TestCorruptCheckpointRefusesStart(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, checkpoint.FileName), []byte(`{"version":"v9"}`), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, checkpoint.FileName), []byte(`{"version":"v9"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	_, err := New(newStatic(t, ring8()), Options{NodeName: node, StateDir: dir, CDIDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), checkpoint.FileName) {
 		t.Fatalf("err = %v, want one naming the checkpoint", err)
@@ -438,9 +442,9 @@ func TestConcurrentPrepareUnprepare(t *testing.T) {
 						break
 					}
 				}
-				e.d.Resources()
+				_, _ = e.d.Resources()
 				if i%2 == 0 {
-					e.d.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: types.UID(uid)}})
+					_, _ = e.d.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: types.UID(uid)}})
 				}
 			}
 		}(w)
@@ -522,13 +526,15 @@ func TestRepublishFollowsPrepared(t *testing.T) {
 	e := newEnv(t, newStatic(t, ring8()))
 	rec := newRecorder()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- e.d.RunPublisher(ctx, rec) }()
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.d.RunPublisher(ctx, rec) }()
 	defer func() { cancel(); <-done }()
 	rec.wait(t, func() bool { f, _ := rec.first(4); return f == "ring0-start0-size4" })
 	e.prepare(claim("u1", arc(0, 4)))
 	rec.wait(t, func() bool { f, _ := rec.first(4); return f == "ring0-start4-size4" })
-	e.unprepare("u1")
+	if err := e.unprepare("u1"); err != nil {
+		t.Fatal(err)
+	}
 	rec.wait(t, func() bool { f, _ := rec.first(4); return f == "ring0-start0-size4" })
 	if got := counter(t, e.metrics, MetricRepublishes, ""); got < 3 {
 		t.Fatalf("republishes = %v", got)
@@ -568,16 +574,16 @@ func TestHealthTaintsArcs(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); mon.Run(ctx) }()
+	go func() { defer wg.Done(); _ = mon.Run(ctx) }()
 	defer func() { cancel(); wg.Wait() }()
 	<-mon.Ready()
 	e := newEnv(t, mon)
 	rec := newRecorder()
 	wg.Add(1)
-	go func() { defer wg.Done(); e.d.RunPublisher(ctx, rec) }()
+	go func() { defer wg.Done(); _ = e.d.RunPublisher(ctx, rec) }()
 	reports := make(chan kubeletplugin.DeviceHealthReport, 10)
 	wg.Add(1)
-	go func() { defer wg.Done(); e.d.WatchHealthStatus(ctx, reports) }()
+	go func() { defer wg.Done(); _ = e.d.WatchHealthStatus(ctx, reports) }()
 	if r := <-reports; len(r.Devices) != 57 || r.Devices[0].Health != kubeletplugin.HealthStatusHealthy {
 		t.Fatalf("first health report: %d devices, %+v", len(r.Devices), r.Devices[0])
 	}
@@ -650,7 +656,7 @@ func BenchmarkPrepare4Arc(b *testing.B) {
 			b.Fatal(res[types.UID(uid)].Err)
 		}
 		b.StopTimer()
-		e.d.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: types.UID(uid)}})
+		_, _ = e.d.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: types.UID(uid)}})
 		b.StartTimer()
 	}
 }

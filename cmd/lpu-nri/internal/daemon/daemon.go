@@ -14,6 +14,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/cdimode"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/doctor"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/plugin"
 	"github.com/hyperaccel/lpu-node/config"
@@ -42,6 +43,11 @@ type Params struct {
 	Backoff backoff.Steps
 	// onSync is called after each rescan in CDI mode (tests).
 	onSync func()
+	// OtherFingerprints are other nodes' seal key fingerprints (doctor).
+	OtherFingerprints []string
+	// Getenv reads NODE_NAME (the node the seals are bound to); nil means
+	// os.Getenv.
+	Getenv func(string) string
 }
 
 func (p Params) log() *slog.Logger { return startup.Logger(p.Logger) }
@@ -133,10 +139,27 @@ func Run(ctx context.Context, p Params) error {
 		g.Go(func() error { return s.Run(ctx) })
 		g.Go(func() error { return m.Serve(ctx, cfg.Metrics.Address, s.Synced, log) })
 	case config.InjectionNRI:
+		getenv := p.Getenv
+		if getenv == nil {
+			getenv = os.Getenv
+		}
+		node, err := inject.NodeName(getenv)
+		if err != nil {
+			return err
+		}
 		key, err := inject.LoadOrCreateKey(cfg.StateDir)
 		if err != nil {
 			return err
 		}
+		if key, err = key.ForNode(node); err != nil {
+			return err
+		}
+		led, err := ledger.Open(cfg.StateDir)
+		if err != nil {
+			return err
+		}
+		log.Info("seal key loaded", "path", key.Path(), "node", node, "fingerprint", key.Fingerprint(),
+			"acceptLegacySeals", cfg.Security.AcceptLegacySeals, "ledger", led.Path())
 		store := inventory.New(disc, inventory.Options{Interval: cfg.Health.ResyncInterval.Duration, Logger: log})
 		if _, err := store.Refresh(ctx); err != nil {
 			log.Warn("initial device discovery failed; retrying in the background", "err", err)
@@ -151,7 +174,11 @@ func Run(ctx context.Context, p Params) error {
 		defer stopTracing()
 		pc := plugin.Config{Key: key, Store: store, Options: opts, Metrics: m, Ready: rs, Log: log,
 			CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Tracer: tracer,
-			Claims: func(pod string, claims []string) error { return dracheckpoint.Verify(cfg.StateDir, pod, claims) }}
+			Ledger: led, AcceptLegacySeals: cfg.Security.AcceptLegacySeals,
+			AllowNamespaces: cfg.Security.AllowNamespaces,
+			Claims: func(pod string, claims []string) ([]string, error) {
+				return dracheckpoint.PodLPUs(cfg.StateDir, pod, claims)
+			}}
 		if cfg.Kubelet.PodResourcesCheck {
 			c := podresources.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
 			defer c.Close()
@@ -168,6 +195,7 @@ func Run(ctx context.Context, p Params) error {
 		}
 		g.Go(func() error { return store.Run(ctx) })
 		g.Go(func() error { return r.Run(ctx) })
+		g.Go(func() error { return pl.RunAudit(ctx, cfg.Security.AuditInterval.Duration) })
 		g.Go(func() error { return m.Serve(ctx, cfg.Metrics.Address, pl.Connected, log) })
 	default:
 		return fmt.Errorf("mode %q: want %s or %s", p.Mode, config.InjectionNRI, config.InjectionCDI)
@@ -234,6 +262,7 @@ func Doctor(ctx context.Context, p Params, pluginDir string, w io.Writer) (faile
 		PluginName: cfg.NRI.PluginName, PluginIndex: cfg.NRI.PluginIndex, PluginDir: pluginDir,
 		CDIDir: cfg.CDI.SpecDir, KubeletDir: cfg.Kubelet.DevicePluginDir, ResourceName: cfg.ResourceName,
 		DevicePluginHealth: os.Getenv(DevicePluginHealthEnv),
+		OtherFingerprints:  p.OtherFingerprints,
 	})
 	results = append([]doctor.Result{{Check: "mode", OK: true, Detail: p.ModeReason}}, results...)
 	return doctor.Print(w, results), nil

@@ -47,7 +47,13 @@ func TestRunNRIModeSimulated(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Params{Config: cfg, Mode: config.InjectionNRI, Simulate: 8, Logger: discard,
-			Backoff: backoff.Steps{Min: 20 * time.Millisecond, Max: 100 * time.Millisecond}})
+			Backoff: backoff.Steps{Min: 20 * time.Millisecond, Max: 100 * time.Millisecond},
+			Getenv: func(k string) string {
+				if k == "NODE_NAME" {
+					return "node-a"
+				}
+				return ""
+			}})
 	}()
 	addr := cfg.Metrics.Address
 
@@ -70,14 +76,21 @@ func TestRunNRIModeSimulated(t *testing.T) {
 		t.Fatalf("lpu_nri_connected = %v", got)
 	}
 
-	// The device plugin seals with the same key file.
+	// The device plugin seals with the same key file and node name.
 	key, err := inject.LoadOrCreateKey(cfg.StateDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := &api.PodSandbox{Id: "p1", Name: "trainer", Namespace: "team"}
+	if key, err = key.ForNode("node-a"); err != nil {
+		t.Fatal(err)
+	}
+	ann, err := key.AnnotationsWithID([]string{"lpu6", "lpu7"}, inject.NewAllocationID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &api.PodSandbox{Id: "p1", Name: "trainer", Namespace: "team", Uid: "uid-1"}
 	rsp, err := rt.CreateContainer(ctx, pod, &api.Container{Id: "c1", PodSandboxId: "p1", Name: "main",
-		Annotations: key.Annotations([]string{"lpu6", "lpu7"})})
+		Annotations: ann})
 	if err != nil {
 		t.Fatal(err)
 	}

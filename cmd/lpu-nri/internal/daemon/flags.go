@@ -18,6 +18,9 @@ import (
 type Options struct {
 	startup.Flags
 	PluginDir string // doctor: the runtime's pre-installed NRI plugin dir
+	// OtherFingerprints are other nodes' seal key fingerprints (doctor,
+	// comma separated): a match is reported as a shared key.
+	OtherFingerprints string
 
 	nriSocket, pluginIdx, mode, output string
 }
@@ -48,6 +51,7 @@ func NewCommands(o *Options) Commands {
 	c.Doctor.String(&o.PluginDir, "nri-plugin-dir", "LPU_NRI_PLUGIN_DIR", doctor.DefaultPluginDir, "the runtime's pre-installed NRI plugin `DIR` (default "+doctor.DefaultPluginDir+")").
 		Absolute()
 	o.Declare(c.Doctor, "kubelet-dir")
+	c.Doctor.String(&o.OtherFingerprints, "other-fingerprints", "LPU_OTHER_FINGERPRINTS", "", "comma separated seal key fingerprints `FP,...` of other nodes (from their doctor output); doctor fails when this node's matches one (a cloned key)")
 	return c
 }
 
@@ -77,7 +81,7 @@ Usage:
           [--plugin-idx NN] [--mode nri|cdi] [--metrics-addr HOST:PORT] [--simulate N]
   lpu-nri cdi generate [--root DIR] [--output DIR] [common flags]
   lpu-nri cdi list [--root DIR] [common flags]
-  lpu-nri doctor [--nri-plugin-dir DIR] [--kubelet-dir DIR] [common flags]
+  lpu-nri doctor [--nri-plugin-dir DIR] [--kubelet-dir DIR] [--other-fingerprints FP,...] [common flags]
   lpu-nri --help | --version
 
 Every flag but --version has an environment twin (in brackets). Precedence:
@@ -91,9 +95,12 @@ Commands:
   cdi generate  discover the node and write <output>/hyperaccel.ai-lpu.json once
   cdi list      print the CDI device names a runtime resolves (hyperaccel.ai/lpu=lpu0 ... =all)
   doctor        check the node (NRI socket and registration, plugin index, readiness,
-                CDI spec, /dev vs sysfs, seal key, device plugin socket); exit 1 on any FAIL
+                CDI spec, /dev vs sysfs, seal key and its fingerprint, device plugin
+                socket); exit 1 on any FAIL
 
 Other environment:
+  NODE_NAME       node name the allocation seals are bound to (default: the host name);
+                  lpu-device-plugin must see the same name
   LPU_LOG_LEVEL   error|warn|info|debug (over the config's log.level; invalid values fall back with a warning)
   LPU_LOG_FORMAT  json|text (over the config's log.format)
 

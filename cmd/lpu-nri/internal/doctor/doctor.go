@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -52,6 +53,9 @@ type Params struct {
 	// KubeletDir is not visible (lpu-nri's container in the Helm chart does
 	// not mount it; both containers share the pod's loopback). "" skips it.
 	DevicePluginHealth string
+	// OtherFingerprints are seal key fingerprints of other nodes (their
+	// doctor output): a match means the nodes share a key (cloned image).
+	OtherFingerprints []string
 }
 
 // Result is one check's verdict.
@@ -413,6 +417,9 @@ func sortedKeys[V any](m map[string]V) []string {
 func checkKey(p Params) Result {
 	const name = "seal key"
 	file := filepath.Join(p.StateDir, inject.KeyFileName)
+	if err := inject.CheckStateDir(p.StateDir); err != nil {
+		return fail(name, "%v", err)
+	}
 	fi, err := os.Lstat(file)
 	if err != nil {
 		return fail(name, "%s: %v (created by the first daemon that starts; is --state-dir the same for both?)", file, err)
@@ -426,7 +433,29 @@ func checkKey(p Params) Result {
 	if fi.Size() != inject.KeySize {
 		return fail(name, "%s is %d bytes, want %d", file, fi.Size(), inject.KeySize)
 	}
-	return ok(name, "%s present, mode 0600, %d bytes", file, fi.Size())
+	if st, isUnix := fi.Sys().(*syscall.Stat_t); isUnix {
+		if uid := os.Geteuid(); int(st.Uid) != uid {
+			return fail(name, "%s is owned by uid %d, the daemons run as %d", file, st.Uid, uid)
+		}
+		if st.Nlink != 1 {
+			return fail(name, "%s has %d links, want 1", file, st.Nlink)
+		}
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fail(name, "%s: %v", file, err)
+	}
+	k, err := inject.NewKey(b)
+	if err != nil {
+		return fail(name, "%s: %v", file, err)
+	}
+	fp := k.Fingerprint()
+	for _, other := range p.OtherFingerprints {
+		if strings.EqualFold(strings.TrimSpace(other), fp) {
+			return fail(name, "%s fingerprint %s matches another node's: the nodes share a seal key (cloned image?); stop both daemons on one node, remove the key there and start them again", file, fp)
+		}
+	}
+	return ok(name, "%s present, mode 0600, %d bytes, fingerprint %s (must differ on every node)", file, fi.Size(), fp)
 }
 
 func checkDevicePlugin(ctx context.Context, p Params) Result {

@@ -136,6 +136,7 @@ func TestHealthyNode(t *testing.T) {
 		"cdiVersion 0.",
 		"3 LPUs",
 		"mode 0600",
+		"fingerprint ",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
@@ -231,6 +232,37 @@ func TestFailures(t *testing.T) {
 				}
 			},
 			check: "seal key", says: "mode 0644, want 0600",
+		},
+		"seal key shared with another node": {
+			breakIt: func(t *testing.T, n *node) {
+				b, err := os.ReadFile(filepath.Join(n.p.StateDir, inject.KeyFileName))
+				if err != nil {
+					t.Fatal(err)
+				}
+				k, err := inject.NewKey(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n.p.OtherFingerprints = []string{"0000000000000000", strings.ToUpper(k.Fingerprint())}
+			},
+			check: "seal key", says: "matches another node's",
+		},
+		"seal key with a second link": {
+			breakIt: func(t *testing.T, n *node) {
+				p := filepath.Join(n.p.StateDir, inject.KeyFileName)
+				if err := os.Link(p, p+".copy"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			check: "seal key", says: "has 2 links, want 1",
+		},
+		"state dir writable by others": {
+			breakIt: func(t *testing.T, n *node) {
+				if err := os.Chmod(n.p.StateDir, 0o777); err != nil {
+					t.Fatal(err)
+				}
+			},
+			check: "seal key", says: "lets group/others write",
 		},
 		"seal key missing": {
 			breakIt: func(t *testing.T, n *node) { os.Remove(filepath.Join(n.p.StateDir, inject.KeyFileName)) },

@@ -23,13 +23,40 @@ type Snapshot struct {
 	// Err is the last discovery error, nil when the last scan succeeded.
 	Err error
 
-	byID    map[string]*device.Device
-	majors  map[int64]bool    // majors the LPU driver owns (lpu backend only)
-	numbers map[[2]int64]bool // major:minor of every node of every LPU
+	byID   map[string]*device.Device
+	majors map[int64]bool    // majors the LPU driver owns (lpu backend only)
+	byNum  map[DevNum]string // number of every node of every LPU -> LPU ID
+	nums   map[string][]DevNum
+}
+
+// DevNum is a device number, what a node opens whatever its path.
+type DevNum struct{ Major, Minor int64 }
+
+// Numbers returns the device numbers of every node of an LPU (on Orion the
+// render and the management node). The audit and the validator compare
+// containers by these sets.
+func (s *Snapshot) Numbers(id string) []DevNum { return s.nums[id] }
+
+// Owner returns the LPU one of whose nodes has number n.
+func (s *Snapshot) Owner(n DevNum) (string, bool) {
+	id, ok := s.byNum[n]
+	return id, ok
+}
+
+// IsLPUNumber reports whether a character device of number n opens an
+// LPU: the number of a node of a discovered LPU, or any minor of a major
+// our own driver owns (lpu backend: a node of an LPU that has since gone).
+func (s *Snapshot) IsLPUNumber(n DevNum) bool {
+	if s.majors[n.Major] {
+		return true
+	}
+	_, ok := s.byNum[n]
+	return ok
 }
 
 func newSnapshot(inv *device.Inventory, err error) *Snapshot {
-	s := &Snapshot{Inventory: inv, Err: err, byID: map[string]*device.Device{}, majors: map[int64]bool{}, numbers: map[[2]int64]bool{}}
+	s := &Snapshot{Inventory: inv, Err: err, byID: map[string]*device.Device{}, majors: map[int64]bool{},
+		byNum: map[DevNum]string{}, nums: map[string][]DevNum{}}
 	if inv == nil {
 		return s
 	}
@@ -42,7 +69,9 @@ func newSnapshot(inv *device.Inventory, err error) *Snapshot {
 		s.byID[d.ID] = d
 		for _, n := range d.NodeList() {
 			if n.Major > 0 || n.Minor > 0 {
-				s.numbers[[2]int64{n.Major, n.Minor}] = true
+				num := DevNum{n.Major, n.Minor}
+				s.byNum[num] = d.ID
+				s.nums[d.ID] = append(s.nums[d.ID], num)
 			}
 			if ownMajor && n.Major > 0 {
 				s.majors[n.Major] = true
@@ -76,7 +105,7 @@ func (s *Snapshot) DriverVersion() string {
 // major our own driver owns (lpu backend: a node of an LPU that has since
 // gone), or a path /dev/lpuN.
 func (s *Snapshot) IsLPUNode(path, typ string, major, minor int64) bool {
-	if (typ == "c" || typ == "") && (s.numbers[[2]int64{major, minor}] || s.majors[major]) {
+	if (typ == "c" || typ == "") && s.IsLPUNumber(DevNum{major, minor}) {
 		return true
 	}
 	if rest, ok := strings.CutPrefix(path, device.DevDir+"/"); ok {

@@ -15,19 +15,24 @@ import (
 
 // Refusal reasons, the values of the reason label of lpu_nri_refusals_total.
 const (
-	ReasonPodAnnotation   = "pod-annotation"   // a reserved key in the pod annotations
-	ReasonBadSeal         = "bad-seal"         // seal missing, malformed or from another key
-	ReasonBadValue        = "bad-value"        // sealed value malformed (parse, size, duplicates), or LPU_VISIBLE_DEVICES set twice in the env
-	ReasonUnknownDevice   = "unknown-device"   // ID not in the current inventory
-	ReasonUnhealthyDevice = "unhealthy-device" // ID known but unhealthy
-	ReasonPodResources    = "podresources"     // kubelet PodResources disagrees or cannot answer
-	ReasonNoInventory     = "no-inventory"     // discovery has not succeeded yet
+	ReasonPodAnnotation    = "pod-annotation"    // a reserved key in the pod annotations
+	ReasonBadSeal          = "bad-seal"          // seal missing, malformed or from another key
+	ReasonBadValue         = "bad-value"         // sealed value malformed (parse, size, duplicates), or LPU_VISIBLE_DEVICES set twice in the env
+	ReasonUnknownDevice    = "unknown-device"    // ID not in the current inventory
+	ReasonUnhealthyDevice  = "unhealthy-device"  // ID known but unhealthy
+	ReasonPodResources     = "podresources"      // kubelet PodResources disagrees or cannot answer
+	ReasonNoInventory      = "no-inventory"      // discovery has not succeeded yet
+	ReasonLegacySeal       = "legacy-seal"       // v1 seal while security.acceptLegacySeals is off
+	ReasonReplayed         = "replayed"          // allocation ID first used by another pod, or not recordable
+	ReasonMismatch         = "device-mismatch"   // validator: final LPU nodes differ from the allocation
+	ReasonUnallocatedNodes = "unallocated-nodes" // privileged container carrying LPU nodes it was not allocated
 )
 
 // Reasons lists every refusal reason, so each series exists from the start.
 var Reasons = []string{
 	ReasonPodAnnotation, ReasonBadSeal, ReasonBadValue, ReasonUnknownDevice,
-	ReasonUnhealthyDevice, ReasonPodResources, ReasonNoInventory,
+	ReasonUnhealthyDevice, ReasonPodResources, ReasonNoInventory, ReasonLegacySeal,
+	ReasonReplayed, ReasonMismatch, ReasonUnallocatedNodes,
 }
 
 // Metrics holds lpu-nri's collectors in their own registry.
@@ -39,9 +44,14 @@ type Metrics struct {
 	Refusals       *prometheus.CounterVec // lpu_nri_refusals_total{reason}
 	Connected      prometheus.Gauge       // lpu_nri_connected
 	Unallocated    prometheus.Gauge       // lpu_nri_unallocated_holders
-	Reconnects     prometheus.Counter     // lpu_nri_connections_total
-	SpecWrites     prometheus.Counter     // lpu_nri_cdi_spec_writes_total
-	Build          *prometheus.GaugeVec   // lpu_build_info{daemon,version,goversion}, set once at start
+	// UnallocatedFound counts containers found holding LPU nodes without
+	// an allocation (each once); lpu_nri_unallocated_holders_found_total.
+	UnallocatedFound prometheus.Counter
+	Uninjected       prometheus.Gauge     // lpu_nri_uninjected_allocations
+	UninjectedFound  prometheus.Counter   // lpu_nri_uninjected_allocations_found_total
+	Reconnects       prometheus.Counter   // lpu_nri_connections_total
+	SpecWrites       prometheus.Counter   // lpu_nri_cdi_spec_writes_total
+	Build            *prometheus.GaugeVec // lpu_build_info{daemon,version,goversion}, set once at start
 }
 
 // New returns the collectors registered in a fresh registry, with the Go
@@ -70,7 +80,19 @@ func New() *Metrics {
 		}),
 		Unallocated: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lpu_nri_unallocated_holders",
-			Help: "Containers found at the last Synchronize holding LPU device nodes without a valid allocation.",
+			Help: "Running containers holding LPU device nodes without a valid allocation, at the last audit.",
+		}),
+		UnallocatedFound: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lpu_nri_unallocated_holders_found_total",
+			Help: "Containers the audit found holding LPU device nodes without a valid allocation (each counted once).",
+		}),
+		Uninjected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lpu_nri_uninjected_allocations",
+			Help: "Running containers with a verified allocation whose LPU device nodes they do not hold, at the last audit.",
+		}),
+		UninjectedFound: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lpu_nri_uninjected_allocations_found_total",
+			Help: "Containers the audit found running without the LPUs they were allocated (each counted once).",
 		}),
 		Reconnects: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lpu_nri_connections_total",
@@ -89,7 +111,7 @@ func New() *Metrics {
 		m.Refusals.WithLabelValues(r)
 	}
 	m.Registry.MustRegister(m.CreateDuration, m.Injections, m.Refusals, m.Connected,
-		m.Unallocated, m.Reconnects, m.SpecWrites, m.Build,
+		m.Unallocated, m.UnallocatedFound, m.Uninjected, m.UninjectedFound, m.Reconnects, m.SpecWrites, m.Build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -266,3 +266,31 @@ func (quiet) Debugf(context.Context, string, ...any) {}
 func (quiet) Infof(context.Context, string, ...any)  {}
 func (quiet) Warnf(context.Context, string, ...any)  {}
 func (quiet) Errorf(context.Context, string, ...any) {}
+
+// StartContainer relays a StartContainer event, as a runtime does once the
+// container (with its final devices) runs.
+func (rt *Runtime) StartContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	r, err := rt.adaptation()
+	if err != nil {
+		return err
+	}
+	return r.StartContainer(ctx, &api.StartContainerRequest{Pod: pod, Container: ctr})
+}
+
+// StopContainer relays a StopContainer request.
+func (rt *Runtime) StopContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	r, err := rt.adaptation()
+	if err != nil {
+		return err
+	}
+	_, err = r.StopContainer(ctx, &api.StopContainerRequest{Pod: pod, Container: ctr})
+	return err
+}
+
+// SetRequestTimeout sets the adaptation's per-request plugin timeout (a
+// process-wide NRI setting, 2s by default) until the test ends.
+func SetRequestTimeout(t testing.TB, d time.Duration) {
+	t.Helper()
+	adaptation.SetPluginRequestTimeout(d)
+	t.Cleanup(func() { adaptation.SetPluginRequestTimeout(adaptation.DefaultPluginRequestTimeout) })
+}

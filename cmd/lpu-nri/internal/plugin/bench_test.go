@@ -56,13 +56,13 @@ func reportCPU(b *testing.B, start time.Duration) {
 func BenchmarkCreateContainerValid4(b *testing.B) {
 	f := benchFixture(b)
 	benchCreate(b, f, pod("b", map[string]string{"app": "x"}),
-		ctr("b", f.key.Annotations([]string{"lpu6", "lpu7", "lpu0", "lpu1"}), "PATH=/bin"), false)
+		ctr("b", seal(b, f.key, "lpu6", "lpu7", "lpu0", "lpu1"), "PATH=/bin"), false)
 }
 
 func BenchmarkCreateContainerValid8(b *testing.B) {
 	f := benchFixture(b)
 	ids := []string{"lpu0", "lpu1", "lpu2", "lpu3", "lpu4", "lpu5", "lpu6", "lpu7"}
-	benchCreate(b, f, pod("b", nil), ctr("b", f.key.Annotations(ids)), false)
+	benchCreate(b, f, pod("b", nil), ctr("b", seal(b, f.key, ids...)), false)
 }
 
 func BenchmarkCreateContainerUnallocated(b *testing.B) {
@@ -72,7 +72,7 @@ func BenchmarkCreateContainerUnallocated(b *testing.B) {
 
 func BenchmarkCreateContainerForged(b *testing.B) {
 	f := benchFixture(b)
-	benchCreate(b, f, pod("b", nil), ctr("b", testKey(b, 1).Annotations([]string{"lpu0"})), true)
+	benchCreate(b, f, pod("b", nil), ctr("b", seal(b, testKey(b, 1), "lpu0")), true)
 }
 
 // BenchmarkRoundTrip is the full path a runtime pays: the adaptation's
@@ -84,7 +84,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	f.connect(b, rt)
 	rt.WaitPlugins(b, 1)
 	p := pod("b", nil)
-	ann := f.key.Annotations([]string{"lpu6", "lpu7", "lpu0", "lpu1"})
+	ann := seal(b, f.key, "lpu6", "lpu7", "lpu0", "lpu1")
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -101,12 +101,38 @@ func BenchmarkRoundTrip(b *testing.B) {
 // BenchmarkDecideValid4 is the decision alone: no metrics, no log record.
 func BenchmarkDecideValid4(b *testing.B) {
 	f := benchFixture(b)
-	p, c := pod("b", nil), ctr("b", f.key.Annotations([]string{"lpu6", "lpu7", "lpu0", "lpu1"}))
+	p, c := pod("b", nil), ctr("b", seal(b, f.key, "lpu6", "lpu7", "lpu0", "lpu1"))
 	ctx := context.Background()
 	b.ReportAllocs()
 	cpu := cpuTime()
 	for b.Loop() {
 		if _, _, err := f.p.Decide(ctx, p, c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportCPU(b, cpu)
+}
+
+// BenchmarkValidate8 is the validator's check for a container of 8 LPUs:
+// the pristine container carries /dev/null and friends, the merged
+// adjustment the 8 nodes lpu-nri added.
+func BenchmarkValidate8(b *testing.B) {
+	f := benchFixture(b)
+	ids := []string{"lpu0", "lpu1", "lpu2", "lpu3", "lpu4", "lpu5", "lpu6", "lpu7"}
+	p, c := pod("b", nil), ctr("b", seal(b, f.key, ids...))
+	c.Linux = &api.LinuxContainer{Devices: []*api.LinuxDevice{
+		{Path: "/dev/null", Type: "c", Major: 1, Minor: 3}, {Path: "/dev/zero", Type: "c", Major: 1, Minor: 5},
+		{Path: "/dev/random", Type: "c", Major: 1, Minor: 8}, {Path: "/dev/tty", Type: "c", Major: 5, Minor: 0},
+	}}
+	adj, _, err := f.p.Decide(context.Background(), p, c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := &api.ValidateContainerAdjustmentRequest{Pod: p, Container: c, Adjust: adj}
+	b.ReportAllocs()
+	cpu := cpuTime()
+	for b.Loop() {
+		if err := f.p.ValidateContainerAdjustment(context.Background(), req); err != nil {
 			b.Fatal(err)
 		}
 	}

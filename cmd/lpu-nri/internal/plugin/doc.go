@@ -7,13 +7,15 @@
 //
 // # Trust rules, in order
 //
-//  1. Any lpu.hyperaccel.ai/ key in the pod annotations refuses the
-//     container (runtimes copy pod annotations into containers).
+//  1. Any lpu.hyperaccel.ai/ key, in any letter case, in the pod
+//     annotations refuses the container (runtimes copy pod annotations into
+//     containers).
 //  2. An env that sets LPU_VISIBLE_DEVICES more than once (image and pod
 //     spec) refuses the container: the runtime would keep the last copy
 //     over lpu-nri's value.
-//  3. The allocation is read from the container annotations only; its seal
-//     must verify with the node key. No allocation: no devices and
+//  3. The allocation is read from the container annotations only; its v2
+//     seals must verify with the node key and node name (v1 only behind
+//     security.acceptLegacySeals). No allocation: no devices and
 //     LPU_VISIBLE_DEVICES=none, overriding the image (NRI v0.12 drops env
 //     removals).
 //  4. Each ID must be in the current inventory and healthy. An unhealthy
@@ -21,9 +23,31 @@
 //     it, while a refusal shows the reason in the pod's events and clears
 //     once the device recovers (kubelet retries creation).
 //  5. Optionally kubelet's PodResources must report the same IDs.
+//  6. LPU nodes the container already carries (by device number) beyond
+//     its allocation refuse it, outside security.allowNamespaces.
+//  7. The allocation ID must be new or the same pod's (the ledger in the
+//     state dir): a sealed allocation copied into another pod is refused.
 //
-// Apart from the optional cross-check the decision does no I/O: the
-// inventory is an atomic snapshot refreshed in the background.
+// A container whose CDI devices name lpu-dra claims
+// (lpu.hyperaccel.ai/claim=<uid>) takes rule 1, then instead of 3 to 7:
+// every claim must be in lpu-dra's checkpoint as prepared for the pod, and
+// its LPUs (from the checkpoint, known and healthy in the inventory) are
+// the container's verified allocation for rule 6, the validator and the
+// audit. Nothing is added: the runtime applied the claims' CDI specs.
+//
+// # Validator and audit
+//
+// On runtimes with NRI validators (containerd >= 2.2) the plugin also
+// validates every container's merged adjustment: its final LPU nodes, by
+// device number, must equal its verified allocation (validate.go). The
+// audit (at Synchronize and every security.auditInterval, over the
+// containers tracked from lifecycle events) counts containers holding LPU
+// nodes without an allocation and containers running without the LPUs they
+// were allocated (audit.go).
+//
+// Apart from the optional cross-check and reading lpu-dra's checkpoint for
+// claim containers the decision does no I/O: the inventory is an atomic
+// snapshot refreshed in the background.
 //
 //	p, _ := plugin.New(plugin.Config{Key: key, Store: store, Ready: readySrv})
 //	r := &plugin.Runner{Plugin: p, Name: "lpu", Index: "10", Socket: "/var/run/nri/nri.sock"}

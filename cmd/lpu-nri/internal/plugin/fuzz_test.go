@@ -17,9 +17,11 @@ import (
 // reason; a reserved pod key always refuses; devices are granted only for a
 // value carrying this key's seal, only inventory devices, with
 // LPU_VISIBLE_DEVICES naming exactly them; otherwise the container gets no
-// device and LPU_VISIBLE_DEVICES=none.
+// device and LPU_VISIBLE_DEVICES=none. The legacy v1 form is accepted
+// here so that a fuzzed value can reach a grant without an allocation ID
+// seal; TestLegacySeals covers the switch.
 func FuzzDecide(f *testing.F) {
-	fx := newFixture(f, 8, true)
+	fx := newFixture(f, 8, true, func(c *Config) { c.AcceptLegacySeals = true })
 	seal := fx.key.Seal
 	f.Add("app", "x", "lpu0,lpu1", seal("lpu0,lpu1"), true, true)
 	f.Add("lpu.hyperaccel.ai/devices", "lpu0", "lpu0", seal("lpu0"), true, true)
@@ -45,7 +47,7 @@ func FuzzDecide(f *testing.F) {
 		}
 		adj, alloc, err := fx.p.Decide(context.Background(), pod("f", map[string]string{podKey: podVal}), ctr("f", ann))
 		ids := alloc.IDs
-		reserved := strings.HasPrefix(podKey, inject.AnnotationPrefix)
+		reserved := len(podKey) >= len(inject.AnnotationPrefix) && strings.EqualFold(podKey[:len(inject.AnnotationPrefix)], inject.AnnotationPrefix)
 		if err != nil {
 			var r *Refusal
 			if !errors.As(err, &r) || !reasons[r.Reason] {

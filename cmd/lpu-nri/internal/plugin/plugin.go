@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
 	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -52,10 +54,20 @@ type Config struct {
 	// device plugin's Allocate span through the allocation ID; nil: no
 	// tracing.
 	Tracer oteltrace.Tracer
+	// Ledger records the first pod of each allocation ID and refuses the
+	// ID from any other pod; nil disables the check (tests only).
+	Ledger *ledger.Ledger
+	// AcceptLegacySeals accepts v1 (not node-bound) seals: the
+	// security.acceptLegacySeals migration switch.
+	AcceptLegacySeals bool
+	// AllowNamespaces may hold LPU nodes without an allocation
+	// (security.allowNamespaces).
+	AllowNamespaces []string
 	// Claims verifies that lpu-dra prepared the named claims for the pod
-	// (dracheckpoint.Verify on the state dir); nil refuses every container
-	// with a claim's CDI device.
-	Claims func(podUID string, claimUIDs []string) error
+	// and returns the LPUs they hold (dracheckpoint.PodLPUs on the state
+	// dir): a claim container's verified allocation. nil refuses every
+	// container with a claim's CDI device.
+	Claims func(podUID string, claimUIDs []string) ([]string, error)
 }
 
 // Plugin is the NRI plugin. It implements the stub's Configure,
@@ -70,7 +82,11 @@ type Plugin struct {
 	ready        Readiness
 	log          *slog.Logger
 	tracer       oteltrace.Tracer
-	claims       func(podUID string, claimUIDs []string) error
+	claims       func(podUID string, claimUIDs []string) ([]string, error)
+	ledger       *ledger.Ledger
+	acceptV1     bool
+	allowNS      []string
+	audit        tracker
 	connMu       sync.Mutex
 	synced       atomic.Bool
 	syncs        atomic.Int64 // Synchronize calls, to tell a lost connection from a failed one
@@ -85,7 +101,9 @@ func New(cfg Config) (*Plugin, error) {
 		return nil, errors.New("nri plugin: no inventory store")
 	}
 	p := &Plugin{key: cfg.Key, store: cfg.Store, opts: cfg.Options, check: cfg.Check,
-		checkTimeout: cfg.CheckTimeout, m: cfg.Metrics, ready: cfg.Ready, log: cfg.Log, tracer: cfg.Tracer, claims: cfg.Claims}
+		checkTimeout: cfg.CheckTimeout, m: cfg.Metrics, ready: cfg.Ready, log: cfg.Log, tracer: cfg.Tracer,
+		ledger: cfg.Ledger, acceptV1: cfg.AcceptLegacySeals, allowNS: cfg.AllowNamespaces, claims: cfg.Claims}
+	p.audit.init()
 	if p.tracer == nil {
 		p.tracer = noop.NewTracerProvider().Tracer(trace.ScopeName)
 	}
@@ -126,11 +144,51 @@ func (p *Plugin) setConnected(c bool) {
 	}
 }
 
+// Events are the NRI events the plugin subscribes to: CreateContainer to
+// inject, and the container and pod lifecycle events that keep the periodic
+// audit's view current. ValidatingEvents adds the validator.
+const (
+	Events           = "CreateContainer,StartContainer,StopContainer,RemoveContainer,RemovePodSandbox"
+	ValidatingEvents = Events + ",ValidateContainerAdjustment"
+)
+
 // Configure is called by the runtime right after registration. The plugin
-// subscribes to every event it implements (CreateContainer).
+// subscribes to ValidatingEvents when the runtime's NRI has validators, else
+// to Events: an older runtime refuses a plugin that subscribes to an event
+// it does not know.
 func (p *Plugin) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
-	p.log.Info("configured by container runtime", "runtime", runtime, "runtimeVersion", version)
-	return api.MustParseEventMask("CreateContainer"), nil
+	validate := HasValidators(runtime, version)
+	p.log.Info("configured by container runtime", "runtime", runtime, "runtimeVersion", version, "validator", validate)
+	if validate {
+		return api.MustParseEventMask(ValidatingEvents), nil
+	}
+	return api.MustParseEventMask(Events), nil
+}
+
+// HasValidators reports whether a runtime's NRI calls validator plugins
+// (NRI >= 0.10): containerd >= 2.2, CRI-O >= 1.34. Other runtimes are
+// assumed current (they embed the NRI library this plugin is built with).
+func HasValidators(runtime, version string) bool {
+	var min [2]int
+	switch strings.ToLower(runtime) {
+	case "containerd":
+		min = [2]int{2, 2}
+	case "cri-o", "crio":
+		min = [2]int{1, 34}
+	default:
+		return true
+	}
+	v := strings.TrimPrefix(version, "v")
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(strings.TrimFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return major > min[0] || (major == min[0] && minor >= min[1])
 }
 
 // Shutdown is called when the runtime shuts down cleanly.
@@ -198,10 +256,16 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 //     container: the runtime's env adjustment replaces only the first copy
 //     and then writes the last one over it, so the override would be lost.
 //  3. The allocation is read from the container annotations only and its
-//     seal verified; no allocation gives LPU_VISIBLE_DEVICES=none.
+//     seal verified: v2 (bound to this node, with an allocation ID), or v1
+//     only behind the migration switch; no allocation gives
+//     LPU_VISIBLE_DEVICES=none.
 //  4. Every ID must be in the current inventory and healthy; nodes, majors
 //     and minors come from discovery.
 //  5. Optionally the kubelet's PodResources must report the same IDs.
+//  6. LPU nodes the container already carries beyond its allocation
+//     refuse it, outside security.allowNamespaces (checkCarried).
+//  7. The allocation ID must be new or already this pod's (ledger): the
+//     same sealed annotations copied into another pod are refused.
 func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, inject.Allocation, error) {
 	var none inject.Allocation
 	if key, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {
@@ -214,26 +278,27 @@ func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 			inject.EnvVisibleDevices, n)
 	}
 	if claims := claimUIDs(ctr.GetCDIDevices()); len(claims) > 0 {
-		// LPUs from a DRA claim: the runtime already applied the claim's
-		// CDI spec (nodes, mounts, LPU_VISIBLE_DEVICES); add nothing, once
-		// lpu-dra's checkpoint says the claim was prepared for this pod.
-		if p.claims == nil {
-			return nil, none, refuse(metrics.ReasonBadValue, "container has lpu-dra claim devices %v but this lpu-nri cannot verify claims", claims)
-		}
-		if err := p.claims(pod.GetUid(), claims); err != nil {
-			return nil, none, refuse(metrics.ReasonBadValue, "lpu-dra claim device: %w", err)
-		}
-		return nil, none, nil
+		return nil, none, p.decideClaims(pod, ctr, claims)
 	}
 	alloc, err := p.key.OpenAllocation(ctr.GetAnnotations())
 	ids := alloc.IDs
 	switch {
 	case errors.Is(err, inject.ErrNoAllocation):
-		return inject.Unallocated().Adjustment(), none, nil
+		adj := inject.Unallocated().Adjustment()
+		if len(ctr.GetLinux().GetDevices()) == 0 {
+			return adj, none, nil
+		}
+		if err := p.checkCarried(p.store.Load(), pod, ctr, nil); err != nil {
+			return nil, none, err
+		}
+		return adj, none, nil
 	case errors.Is(err, inject.ErrBadSeal):
 		return nil, none, refuse(metrics.ReasonBadSeal, "allocation annotation not sealed by this node's device plugin: %w", err)
 	case err != nil:
 		return nil, none, refuse(metrics.ReasonBadValue, "allocation annotation invalid: %w", err)
+	case alloc.Version == inject.SealV1 && !p.acceptV1:
+		return nil, none, refuse(metrics.ReasonLegacySeal,
+			"allocation %s is sealed in the legacy v1 form (not bound to this node); recreate the pod so the device plugin seals it again, or set security.acceptLegacySeals: true during the upgrade", inject.EncodeIDs(ids))
 	}
 	snap := p.store.Load()
 	if !snap.Ready() {
@@ -260,6 +325,16 @@ func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 			return nil, none, refuse(metrics.ReasonPodResources, "kubelet pod resources check: %w", err)
 		}
 	}
+	if len(ctr.GetLinux().GetDevices()) > 0 {
+		if err := p.checkCarried(snap, pod, ctr, ids); err != nil {
+			return nil, none, err
+		}
+	}
+	if p.ledger != nil && alloc.ID != "" {
+		if err := p.ledger.Claim(alloc.ID, pod.GetUid()); err != nil {
+			return nil, none, refuse(metrics.ReasonReplayed, "allocation %s of pod %s/%s: %w", alloc.ID, pod.GetNamespace(), pod.GetName(), err)
+		}
+	}
 	return inject.ForDevices(devs, snap.DriverVersion(), p.opts).Adjustment(), alloc, nil
 }
 
@@ -273,6 +348,53 @@ func claimUIDs(devs []*api.CDIDevice) []string {
 		}
 	}
 	return out
+}
+
+// decideClaims admits a container whose LPUs come from DRA claims, or
+// returns a *Refusal. The runtime already applied the claims' CDI specs
+// (nodes, mounts, LPU_VISIBLE_DEVICES), so nothing is added once lpu-dra's
+// checkpoint says the claims were prepared for this pod; their LPUs are
+// then the container's verified allocation, under the same rules as a
+// sealed one: known and healthy, and no LPU node carried beyond them.
+func (p *Plugin) decideClaims(pod *api.PodSandbox, ctr *api.Container, claims []string) error {
+	ids, err := p.claimLPUs(pod, claims)
+	if err != nil {
+		return refuse(metrics.ReasonBadValue, "lpu-dra claim device: %w", err)
+	}
+	snap := p.store.Load()
+	if !snap.Ready() {
+		return refuse(metrics.ReasonNoInventory, "no LPU inventory yet (%v); cannot verify claim LPUs %s", snap.Err, inject.EncodeIDs(ids))
+	}
+	for _, id := range ids {
+		d, ok := snap.Device(id)
+		if !ok {
+			p.store.Kick()
+			return refuse(metrics.ReasonUnknownDevice, "claimed device %q is not on this node (known: %d LPUs)", id, len(snap.Inventory.Devices))
+		}
+		if !d.Health.Healthy {
+			return refuse(metrics.ReasonUnhealthyDevice, "claimed device %s is unhealthy: %s", id, d.Health.Reason)
+		}
+	}
+	return p.checkCarried(snap, pod, ctr, ids)
+}
+
+// claimLPUs returns the LPUs of the claims when lpu-dra prepared every one
+// of them for the pod, else why not.
+func (p *Plugin) claimLPUs(pod *api.PodSandbox, claims []string) ([]string, error) {
+	if p.claims == nil {
+		return nil, fmt.Errorf("container has lpu-dra claim devices %v but this lpu-nri cannot verify claims", claims)
+	}
+	return p.claims(pod.GetUid(), claims)
+}
+
+// checkCarried applies the validator's check to the devices the container
+// already carries (runtimes without validators never ask): LPU nodes
+// beyond ids refuse the container (see foreignNodes).
+func (p *Plugin) checkCarried(snap *inventory.Snapshot, pod *api.PodSandbox, ctr *api.Container, ids []string) error {
+	if !snap.Ready() {
+		return nil // nothing is known to be an LPU; the validator refuses later
+	}
+	return p.foreignNodes(snap, pod, ctr, ids)
 }
 
 // visibleDevicesCopies counts the entries of env that set
@@ -292,75 +414,159 @@ func visibleDevicesCopies(env []string) int {
 	return n
 }
 
-// Synchronize audits the containers the runtime already runs: any container
-// holding LPU device nodes without a valid allocation for them is logged and
-// counted in lpu_nri_unallocated_holders. It then marks the plugin ready.
+// Synchronize audits the containers the runtime already runs (see
+// AuditCounts), takes them as the periodic audit's view, and marks the
+// plugin ready.
 func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
-	n := p.Audit(pods, ctrs)
-	p.m.Unallocated.Set(float64(n))
-	p.log.Info("synchronized with container runtime", "pods", len(pods), "containers", len(ctrs), "unallocatedHolders", n)
+	p.audit.reset(pods, ctrs)
+	holders, uninjected := p.AuditCounts(pods, ctrs)
+	p.log.Info("synchronized with container runtime", "pods", len(pods), "containers", len(ctrs),
+		"unallocatedHolders", holders, "uninjectedAllocations", uninjected)
+	p.seedLedger(pods, ctrs)
+	p.pruneLedger(pods)
 	p.syncs.Add(1)
 	p.setConnected(true)
 	return nil, nil
 }
 
-// Audit returns how many running containers hold LPU device nodes that no
-// valid allocation of theirs covers, logging each at warn.
-func (p *Plugin) Audit(pods []*api.PodSandbox, ctrs []*api.Container) int {
-	snap := p.store.Load()
-	byID := make(map[string]*api.PodSandbox, len(pods))
-	for _, pod := range pods {
-		byID[pod.GetId()] = pod
+// seedLedger records the allocation IDs of the running containers for
+// their pods, so a lost ledger file cannot let another pod claim them.
+func (p *Plugin) seedLedger(pods []*api.PodSandbox, ctrs []*api.Container) {
+	if p.ledger == nil {
+		return
 	}
-	holders := 0
+	uid := make(map[string]string, len(pods))
+	for _, pod := range pods {
+		uid[pod.GetId()] = pod.GetUid()
+	}
+	running := map[string]string{}
 	for _, c := range ctrs {
 		if c.GetState() == api.ContainerState_CONTAINER_STOPPED {
 			continue
 		}
-		var held []*api.LinuxDevice
-		for _, d := range c.GetLinux().GetDevices() {
-			if snap.IsLPUNode(d.GetPath(), d.GetType(), d.GetMajor(), d.GetMinor()) {
-				held = append(held, d)
-			}
+		if a, err := p.key.OpenAllocation(c.GetAnnotations()); err == nil && a.ID != "" {
+			running[a.ID] = uid[c.GetPodSandboxId()]
 		}
-		if len(held) == 0 {
-			continue
-		}
-		pod := byID[c.GetPodSandboxId()]
-		if claims := claimUIDs(c.GetCDIDevices()); len(claims) > 0 && p.claims != nil && p.claims(pod.GetUid(), claims) == nil {
-			continue // LPUs from a claim lpu-dra prepared for this pod
-		}
-		why := p.coverage(snap, pod, c, held)
-		if why == "" {
-			continue
-		}
-		holders++
-		paths := make([]string, len(held))
-		for i, d := range held {
-			paths[i] = d.GetPath()
-		}
-		p.log.Warn("container holds LPU device nodes without a valid allocation",
-			"namespace", pod.GetNamespace(), "pod", pod.GetName(), "container", c.GetName(),
-			"containerID", c.GetId(), "devices", paths, "why", why)
 	}
+	conflicts, err := p.ledger.Seed(running)
+	if err != nil {
+		p.log.Error("record running allocations", "path", p.ledger.Path(), "err", err)
+	}
+	if len(conflicts) > 0 {
+		p.log.Error("running containers hold allocation IDs first used by other pods", "allocations", conflicts)
+	}
+}
+
+// pruneLedger forgets allocation IDs of pods gone for ledger.Retention.
+func (p *Plugin) pruneLedger(pods []*api.PodSandbox) {
+	if p.ledger == nil {
+		return
+	}
+	live := make(map[string]bool, len(pods))
+	for _, pod := range pods {
+		live[pod.GetUid()] = true
+	}
+	if err := p.ledger.Prune(live); err != nil {
+		p.log.Error("prune allocation ledger", "path", p.ledger.Path(), "err", err)
+	}
+}
+
+// Audit returns how many running containers hold LPU device nodes that no
+// valid allocation of theirs covers (AuditCounts' first count).
+func (p *Plugin) Audit(pods []*api.PodSandbox, ctrs []*api.Container) int {
+	holders, _ := p.AuditCounts(pods, ctrs)
 	return holders
 }
 
-// coverage returns "" when the container's sealed allocation covers every
+// AuditCounts checks every running container against its allocation and
+// returns two counts, each logged at error per container when first found
+// and exported as a gauge (plus a counter of containers newly found):
+//   - unallocated holders: containers holding LPU device nodes that no
+//     valid allocation of theirs covers (lpu_nri_unallocated_holders);
+//   - uninjected allocations: containers whose verified allocation names
+//     LPUs whose nodes they do not hold, e.g. created while lpu-nri's
+//     CreateContainer timed out (lpu_nri_uninjected_allocations).
+//
+// Containers in security.allowNamespaces may hold nodes they were not
+// allocated.
+func (p *Plugin) AuditCounts(pods []*api.PodSandbox, ctrs []*api.Container) (holders, uninjected int) {
+	snap := p.store.Load()
+	if !snap.Ready() {
+		return 0, 0
+	}
+	byID := make(map[string]*api.PodSandbox, len(pods))
+	for _, pod := range pods {
+		byID[pod.GetId()] = pod
+	}
+	var holderIDs, uninjectedIDs []string
+	for _, c := range ctrs {
+		if c.GetState() == api.ContainerState_CONTAINER_STOPPED {
+			continue
+		}
+		pod := byID[c.GetPodSandboxId()]
+		held := auditNodes(snap, c.GetLinux().GetDevices())
+		if len(held) > 0 && !p.allowed(pod.GetNamespace()) {
+			if why := p.coverage(snap, pod, c, held); why != "" {
+				holderIDs = append(holderIDs, c.GetId())
+				paths := make([]string, len(held))
+				for i, d := range held {
+					paths[i] = d.path
+				}
+				if p.audit.reported(true, c.GetId()) {
+					continue // logged when first found; the gauge still counts it
+				}
+				p.log.Error("container holds LPU device nodes without a valid allocation",
+					"namespace", pod.GetNamespace(), "pod", pod.GetName(), "container", c.GetName(),
+					"containerID", c.GetId(), "devices", paths, "why", why)
+				continue
+			}
+		}
+		ids := p.verified(snap, pod, c)
+		if len(ids) == 0 {
+			continue
+		}
+		var gbuf [16]inventory.DevNum
+		if why := mismatch(snap, ids, want(snap, ids, gbuf[:0]), held, true); why != "" {
+			uninjectedIDs = append(uninjectedIDs, c.GetId())
+			if p.audit.reported(false, c.GetId()) {
+				continue
+			}
+			p.log.Error("container runs without the LPUs it was allocated",
+				"namespace", pod.GetNamespace(), "pod", pod.GetName(), "container", c.GetName(),
+				"containerID", c.GetId(), "why", why)
+		}
+	}
+	p.audit.record(p.m, holderIDs, uninjectedIDs)
+	return len(holderIDs), len(uninjectedIDs)
+}
+
+// coverage returns "" when the container's verified allocation (sealed, or
+// its DRA claims') covers every
 // held node, else why not. A node is judged by what it opens, its device
 // number, not by its path: /dev/accel with lpu3's number is lpu3, and
 // /dev/lpu3 with lpu5's number is lpu5. Only an allocated ID the inventory
 // no longer knows falls back to its path. snap is the audit's one view of
 // the inventory, the same it found the held nodes with.
-func (p *Plugin) coverage(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.Container, held []*api.LinuxDevice) string {
+func (p *Plugin) coverage(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.Container, held []node) string {
 	if key, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {
 		return fmt.Sprintf("pod annotation %q", key)
 	}
-	alloc, err := p.key.OpenAllocation(c.GetAnnotations())
-	if err != nil {
-		return err.Error()
+	var ids []string
+	if claims := claimUIDs(c.GetCDIDevices()); len(claims) > 0 {
+		var err error
+		if ids, err = p.claimLPUs(pod, claims); err != nil {
+			return err.Error()
+		}
+	} else {
+		alloc, err := p.key.OpenAllocation(c.GetAnnotations())
+		if err != nil {
+			return err.Error()
+		}
+		if alloc.Version == inject.SealV1 && !p.acceptV1 {
+			return "legacy v1 seal (security.acceptLegacySeals is off)"
+		}
+		ids = alloc.IDs
 	}
-	ids := alloc.IDs
 	type number struct{ major, minor int64 }
 	numbers := make(map[number]bool, len(ids))
 	paths := make(map[string]bool)
@@ -374,9 +580,23 @@ func (p *Plugin) coverage(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.
 		}
 	}
 	for _, h := range held {
-		if !numbers[number{h.GetMajor(), h.GetMinor()}] && !paths[h.GetPath()] {
-			return fmt.Sprintf("%s (%d:%d) is not in its allocation %s", h.GetPath(), h.GetMajor(), h.GetMinor(), inject.EncodeIDs(ids))
+		if !numbers[number{h.num.Major, h.num.Minor}] && !paths[h.path] {
+			return fmt.Sprintf("%s (%d:%d) is not in its allocation %s", h.path, h.num.Major, h.num.Minor, inject.EncodeIDs(ids))
 		}
 	}
 	return ""
+}
+
+// auditNodes returns the LPU nodes among devs for the audit: by device
+// number, and also any /dev/lpuN path whatever its number (a node the
+// inventory no longer knows is still reported).
+func auditNodes(snap *inventory.Snapshot, devs []*api.LinuxDevice) []node {
+	var held []node
+	for _, d := range devs {
+		n := inventory.DevNum{Major: d.GetMajor(), Minor: d.GetMinor()}
+		if snap.IsLPUNode(d.GetPath(), d.GetType(), n.Major, n.Minor) {
+			held = append(held, node{d.GetPath(), n})
+		}
+	}
+	return held
 }

@@ -18,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nritest"
 	"github.com/hyperaccel/lpu-node/internal/backoff"
@@ -29,13 +30,30 @@ import (
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// testNode is the node name the test keys are bound to.
+const testNode = "node-1"
+
 func testKey(t testing.TB, b byte) *inject.Key {
 	t.Helper()
 	k, err := inject.NewKey(slices.Repeat([]byte{b}, inject.KeySize))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if k, err = k.ForNode(testNode); err != nil {
+		t.Fatal(err)
+	}
 	return k
+}
+
+// seal returns the four annotations the device plugin writes (v2 seals,
+// a fresh allocation ID) for ids, joined as the devices value.
+func seal(t testing.TB, k *inject.Key, ids ...string) map[string]string {
+	t.Helper()
+	ann, err := k.AnnotationsWithID(ids, inject.NewAllocationID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ann
 }
 
 // fixture is a plugin over a fake tree of n devices, lpu5 unhealthy when
@@ -62,8 +80,12 @@ func newFixture(t testing.TB, n int, sick bool, opts ...func(*Config)) *fixture 
 	if _, err := f.store.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	led, err := ledger.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := Config{
-		Key: f.key, Store: f.store, Log: discard,
+		Key: f.key, Store: f.store, Log: discard, Ledger: led,
 		Options: inject.Options{Mounts: []inject.Mount{{HostPath: "/usr/lib/lpu"}}},
 	}
 	for _, o := range opts {
@@ -168,10 +190,15 @@ func counter(t testing.TB, c prometheus.Collector) float64 {
 func TestCreateContainerThroughRuntime(t *testing.T) {
 	f := newFixture(t, 8, true)
 	other := testKey(t, 9)
-	sealed := func(v string) map[string]string {
-		return map[string]string{inject.AnnotationDevices: v, inject.AnnotationSeal: f.key.Seal(v)}
+	otherNode, err := inject.NewKey(slices.Repeat([]byte{7}, inject.KeySize)) // f.key's secret
+	if err != nil {
+		t.Fatal(err)
 	}
-	valid := f.key.Annotations([]string{"lpu7", "lpu0", "lpu1"}) // wraps around the ring
+	if otherNode, err = otherNode.ForNode("node-2"); err != nil {
+		t.Fatal(err)
+	}
+	sealed := func(v string) map[string]string { return seal(t, f.key, v) }
+	valid := seal(t, f.key, "lpu7", "lpu0", "lpu1") // wraps around the ring
 	tests := map[string]struct {
 		podAnn, ctrAnn map[string]string
 		env            []string
@@ -188,7 +215,7 @@ func TestCreateContainerThroughRuntime(t *testing.T) {
 			},
 		},
 		"valid allocation overrides image env": {
-			ctrAnn: f.key.Annotations([]string{"lpu3"}),
+			ctrAnn: seal(t, f.key, "lpu3"),
 			env:    []string{"LPU_VISIBLE_DEVICES=0,1,2,3,4,5,6,7", "PATH=/bin"},
 			want:   view{Devices: []string{dev(3)}, Env: []string{"LPU_VISIBLE_DEVICES=3", "NUM_LPU_DEVICES=1", driverEnv}, Mounts: []string{libMount}},
 		},
@@ -197,7 +224,7 @@ func TestCreateContainerThroughRuntime(t *testing.T) {
 			reason: metrics.ReasonBadSeal, errHas: "seal missing",
 		},
 		"seal made with another key": {
-			ctrAnn: other.Annotations([]string{"lpu0", "lpu1"}),
+			ctrAnn: seal(t, other, "lpu0", "lpu1"),
 			reason: metrics.ReasonBadSeal, errHas: "does not match",
 		},
 		"seal without devices": {
@@ -206,7 +233,20 @@ func TestCreateContainerThroughRuntime(t *testing.T) {
 		},
 		"validly sealed value also in pod annotations": {
 			podAnn: valid, ctrAnn: valid,
-			reason: metrics.ReasonPodAnnotation, errHas: `pod annotation "lpu.hyperaccel.ai/devices"`,
+			reason: metrics.ReasonPodAnnotation, errHas: `pod annotation "lpu.hyperaccel.ai/allocation"`,
+		},
+		"reserved key in another letter case in pod annotations": {
+			podAnn: map[string]string{"LPU.hyperaccel.ai/devices": "lpu0"},
+			ctrAnn: valid,
+			reason: metrics.ReasonPodAnnotation, errHas: `pod annotation "LPU.hyperaccel.ai/devices"`,
+		},
+		"sealed on another node with the same key": {
+			ctrAnn: seal(t, otherNode, "lpu0"),
+			reason: metrics.ReasonBadSeal, errHas: `on node "node-1" (sealed on another node, or forged)`,
+		},
+		"legacy v1 seal while the switch is off": {
+			ctrAnn: f.key.Annotations([]string{"lpu0"}),
+			reason: metrics.ReasonLegacySeal, errHas: "security.acceptLegacySeals",
 		},
 		"key in pod annotations only": {
 			podAnn: map[string]string{inject.AnnotationDevices: "lpu0"},
@@ -238,7 +278,7 @@ func TestCreateContainerThroughRuntime(t *testing.T) {
 			reason: metrics.ReasonBadValue, errHas: "limit",
 		},
 		"unhealthy device": {
-			ctrAnn: f.key.Annotations([]string{"lpu4", "lpu5"}),
+			ctrAnn: seal(t, f.key, "lpu4", "lpu5"),
 			reason: metrics.ReasonUnhealthyDevice, errHas: `lpu5 is unhealthy: status "ECC_ERROR"`,
 		},
 		"no allocation but LPU_VISIBLE_DEVICES in image env": {
@@ -253,7 +293,7 @@ func TestCreateContainerThroughRuntime(t *testing.T) {
 			reason: metrics.ReasonBadValue, errHas: "sets LPU_VISIBLE_DEVICES 2 times",
 		},
 		"valid allocation, LPU_VISIBLE_DEVICES twice in env": {
-			ctrAnn: f.key.Annotations([]string{"lpu3"}),
+			ctrAnn: seal(t, f.key, "lpu3"),
 			env:    []string{"LPU_VISIBLE_DEVICES=0", "LPU_VISIBLE_DEVICES=1"},
 			reason: metrics.ReasonBadValue, errHas: "sets LPU_VISIBLE_DEVICES 2 times",
 		},
@@ -330,7 +370,7 @@ func TestRuntimeRestart(t *testing.T) {
 		t.Fatalf("readiness before the runtime exists = %v, want ErrNotConnected", err)
 	}
 
-	ann := f.key.Annotations([]string{"lpu2", "lpu3"})
+	ann := seal(t, f.key, "lpu2", "lpu3")
 	create := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -415,7 +455,7 @@ func TestConcurrentCreateContainer(t *testing.T) {
 			name := fmt.Sprintf("c%d", i)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			rsp, err := rt.CreateContainer(ctx, pod(name, nil), ctr(name, f.key.Annotations(ids)))
+			rsp, err := rt.CreateContainer(ctx, pod(name, nil), ctr(name, seal(t, f.key, ids...)))
 			if err != nil {
 				errs <- fmt.Errorf("%s %v: %w", name, ids, err)
 				return
@@ -461,7 +501,7 @@ func TestConcurrentDecide(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			name := fmt.Sprintf("c%d", i)
-			adj, alloc, err := f.p.Decide(ctx, pod(name, nil), ctr(name, f.key.Annotations(ids)))
+			adj, alloc, err := f.p.Decide(ctx, pod(name, nil), ctr(name, seal(t, f.key, ids...)))
 			if err != nil || !slices.Equal(alloc.IDs, ids) || len(adj.GetLinux().GetDevices()) != len(ids) {
 				t.Errorf("%s: Decide(%v) = %v, %v", name, ids, alloc.IDs, err)
 			}
@@ -484,13 +524,13 @@ func TestSynchronizeAudit(t *testing.T) {
 		rt.AddContainer(c)
 	}
 	running := api.ContainerState_CONTAINER_RUNNING
-	add("ok", nil, f.key.Annotations([]string{"lpu0", "lpu1"}), running, node(0), node(1))
+	add("ok", nil, seal(t, f.key, "lpu0", "lpu1"), running, node(0), node(1))
 	add("no-lpu", nil, nil, running, &api.LinuxDevice{Path: "/dev/fuse", Type: "c", Major: 10, Minor: 229})
 	add("unannotated", nil, nil, running, node(3))
 	add("renamed-node", nil, nil, running, &api.LinuxDevice{Path: "/dev/accel", Type: "c", Major: device.DefaultMajor, Minor: 4})
-	add("beyond-allocation", nil, f.key.Annotations([]string{"lpu5"}), running, node(5), node(6))
+	add("beyond-allocation", nil, seal(t, f.key, "lpu5"), running, node(5), node(6))
 	add("forged", nil, map[string]string{inject.AnnotationDevices: "lpu7"}, running, node(7))
-	add("pod-claims", f.key.Annotations([]string{"lpu2"}), f.key.Annotations([]string{"lpu2"}), running, node(2))
+	add("pod-claims", seal(t, f.key, "lpu2"), seal(t, f.key, "lpu2"), running, node(2))
 	add("stopped", nil, nil, api.ContainerState_CONTAINER_STOPPED, node(3))
 
 	rt.Start(t)
@@ -521,7 +561,7 @@ func TestAuditByDeviceNumber(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			c := ctr(name, f.key.Annotations(tc.ids))
+			c := ctr(name, seal(t, f.key, tc.ids...))
 			c.State = api.ContainerState_CONTAINER_RUNNING
 			c.Linux = &api.LinuxContainer{Devices: tc.devs}
 			got := f.p.Audit([]*api.PodSandbox{pod(name, nil)}, []*api.Container{c})
@@ -557,11 +597,13 @@ func TestAuditOrion(t *testing.T) {
 		return &api.LinuxDevice{Path: "/dev/xclmgmt", Type: "c", Major: device.SimXclmgmtMajor, Minor: i}
 	}
 	tests := map[string]struct {
-		ids     []string
-		devs    []*api.LinuxDevice
-		flagged bool
+		ids        []string
+		devs       []*api.LinuxDevice
+		flagged    bool
+		uninjected bool
 	}{
 		"both nodes of its LPU":              {ids: []string{"lpu1"}, devs: []*api.LinuxDevice{render(1), mgmt(1)}},
+		"only the render node of its LPU":    {ids: []string{"lpu1"}, devs: []*api.LinuxDevice{render(1)}, uninjected: true},
 		"another LPU's management node":      {ids: []string{"lpu1"}, devs: []*api.LinuxDevice{render(1), mgmt(2)}, flagged: true},
 		"no allocation, a management node":   {devs: []*api.LinuxDevice{mgmt(3)}, flagged: true},
 		"no allocation, a GPU's render node": {devs: []*api.LinuxDevice{render(20)}},
@@ -570,16 +612,39 @@ func TestAuditOrion(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var ann map[string]string
 			if tc.ids != nil {
-				ann = key.Annotations(tc.ids)
+				ann = seal(t, key, tc.ids...)
 			}
 			c := ctr(name, ann)
 			c.State = api.ContainerState_CONTAINER_RUNNING
 			c.Linux = &api.LinuxContainer{Devices: tc.devs}
-			got := p.Audit([]*api.PodSandbox{pod(name, nil)}, []*api.Container{c})
-			if want := map[bool]int{false: 0, true: 1}[tc.flagged]; got != want {
-				t.Fatalf("Audit = %d holders, want %d", got, want)
+			holders, uninjected := p.AuditCounts([]*api.PodSandbox{pod(name, nil)}, []*api.Container{c})
+			if want := map[bool]int{false: 0, true: 1}[tc.flagged]; holders != want {
+				t.Fatalf("AuditCounts = %d holders, want %d", holders, want)
+			}
+			if want := map[bool]int{false: 0, true: 1}[tc.uninjected]; uninjected != want {
+				t.Fatalf("AuditCounts = %d uninjected, want %d", uninjected, want)
 			}
 		})
+	}
+
+	// The validator grants every node of an allocated LPU: lpu-nri's own
+	// adjustment (render and management node) passes, one more LPU's
+	// management node is refused.
+	pd, c := pod("v", nil), ctr("v", seal(t, key, "lpu1"))
+	adj, _, err := p.Decide(context.Background(), pd, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(adj.GetLinux().GetDevices()); n != 2 {
+		t.Fatalf("adjustment has %d devices, want render and management node", n)
+	}
+	if err := p.Validate(pd, c, adj); err != nil {
+		t.Fatalf("lpu-nri's own Orion adjustment refused: %v", err)
+	}
+	extra := &api.ContainerAdjustment{Linux: &api.LinuxContainerAdjustment{
+		Devices: append(slices.Clone(adj.GetLinux().GetDevices()), &api.LinuxDevice{Path: "/dev/xclmgmt2", Type: "c", Major: device.SimXclmgmtMajor, Minor: 2})}}
+	if err := p.Validate(pd, c, extra); err == nil {
+		t.Fatal("validated another LPU's management node")
 	}
 }
 
@@ -598,7 +663,7 @@ func TestPodResourcesCrossCheck(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, 8, false, func(c *Config) { c.Check = tc.check; c.CheckTimeout = 50 * time.Millisecond })
 			start := time.Now()
-			_, alloc, err := f.p.Decide(context.Background(), pod("x", nil), ctr("x", f.key.Annotations([]string{"lpu1"})))
+			_, alloc, err := f.p.Decide(context.Background(), pod("x", nil), ctr("x", seal(t, f.key, "lpu1")))
 			if d := time.Since(start); d > time.Second {
 				t.Fatalf("Decide took %v, want the check bounded by its timeout", d)
 			}
@@ -645,7 +710,7 @@ func TestAllocationID(t *testing.T) {
 		"sealed with allocation ID":     {ann: withID, wantID: id},
 		"allocation ID swapped":         {ann: swapped, reason: metrics.ReasonBadSeal},
 		"allocation ID without devices": {ann: idOnly, reason: metrics.ReasonBadSeal},
-		"legacy annotations, no ID":     {ann: f.key.Annotations([]string{"lpu2"})},
+		"legacy annotations, no ID":     {ann: f.key.Annotations([]string{"lpu2"}), reason: metrics.ReasonLegacySeal},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -663,7 +728,7 @@ func TestAllocationID(t *testing.T) {
 
 func TestInventoryChangesAreSeen(t *testing.T) {
 	f := newFixture(t, 4, false)
-	ann := f.key.Annotations([]string{"lpu4"})
+	ann := seal(t, f.key, "lpu4")
 	if _, _, err := f.p.Decide(context.Background(), pod("x", nil), ctr("x", ann)); err == nil {
 		t.Fatal("lpu4 accepted before it exists")
 	}
@@ -681,5 +746,87 @@ func TestInventoryChangesAreSeen(t *testing.T) {
 	var r *Refusal
 	if _, _, err := f.p.Decide(context.Background(), pod("x", nil), ctr("x", ann)); !errors.As(err, &r) || r.Reason != metrics.ReasonUnhealthyDevice {
 		t.Fatalf("after lpu4 failed: %v, want unhealthy refusal", err)
+	}
+}
+
+// TestLegacySeals: the v1 form (before node binding) opens only behind the
+// migration switch, with or without an allocation ID, through the runtime.
+func TestLegacySeals(t *testing.T) {
+	ids := []string{"lpu2", "lpu3"}
+	for name, accept := range map[string]bool{"switch off": false, "switch on": true} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, 8, false, func(c *Config) { c.AcceptLegacySeals = accept })
+			rt := nritest.New(t)
+			rt.Start(t)
+			f.connect(t, rt)
+			rt.WaitPlugins(t, 1)
+			withID, err := f.key.LegacyAnnotationsWithID(ids, inject.NewAllocationID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for form, ann := range map[string]map[string]string{"no ID": f.key.Annotations(ids), "with ID": withID} {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				rsp, err := rt.CreateContainer(ctx, pod("l", nil), ctr("l", ann))
+				cancel()
+				got := viewOf(rsp.GetAdjust()).Devices
+				switch {
+				case accept && (err != nil || !slices.Equal(got, []string{dev(2), dev(3)})):
+					t.Errorf("%s: accepted form got %v, %v", form, got, err)
+				case !accept && (err == nil || !strings.Contains(err.Error(), "legacy v1 form")):
+					t.Errorf("%s: v1 seal with the switch off: %v, %v", form, got, err)
+				}
+			}
+		})
+	}
+}
+
+// TestReplayedAllocation: the allocation ID belongs to the first pod that
+// used it. Restarts of its containers and its other containers keep
+// working; another pod presenting the same sealed annotations is refused,
+// also after lpu-nri restarts (the ledger is on disk).
+func TestReplayedAllocation(t *testing.T) {
+	state := t.TempDir()
+	withLedger := func(c *Config) {
+		l, err := ledger.Open(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Ledger = l
+	}
+	f := newFixture(t, 8, false, withLedger)
+	rt := nritest.New(t)
+	rt.Start(t)
+	f.connect(t, rt)
+	rt.WaitPlugins(t, 1)
+	create := func(rt *nritest.Runtime, p *api.PodSandbox, c *api.Container) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := rt.CreateContainer(ctx, p, c)
+		return err
+	}
+	victim := pod("victim", nil)
+	ann := seal(t, f.key, "lpu4", "lpu5")
+	initAnn := seal(t, f.key, "lpu4", "lpu5") // kubelet reuses the init container's devices
+	for i, c := range []*api.Container{ctr("victim", initAnn), ctr("victim", ann), ctr("victim", ann), ctr("victim", ann)} {
+		if err := create(rt, victim, c); err != nil {
+			t.Fatalf("victim's container %d (init, app, restarts): %v", i, err)
+		}
+	}
+	thief := pod("thief", nil)
+	err := create(rt, thief, ctr("thief", ann))
+	if err == nil || !strings.Contains(err.Error(), "already used by another pod") || !strings.Contains(err.Error(), victim.GetUid()) {
+		t.Fatalf("replay in another pod: %v, want a refusal naming %s", err, victim.GetUid())
+	}
+	if got := counter(t, f.p.Metrics().Refusals.WithLabelValues(metrics.ReasonReplayed)); got != 1 {
+		t.Errorf("refusals{reason=replayed} = %v, want 1", got)
+	}
+
+	// A new lpu-nri over the same state dir remembers.
+	f2 := newFixture(t, 8, false, withLedger)
+	if _, _, err := f2.p.Decide(context.Background(), thief, ctr("thief", ann)); err == nil {
+		t.Fatal("replay accepted after restart")
+	}
+	if _, _, err := f2.p.Decide(context.Background(), victim, ctr("victim", ann)); err != nil {
+		t.Fatalf("victim's restart after lpu-nri restart: %v", err)
 	}
 }
