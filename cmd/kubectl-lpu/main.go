@@ -21,10 +21,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hyperaccel/lpu-node/cmd/kubectl-lpu/internal/view"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hyperaccel/lpu-node/cmd/kubectl-lpu/internal/view"
 )
 
 const usage = `usage: kubectl lpu nodes|pods [--kubeconfig FILE] [--context NAME] [-o text|json]

@@ -11,10 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hyperaccel/lpu-node/internal/churn"
-	"github.com/hyperaccel/lpu-node/pkg/alloc"
-	"github.com/hyperaccel/lpu-node/pkg/arcslice"
-	"github.com/hyperaccel/lpu-node/pkg/device"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -23,6 +19,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/hyperaccel/lpu-node/internal/churn"
+	"github.com/hyperaccel/lpu-node/pkg/alloc"
+	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
 // namespace holds the pods, their claims and the claim templates.

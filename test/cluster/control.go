@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/hyperaccel/lpu-node/internal/clustertest"
 )
 
 // Scheduler profiles: the default one and one scoring MostAllocated on the

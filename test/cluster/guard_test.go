@@ -65,7 +65,8 @@ func TestCleanupStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-exited:
+	case werr := <-exited:
+		t.Logf("the component ended: %v", werr)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the recorded component was not killed")
 	}

@@ -15,11 +15,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hyperaccel/lpu-node/internal/churn"
-	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/hyperaccel/lpu-node/internal/churn"
+	"github.com/hyperaccel/lpu-node/internal/clustertest"
 
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 )
@@ -172,21 +173,8 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 		return nil, err
 	}
 	defer func() { _ = c.Stop() }()
-	st.PIDs, st.Exes = c.PIDs(), map[string]string{
-		"etcd": bins.Etcd, "kube-apiserver": bins.KubeAPIServer, "kube-scheduler": bins.KubeScheduler,
-		"kube-controller-manager": bins.KubeControllerManager,
-	}
-	if u, err := url.Parse(c.Server); err == nil {
-		if p, err := strconv.Atoi(u.Port()); err == nil {
-			st.Ports = append(st.Ports, p)
-		}
-	}
-	schedPort, err := securePort(st.PIDs["kube-scheduler"])
+	schedPort, err := st.record(c, bins)
 	if err != nil {
-		return nil, err
-	}
-	st.Ports = append(st.Ports, schedPort)
-	if err := st.save(); err != nil {
 		return nil, err
 	}
 	admin := c.Config
@@ -200,36 +188,10 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 		return nil, err
 	}
 
-	var nodes []*simNode
-	var caps []int
-	for i := 0; i < cfg.Nodes; i++ {
-		rings := 1
-		if i >= cfg.Nodes-cfg.TwoRing {
-			rings = 2
-		}
-		n, err := newSimNode(fmt.Sprintf("node-%04d", i), rings)
-		if err != nil {
-			return nil, err
-		}
-		nodes = append(nodes, n)
-		caps = append(caps, 8*rings)
-	}
-	capacity := 0
-	for _, k := range caps {
-		capacity += k
-	}
-	sim := nodes
-	if err := createNodes(ctx, cs, sim); err != nil {
+	nodes, caps, capacity, err := setupCluster(ctx, cs, cfg, shipped, logf)
+	if err != nil {
 		return nil, err
 	}
-	if err := waitServiceAccount(ctx, cs); err != nil {
-		return nil, err
-	}
-	if err := installDRA(ctx, cs, shipped, churn.MixDefault.Sizes); err != nil {
-		return nil, err
-	}
-	logf("%d nodes (%d with two rings), %d LPUs registered", len(nodes), cfg.TwoRing, capacity)
-
 	jobs := churn.Generate(cfg.Seed, churn.MixDefault, cfg.Pods, cfg.Load, capacity)
 	burstJobs := churn.Generate(cfg.Seed+1, churn.MixDefault, cfg.Burst, cfg.Load, capacity)
 	res := &results{Nodes: cfg.Nodes, TwoRing: cfg.TwoRing, Pods: cfg.Pods, Capacity: capacity, Bound: countBound(jobs, caps)}
@@ -242,7 +204,7 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 	draOn := false
 	for _, arm := range cfg.Arms {
 		if arm.dra != draOn {
-			if err := switchMode(ctx, cs, sim, nodes, arm.dra, logf); err != nil {
+			if err := switchMode(ctx, cs, nodes, arm.dra, logf); err != nil {
 				return nil, err
 			}
 			draOn = arm.dra
@@ -270,10 +232,64 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 	return res, nil
 }
 
+// record adds the running components' PIDs, binaries and ports to the run
+// record, and returns the scheduler's port.
+func (st *state) record(c *clustertest.Cluster, bins clustertest.Binaries) (int, error) {
+	st.PIDs, st.Exes = c.PIDs(), map[string]string{
+		"etcd": bins.Etcd, "kube-apiserver": bins.KubeAPIServer, "kube-scheduler": bins.KubeScheduler,
+		"kube-controller-manager": bins.KubeControllerManager,
+	}
+	if u, err := url.Parse(c.Server); err == nil {
+		if p, err := strconv.Atoi(u.Port()); err == nil {
+			st.Ports = append(st.Ports, p)
+		}
+	}
+	schedPort, err := securePort(st.PIDs["kube-scheduler"])
+	if err != nil {
+		return 0, err
+	}
+	st.Ports = append(st.Ports, schedPort)
+	return schedPort, st.save()
+}
+
+// setupCluster registers the nodes and installs the DRA objects.
+func setupCluster(ctx context.Context, cs kubernetes.Interface, cfg config, shipped *shipped, logf func(string, ...any)) ([]*simNode, []int, int, error) {
+	var nodes []*simNode
+	var caps []int
+	for i := 0; i < cfg.Nodes; i++ {
+		rings := 1
+		if i >= cfg.Nodes-cfg.TwoRing {
+			rings = 2
+		}
+		n, err := newSimNode(fmt.Sprintf("node-%04d", i), rings)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		nodes = append(nodes, n)
+		caps = append(caps, 8*rings)
+	}
+	capacity := 0
+	for _, k := range caps {
+		capacity += k
+	}
+	if err := createNodes(ctx, cs, nodes); err != nil {
+		return nil, nil, 0, err
+	}
+	if err := waitServiceAccount(ctx, cs); err != nil {
+		return nil, nil, 0, err
+	}
+	if err := installDRA(ctx, cs, shipped, churn.MixDefault.Sizes); err != nil {
+		return nil, nil, 0, err
+	}
+	logf("%d nodes (%d with two rings), %d LPUs registered", len(nodes), cfg.TwoRing, capacity)
+
+	return nodes, caps, capacity, nil
+}
+
 // switchMode moves the nodes between DRA (slice controllers running, no
 // count resource) and the device plugin (hyperaccel.ai/lpu advertised,
 // no slices).
-func switchMode(ctx context.Context, cs kubernetes.Interface, sim []*simNode, nodes []*simNode, dra bool, logf func(string, ...any)) error {
+func switchMode(ctx context.Context, cs kubernetes.Interface, nodes []*simNode, dra bool, logf func(string, ...any)) error {
 	if dra {
 		// StartController waits for its informer to sync, about a second
 		// each: start them side by side.
@@ -300,7 +316,7 @@ func switchMode(ctx context.Context, cs kubernetes.Interface, sim []*simNode, no
 			return err
 		}
 		logf("%d nodes' ResourceSlices published in %v", len(nodes), time.Since(start).Round(100*time.Millisecond))
-		return setLPUCapacity(ctx, cs, sim, false)
+		return setLPUCapacity(ctx, cs, nodes, false)
 	}
 	for _, n := range nodes {
 		if n.ctrl != nil {
@@ -327,7 +343,7 @@ func switchMode(ctx context.Context, cs kubernetes.Interface, sim []*simNode, no
 			n.ctrl = nil
 		}
 	}
-	return setLPUCapacity(ctx, cs, sim, true)
+	return setLPUCapacity(ctx, cs, nodes, true)
 }
 
 // waitSlices waits until every node's pool is stored: 2 slices per ring

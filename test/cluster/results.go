@@ -14,10 +14,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hyperaccel/lpu-node/internal/churn"
-	"github.com/hyperaccel/lpu-node/internal/pngchart"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/hyperaccel/lpu-node/internal/churn"
+	"github.com/hyperaccel/lpu-node/internal/pngchart"
 )
 
 // results are one run's rows.

@@ -4,8 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyperaccel/lpu-node/internal/churn"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/hyperaccel/lpu-node/internal/churn"
 )
 
 func TestSizedTemplatesFromTheShippedManifest(t *testing.T) {

@@ -6,9 +6,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 )
 
 // LPUResource is the device plugin's count resource.
@@ -74,104 +75,14 @@ type Summary struct {
 // the pods' limits (device-plugin nodes).
 func Build(nodes []corev1.Node, slices []resourceapi.ResourceSlice, claims []resourceapi.ResourceClaim, pods []corev1.Pod) Cluster {
 	rings := draRings(slices)
-	holders := map[string]map[string]string{} // node → LPU → pod
 	var out Cluster
-	podOfClaim := map[string]string{}
-	for _, c := range claims {
-		if c.Status.Allocation == nil {
-			continue
-		}
-		holder := c.Namespace + "/" + c.Name
-		for _, r := range c.Status.ReservedFor {
-			if r.Resource == "pods" {
-				holder = c.Namespace + "/" + r.Name
-			}
-		}
-		podOfClaim[c.Namespace+"/"+c.Name] = holder
-		var ids []string
-		node := ""
-		for _, res := range c.Status.Allocation.Devices.Results {
-			if res.Driver != arcslice.Driver {
-				continue
-			}
-			arc, err := arcslice.ParseDeviceName(res.Device)
-			rs := rings[res.Pool]
-			if err != nil || arc.Ring >= len(rs) || arc.Start >= len(rs[arc.Ring]) {
-				continue
-			}
-			node = res.Pool
-			ring := rs[arc.Ring]
-			for i := 0; i < arc.Size; i++ {
-				id := ring[(arc.Start+i)%len(ring)]
-				ids = append(ids, id)
-				if holders[node] == nil {
-					holders[node] = map[string]string{}
-				}
-				holders[node][id] = holder
-			}
-		}
-		if node == "" {
-			continue
-		}
-		ns, name, _ := strings.Cut(holder, "/")
-		contig := contiguous(rings[node], ids)
-		out.Pods = append(out.Pods, Pod{Namespace: ns, Name: name, Node: node, LPUs: ids, Count: len(ids), Contiguous: &contig, Claim: c.Name})
-	}
-	used := map[string]int{}
-	for _, p := range pods {
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		n := 0
-		for _, c := range p.Spec.Containers {
-			if q, ok := c.Resources.Limits[LPUResource]; ok {
-				n += int(q.Value())
-			}
-		}
-		if n > 0 {
-			used[p.Spec.NodeName] += n
-			out.Pods = append(out.Pods, Pod{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Count: n})
-		}
-	}
+	holders, draPods := claimHolders(rings, claims)
+	used, dpPods := countUsed(pods)
+	out.Pods = append(draPods, dpPods...)
 	out.Summary.Arcs = map[int]int{}
 	for _, n := range nodes {
-		v := Node{Name: n.Name, Arcs: map[int]int{}}
-		for k, val := range n.Labels {
-			if strings.HasPrefix(k, "hyperaccel.ai/lpu.") {
-				if v.Labels == nil {
-					v.Labels = map[string]string{}
-				}
-				v.Labels[k] = val
-			}
-		}
-		if rs, ok := rings[n.Name]; ok {
-			v.Mode = "dra"
-			for i, ring := range rs {
-				r := Ring{Index: i, LPUs: ring, Holders: make([]string, len(ring))}
-				free := make([]bool, len(ring))
-				for j, id := range ring {
-					r.Holders[j] = holders[n.Name][id]
-					free[j] = r.Holders[j] == ""
-					v.Total++
-					if free[j] {
-						v.Free++
-					}
-				}
-				v.LargestFreeArc = max(v.LargestFreeArc, largestRun(free))
-				for _, k := range Sizes {
-					v.Arcs[k] += arcsFit(free, k)
-				}
-				v.Rings = append(v.Rings, r)
-			}
-		} else if q, ok := n.Status.Allocatable[LPUResource]; ok && q.Value() > 0 {
-			v.Mode = "device-plugin"
-			v.Total = int(q.Value())
-			v.Free = max(v.Total-used[n.Name], 0)
-			v.LargestFreeArc = -1
-			for _, k := range Sizes {
-				v.Arcs[k] = v.Free / k
-			}
-		} else {
+		v, ok := nodeView(n, rings, holders[n.Name], used[n.Name])
+		if !ok {
 			continue
 		}
 		out.Nodes = append(out.Nodes, v)
@@ -191,6 +102,121 @@ func Build(nodes []corev1.Node, slices []resourceapi.ResourceSlice, claims []res
 		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
 	})
 	return out
+}
+
+// claimHolders maps each node's allocated LPUs to the pod (or claim)
+// holding them, and lists those pods.
+func claimHolders(rings map[string][][]string, claims []resourceapi.ResourceClaim) (map[string]map[string]string, []Pod) {
+	holders := map[string]map[string]string{} // node → LPU → pod
+	var pods []Pod
+	for _, c := range claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		holder := c.Namespace + "/" + c.Name
+		for _, r := range c.Status.ReservedFor {
+			if r.Resource == "pods" {
+				holder = c.Namespace + "/" + r.Name
+			}
+		}
+		var ids []string
+		node := ""
+		for _, res := range c.Status.Allocation.Devices.Results {
+			if res.Driver != arcslice.Driver {
+				continue
+			}
+			arc, err := arcslice.ParseDeviceName(res.Device)
+			rs := rings[res.Pool]
+			if err != nil || arc.Ring >= len(rs) || arc.Start >= len(rs[arc.Ring]) {
+				continue
+			}
+			node = res.Pool
+			if holders[node] == nil {
+				holders[node] = map[string]string{}
+			}
+			ring := rs[arc.Ring]
+			for i := 0; i < arc.Size; i++ {
+				id := ring[(arc.Start+i)%len(ring)]
+				ids = append(ids, id)
+				holders[node][id] = holder
+			}
+		}
+		if node == "" {
+			continue
+		}
+		ns, name, _ := strings.Cut(holder, "/")
+		contig := contiguous(rings[node], ids)
+		pods = append(pods, Pod{Namespace: ns, Name: name, Node: node, LPUs: ids, Count: len(ids), Contiguous: &contig, Claim: c.Name})
+	}
+	return holders, pods
+}
+
+// countUsed sums the LPU counts of the bound, unfinished pods per node.
+func countUsed(pods []corev1.Pod) (map[string]int, []Pod) {
+	used := map[string]int{}
+	var out []Pod
+	for _, p := range pods {
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		n := 0
+		for _, c := range p.Spec.Containers {
+			if q, ok := c.Resources.Limits[LPUResource]; ok {
+				n += int(q.Value())
+			}
+		}
+		if n > 0 {
+			used[p.Spec.NodeName] += n
+			out = append(out, Pod{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Count: n})
+		}
+	}
+	return used, out
+}
+
+// nodeView is one node's LPUs; false for a node with none.
+func nodeView(n corev1.Node, rings map[string][][]string, holders map[string]string, used int) (Node, bool) {
+	v := Node{Name: n.Name, Arcs: map[int]int{}}
+	for k, val := range n.Labels {
+		if strings.HasPrefix(k, "hyperaccel.ai/lpu.") {
+			if v.Labels == nil {
+				v.Labels = map[string]string{}
+			}
+			v.Labels[k] = val
+		}
+	}
+	if rs, ok := rings[n.Name]; ok {
+		v.Mode = "dra"
+		for i, ring := range rs {
+			r := Ring{Index: i, LPUs: ring, Holders: make([]string, len(ring))}
+			free := make([]bool, len(ring))
+			for j, id := range ring {
+				r.Holders[j] = holders[id]
+				free[j] = r.Holders[j] == ""
+				v.Total++
+				if free[j] {
+					v.Free++
+				}
+			}
+			v.LargestFreeArc = max(v.LargestFreeArc, largestRun(free))
+			for _, k := range Sizes {
+				v.Arcs[k] += arcsFit(free, k)
+			}
+			v.Rings = append(v.Rings, r)
+		}
+		return v, true
+	}
+	q, ok := n.Status.Allocatable[LPUResource]
+	if !ok || q.Value() <= 0 {
+		return v, false
+	}
+	v.Mode = "device-plugin"
+	v.Total = int(q.Value())
+	v.Free = max(v.Total-used, 0)
+	v.LargestFreeArc = -1
+	for _, k := range Sizes {
+		v.Arcs[k] = v.Free / k
+	}
+	return v, true
 }
 
 // draRings reads each pool's rings from lpu-dra's single-LPU arcs: device

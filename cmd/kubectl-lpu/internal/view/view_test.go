@@ -4,13 +4,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyperaccel/lpu-node/pkg/alloc"
-	"github.com/hyperaccel/lpu-node/pkg/arcslice"
-	"github.com/hyperaccel/lpu-node/pkg/device"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hyperaccel/lpu-node/pkg/alloc"
+	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
 // draNode returns the ResourceSlices lpu-dra publishes for a node of
