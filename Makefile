@@ -13,7 +13,7 @@ BIN := bin
 # FUZZTIME= overrides each fuzz target's smoke budget (test/check.sh), e.g. 60s.
 FUZZTIME ?=
 
-.PHONY: all build version release test unit lint bench fuzz-smoke e2e e2e-dra e2e-security demo demo-dra demo-orion sim clean
+.PHONY: all build version release test unit lint bench fuzz-smoke e2e e2e-dra e2e-security demo demo-dra demo-orion sim cluster-bench cluster-smoke clean
 
 all: build
 
@@ -67,6 +67,16 @@ demo-orion: ## the Orion layout (8 Alveo U55C, xilinx backend) end to end (root)
 
 sim: ## allocation-quality simulator
 	go run ./test/sim
+
+# NODES Node objects, PODS arrivals per arm; UNIT is one mean job lifetime.
+NODES ?= 100
+PODS ?= 1000
+UNIT ?= 15s
+cluster-bench: ## the real kube-scheduler placing LPU jobs on NODES nodes, every arm (NODES=100 PODS=1000)
+	go run ./test/cluster -nodes $(NODES) -pods $(PODS) -unit $(UNIT)
+
+cluster-smoke: ## the 10-node cluster smoke with its assertions (part of make test)
+	bash test/check.sh cluster
 
 clean:
 	rm -rf $(BIN) dist test/sim/out

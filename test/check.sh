@@ -2,7 +2,7 @@
 # check.sh — the project's test command (`make test`, called by .ci/run).
 # On a fresh Debian 12 machine with Go it installs what it needs itself.
 #
-# usage: test/check.sh [all|tools|lint|unit|fuzz|e2e]...
+# usage: test/check.sh [all|tools|lint|unit|fuzz|cluster|e2e]...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PATH=/usr/local/go/bin:$PATH
@@ -94,11 +94,18 @@ do_e2e() {
   return "$rc"
 }
 
+# The 10-node cluster smoke (test/cluster): every arm on the real
+# control plane, Node objects without kubelets, with its assertions.
+do_cluster() {
+  log "cluster smoke: 10 nodes, every arm (test/cluster TestSmoke)"
+  LPU_CLUSTER_SMOKE=1 go test -count=1 -timeout 20m -run '^TestSmoke$' ./test/cluster
+}
+
 [ $# -eq 0 ] && set -- all
 for step in "$@"; do
   case $step in
-    all) do_tools; do_lint; do_unit; do_fuzz; do_e2e ;;
-    tools|lint|unit|fuzz|e2e) "do_$step" ;;
-    *) echo "usage: $0 [all|tools|lint|unit|fuzz|e2e]..." >&2; exit 2 ;;
+    all) do_tools; do_lint; do_unit; do_fuzz; do_cluster; do_e2e ;;
+    tools|lint|unit|fuzz|cluster|e2e) "do_$step" ;;
+    *) echo "usage: $0 [all|tools|lint|unit|fuzz|cluster|e2e]..." >&2; exit 2 ;;
   esac
 done

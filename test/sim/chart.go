@@ -2,15 +2,11 @@ package main
 
 import (
 	"fmt"
-	"image"
 	"image/color"
-	"image/png"
 	"io"
-	"strings"
-)
 
-// The chart is drawn by hand with the standard library: filled rectangles
-// and a 5×7 bitmap font (upper case, digits, a few signs).
+	"github.com/hyperaccel/lpu-node/internal/pngchart"
+)
 
 var (
 	colBG     = color.RGBA{255, 255, 255, 255}
@@ -25,85 +21,6 @@ var (
 	}
 	chartPolicies = []string{CountBound, "kubelet-default", "first-fit", "pkg/alloc"}
 )
-
-// glyphs is a 5×7 font; each row is 5 cells, '#' set.
-var glyphs = map[rune][7]string{
-	'A': {" ### ", "#   #", "#   #", "#####", "#   #", "#   #", "#   #"},
-	'B': {"#### ", "#   #", "#   #", "#### ", "#   #", "#   #", "#### "},
-	'C': {" ### ", "#   #", "#    ", "#    ", "#    ", "#   #", " ### "},
-	'D': {"#### ", "#   #", "#   #", "#   #", "#   #", "#   #", "#### "},
-	'E': {"#####", "#    ", "#    ", "#### ", "#    ", "#    ", "#####"},
-	'F': {"#####", "#    ", "#    ", "#### ", "#    ", "#    ", "#    "},
-	'G': {" ### ", "#   #", "#    ", "# ###", "#   #", "#   #", " ####"},
-	'H': {"#   #", "#   #", "#   #", "#####", "#   #", "#   #", "#   #"},
-	'I': {" ### ", "  #  ", "  #  ", "  #  ", "  #  ", "  #  ", " ### "},
-	'J': {"  ###", "   # ", "   # ", "   # ", "   # ", "#  # ", " ##  "},
-	'K': {"#   #", "#  # ", "# #  ", "##   ", "# #  ", "#  # ", "#   #"},
-	'L': {"#    ", "#    ", "#    ", "#    ", "#    ", "#    ", "#####"},
-	'M': {"#   #", "## ##", "# # #", "# # #", "#   #", "#   #", "#   #"},
-	'N': {"#   #", "#   #", "##  #", "# # #", "#  ##", "#   #", "#   #"},
-	'O': {" ### ", "#   #", "#   #", "#   #", "#   #", "#   #", " ### "},
-	'P': {"#### ", "#   #", "#   #", "#### ", "#    ", "#    ", "#    "},
-	'Q': {" ### ", "#   #", "#   #", "#   #", "# # #", "#  # ", " ## #"},
-	'R': {"#### ", "#   #", "#   #", "#### ", "# #  ", "#  # ", "#   #"},
-	'S': {" ####", "#    ", "#    ", " ### ", "    #", "    #", "#### "},
-	'T': {"#####", "  #  ", "  #  ", "  #  ", "  #  ", "  #  ", "  #  "},
-	'U': {"#   #", "#   #", "#   #", "#   #", "#   #", "#   #", " ### "},
-	'V': {"#   #", "#   #", "#   #", "#   #", "#   #", " # # ", "  #  "},
-	'W': {"#   #", "#   #", "#   #", "# # #", "# # #", "# # #", " # # "},
-	'X': {"#   #", "#   #", " # # ", "  #  ", " # # ", "#   #", "#   #"},
-	'Y': {"#   #", "#   #", " # # ", "  #  ", "  #  ", "  #  ", "  #  "},
-	'Z': {"#####", "    #", "   # ", "  #  ", " #   ", "#    ", "#####"},
-	'0': {" ### ", "#   #", "#  ##", "# # #", "##  #", "#   #", " ### "},
-	'1': {"  #  ", " ##  ", "  #  ", "  #  ", "  #  ", "  #  ", " ### "},
-	'2': {" ### ", "#   #", "    #", "   # ", "  #  ", " #   ", "#####"},
-	'3': {"#####", "   # ", "  #  ", "   # ", "    #", "#   #", " ### "},
-	'4': {"   # ", "  ## ", " # # ", "#  # ", "#####", "   # ", "   # "},
-	'5': {"#####", "#    ", "#### ", "    #", "    #", "#   #", " ### "},
-	'6': {"  ## ", " #   ", "#    ", "#### ", "#   #", "#   #", " ### "},
-	'7': {"#####", "    #", "   # ", "  #  ", " #   ", " #   ", " #   "},
-	'8': {" ### ", "#   #", "#   #", " ### ", "#   #", "#   #", " ### "},
-	'9': {" ### ", "#   #", "#   #", " ####", "    #", "   # ", " ##  "},
-	'.': {"     ", "     ", "     ", "     ", "     ", " ##  ", " ##  "},
-	',': {"     ", "     ", "     ", "     ", " ##  ", "  #  ", " #   "},
-	'%': {"##   ", "##  #", "   # ", "  #  ", " #   ", "#  ##", "   ##"},
-	'-': {"     ", "     ", "     ", "#####", "     ", "     ", "     "},
-	'/': {"     ", "    #", "   # ", "  #  ", " #   ", "#    ", "     "},
-	':': {"     ", " ##  ", " ##  ", "     ", " ##  ", " ##  ", "     "},
-	'(': {"   # ", "  #  ", " #   ", " #   ", " #   ", "  #  ", "   # "},
-	')': {" #   ", "  #  ", "   # ", "   # ", "   # ", "  #  ", " #   "},
-	'=': {"     ", "     ", "#####", "     ", "#####", "     ", "     "},
-	'+': {"     ", "  #  ", "  #  ", "#####", "  #  ", "  #  ", "     "},
-	' ': {"     ", "     ", "     ", "     ", "     ", "     ", "     "},
-}
-
-type canvas struct{ img *image.RGBA }
-
-func (c canvas) rect(x0, y0, x1, y1 int, col color.RGBA) {
-	for y := max(y0, 0); y < min(y1, c.img.Rect.Max.Y); y++ {
-		for x := max(x0, 0); x < min(x1, c.img.Rect.Max.X); x++ {
-			c.img.SetRGBA(x, y, col)
-		}
-	}
-}
-
-// textWidth is the width of s at scale px per font cell.
-func textWidth(s string, px int) int { return len([]rune(s)) * 6 * px }
-
-// text draws s with its top-left corner at x, y; unknown runes are blank.
-func (c canvas) text(x, y int, s string, px int, col color.RGBA) {
-	for i, r := range strings.ToUpper(s) {
-		g := glyphs[r]
-		for row, line := range g {
-			for cell, ch := range line {
-				if ch == '#' {
-					cx := x + (i*6+cell)*px
-					c.rect(cx, y+row*px, cx+px, y+(row+1)*px, col)
-				}
-			}
-		}
-	}
-}
 
 // Chart geometry.
 const (
@@ -128,32 +45,31 @@ func WriteChart(w io.Writer, cfg Config, cases []Case) error {
 		}
 	}
 	height := header + 2*chartPanelH*len(nodes) + section + 20
-	c := canvas{img: image.NewRGBA(image.Rect(0, 0, chartW, height))}
-	c.rect(0, 0, chartW, height, colBG)
+	c := pngchart.New(chartW, height, colBG)
 
-	c.text(chartLeft, 14, "CONTIGUOUS ADMISSIONS PER ARRIVAL (%)", 3, colText)
-	c.text(chartLeft, 44, fmt.Sprintf("SEED %d, %d ARRIVALS, LOAD %.2f, %s", cfg.Seed, cfg.Arrivals, cfg.Load, cfg.Mode()), 2, colText)
+	c.Text(chartLeft, 14, "CONTIGUOUS ADMISSIONS PER ARRIVAL (%)", 3, colText)
+	c.Text(chartLeft, 44, fmt.Sprintf("SEED %d, %d ARRIVALS, LOAD %.2f, %s", cfg.Seed, cfg.Arrivals, cfg.Load, cfg.Mode()), 2, colText)
 	lx := chartLeft
 	for _, p := range chartPolicies {
-		c.rect(lx, 74, lx+18, 92, colPolicy[p])
-		c.text(lx+24, 76, p, 2, colText)
-		lx += 24 + textWidth(p, 2) + 30
+		c.Rect(lx, 74, lx+18, 92, colPolicy[p])
+		c.Text(lx+24, 76, p, 2, colText)
+		lx += 24 + pngchart.TextWidth(p, 2) + 30
 	}
 
 	rate := func(cs Case, r Result) float64 { return 100 * r.Rate() }
 	vsBound := func(cs Case, r Result) float64 { return 100 * ratio(r.Contiguous, cs.Bound().Contiguous) }
 	y := header
 	for _, node := range nodes {
-		c.panel(y, "NODE "+node, casesOf(cases, node), rate, 0, 100, 25)
+		panel(c, y, "NODE "+node, casesOf(cases, node), rate, 0, 100, 25)
 		y += chartPanelH
 	}
-	c.text(chartLeft, y+14, "AS A SHARE OF THE COUNT BOUND (%), AXIS FROM 90", 3, colText)
+	c.Text(chartLeft, y+14, "AS A SHARE OF THE COUNT BOUND (%), AXIS FROM 90", 3, colText)
 	y += section
 	for _, node := range nodes {
-		c.panel(y, "NODE "+node, casesOf(cases, node), vsBound, 90, 100, 2)
+		panel(c, y, "NODE "+node, casesOf(cases, node), vsBound, 90, 100, 2)
 		y += chartPanelH
 	}
-	return png.Encode(w, c.img)
+	return c.Encode(w)
 }
 
 func casesOf(cases []Case, node string) []Case {
@@ -168,18 +84,18 @@ func casesOf(cases []Case, node string) []Case {
 
 // panel draws one node's bars with top-left corner at y. Values below lo
 // are drawn as a stub at the axis; every bar is labelled with its value.
-func (c canvas) panel(y0 int, title string, group []Case, value func(Case, Result) float64, lo, hi, tick float64) {
+func panel(c pngchart.Canvas, y0 int, title string, group []Case, value func(Case, Result) float64, lo, hi, tick float64) {
 	plotY0, plotY1 := y0+plotTop, y0+chartPanelH-plotBot
 	plotH := float64(plotY1 - plotY0)
-	c.text(chartLeft, y0+8, title, 2, colText)
+	c.Text(chartLeft, y0+8, title, 2, colText)
 	for g := lo; g <= hi+1e-9; g += tick {
 		y := plotY1 - int((g-lo)/(hi-lo)*plotH+0.5)
-		c.rect(chartLeft, y, chartW-chartRight, y+1, colGrid)
+		c.Rect(chartLeft, y, chartW-chartRight, y+1, colGrid)
 		lbl := fmt.Sprintf("%.0f", g)
-		c.text(chartLeft-12-textWidth(lbl, 2), y-7, lbl, 2, colAxis)
+		c.Text(chartLeft-12-pngchart.TextWidth(lbl, 2), y-7, lbl, 2, colAxis)
 	}
-	c.rect(chartLeft, plotY0, chartLeft+2, plotY1+1, colAxis)
-	c.rect(chartLeft, plotY1, chartW-chartRight, plotY1+2, colAxis)
+	c.Rect(chartLeft, plotY0, chartLeft+2, plotY1+1, colAxis)
+	c.Rect(chartLeft, plotY1, chartW-chartRight, plotY1+2, colAxis)
 
 	groupW := (chartW - chartRight - chartLeft) / max(len(group), 1)
 	barW := (groupW - 40) / len(chartPolicies)
@@ -195,14 +111,14 @@ func (c canvas) panel(y0 int, title string, group []Case, value func(Case, Resul
 			x := gx + bi*barW
 			h := int((min(max(v, lo), hi)-lo)/(hi-lo)*plotH + 0.5)
 			h = max(h, 2)
-			c.rect(x+3, plotY1-h, x+barW-3, plotY1, colPolicy[p])
+			c.Rect(x+3, plotY1-h, x+barW-3, plotY1, colPolicy[p])
 			lbl := fmt.Sprintf("%.1f", v)
 			if hi-lo < 50 {
 				lbl = fmt.Sprintf("%.2f", v)
 			}
-			c.text(x+barW/2-textWidth(lbl, 2)/2, plotY1-h-18, lbl, 2, colText)
+			c.Text(x+barW/2-pngchart.TextWidth(lbl, 2)/2, plotY1-h-18, lbl, 2, colText)
 		}
 		name := cs.Mix.Name
-		c.text(gx+(groupW-40)/2-textWidth(name, 2)/2, plotY1+12, name, 2, colText)
+		c.Text(gx+(groupW-40)/2-pngchart.TextWidth(name, 2)/2, plotY1+12, name, 2, colText)
 	}
 }

@@ -1,0 +1,392 @@
+package view
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+)
+
+// LPUResource is the device plugin's count resource.
+const LPUResource corev1.ResourceName = "hyperaccel.ai/lpu"
+
+// Sizes are the arc sizes the summary counts.
+var Sizes = []int{1, 2, 4, 8}
+
+// Cluster is what the plugin shows.
+type Cluster struct {
+	Nodes   []Node  `json:"nodes"`
+	Pods    []Pod   `json:"pods"`
+	Summary Summary `json:"summary"`
+}
+
+// Node is one node's LPUs.
+type Node struct {
+	Name string `json:"name"`
+	// Mode is "dra" (lpu-dra's ResourceSlices) or "device-plugin" (the
+	// count in the node's allocatable).
+	Mode  string `json:"mode"`
+	Rings []Ring `json:"rings,omitempty"` // DRA only: positions are known
+	Total int    `json:"total"`
+	Free  int    `json:"free"`
+	// LargestFreeArc is the longest run of free ring neighbours (DRA);
+	// for device-plugin nodes, whose positions the API does not show, -1.
+	LargestFreeArc int `json:"largestFreeArc"`
+	// Labels are the node's hyperaccel.ai/lpu.* feature labels (NFD).
+	Labels map[string]string `json:"labels,omitempty"`
+	// Arcs is how many more arcs of each size the node can take now
+	// (device-plugin nodes: how many more pods of that count).
+	Arcs map[int]int `json:"arcs"`
+}
+
+// Ring is one ring: the holder of each position in ring order, "" free.
+type Ring struct {
+	Index   int      `json:"index"`
+	LPUs    []string `json:"lpus"`
+	Holders []string `json:"holders"`
+}
+
+// Pod is a pod holding LPUs.
+type Pod struct {
+	Namespace  string   `json:"namespace"`
+	Name       string   `json:"name"`
+	Node       string   `json:"node"`
+	LPUs       []string `json:"lpus,omitempty"` // DRA: the allocated LPUs in arc order
+	Count      int      `json:"count"`
+	Contiguous *bool    `json:"contiguous,omitempty"` // DRA only
+	Claim      string   `json:"claim,omitempty"`
+}
+
+// Summary is the cluster's total.
+type Summary struct {
+	Nodes int         `json:"nodes"`
+	Total int         `json:"total"`
+	Free  int         `json:"free"`
+	Arcs  map[int]int `json:"arcs"`
+}
+
+// Build assembles the view from the API objects: lpu-dra's ResourceSlices
+// and the claims allocated from them (DRA nodes), node allocatable and
+// the pods' limits (device-plugin nodes).
+func Build(nodes []corev1.Node, slices []resourceapi.ResourceSlice, claims []resourceapi.ResourceClaim, pods []corev1.Pod) Cluster {
+	rings := draRings(slices)
+	var out Cluster
+	holders, draPods := claimHolders(rings, claims)
+	used, dpPods := countUsed(pods)
+	out.Pods = append(draPods, dpPods...)
+	out.Summary.Arcs = map[int]int{}
+	for _, n := range nodes {
+		v, ok := nodeView(n, rings, holders[n.Name], used[n.Name])
+		if !ok {
+			continue
+		}
+		out.Nodes = append(out.Nodes, v)
+		out.Summary.Nodes++
+		out.Summary.Total += v.Total
+		out.Summary.Free += v.Free
+		for _, k := range Sizes {
+			out.Summary.Arcs[k] += v.Arcs[k]
+		}
+	}
+	sort.Slice(out.Nodes, func(i, j int) bool { return out.Nodes[i].Name < out.Nodes[j].Name })
+	sort.Slice(out.Pods, func(i, j int) bool {
+		a, b := out.Pods[i], out.Pods[j]
+		if a.Node != b.Node {
+			return a.Node < b.Node
+		}
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
+	return out
+}
+
+// claimHolders maps each node's allocated LPUs to the pod (or claim)
+// holding them, and lists those pods.
+func claimHolders(rings map[string][][]string, claims []resourceapi.ResourceClaim) (map[string]map[string]string, []Pod) {
+	holders := map[string]map[string]string{} // node → LPU → pod
+	var pods []Pod
+	for _, c := range claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		holder := c.Namespace + "/" + c.Name
+		for _, r := range c.Status.ReservedFor {
+			if r.Resource == "pods" {
+				holder = c.Namespace + "/" + r.Name
+			}
+		}
+		var ids []string
+		node := ""
+		for _, res := range c.Status.Allocation.Devices.Results {
+			if res.Driver != arcslice.Driver {
+				continue
+			}
+			arc, err := arcslice.ParseDeviceName(res.Device)
+			rs := rings[res.Pool]
+			if err != nil || arc.Ring >= len(rs) || arc.Start >= len(rs[arc.Ring]) {
+				continue
+			}
+			node = res.Pool
+			if holders[node] == nil {
+				holders[node] = map[string]string{}
+			}
+			ring := rs[arc.Ring]
+			for i := 0; i < arc.Size; i++ {
+				id := ring[(arc.Start+i)%len(ring)]
+				ids = append(ids, id)
+				holders[node][id] = holder
+			}
+		}
+		if node == "" {
+			continue
+		}
+		ns, name, _ := strings.Cut(holder, "/")
+		contig := contiguous(rings[node], ids)
+		pods = append(pods, Pod{Namespace: ns, Name: name, Node: node, LPUs: ids, Count: len(ids), Contiguous: &contig, Claim: c.Name})
+	}
+	return holders, pods
+}
+
+// countUsed sums the LPU counts of the bound, unfinished pods per node.
+func countUsed(pods []corev1.Pod) (map[string]int, []Pod) {
+	used := map[string]int{}
+	var out []Pod
+	for _, p := range pods {
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		n := 0
+		for _, c := range p.Spec.Containers {
+			if q, ok := c.Resources.Limits[LPUResource]; ok {
+				n += int(q.Value())
+			}
+		}
+		if n > 0 {
+			used[p.Spec.NodeName] += n
+			out = append(out, Pod{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Count: n})
+		}
+	}
+	return used, out
+}
+
+// nodeView is one node's LPUs; false for a node with none.
+func nodeView(n corev1.Node, rings map[string][][]string, holders map[string]string, used int) (Node, bool) {
+	v := Node{Name: n.Name, Arcs: map[int]int{}}
+	for k, val := range n.Labels {
+		if strings.HasPrefix(k, "hyperaccel.ai/lpu.") {
+			if v.Labels == nil {
+				v.Labels = map[string]string{}
+			}
+			v.Labels[k] = val
+		}
+	}
+	if rs, ok := rings[n.Name]; ok {
+		v.Mode = "dra"
+		for i, ring := range rs {
+			r := Ring{Index: i, LPUs: ring, Holders: make([]string, len(ring))}
+			free := make([]bool, len(ring))
+			for j, id := range ring {
+				r.Holders[j] = holders[id]
+				free[j] = r.Holders[j] == ""
+				v.Total++
+				if free[j] {
+					v.Free++
+				}
+			}
+			v.LargestFreeArc = max(v.LargestFreeArc, largestRun(free))
+			for _, k := range Sizes {
+				v.Arcs[k] += arcsFit(free, k)
+			}
+			v.Rings = append(v.Rings, r)
+		}
+		return v, true
+	}
+	q, ok := n.Status.Allocatable[LPUResource]
+	if !ok || q.Value() <= 0 {
+		return v, false
+	}
+	v.Mode = "device-plugin"
+	v.Total = int(q.Value())
+	v.Free = max(v.Total-used, 0)
+	v.LargestFreeArc = -1
+	for _, k := range Sizes {
+		v.Arcs[k] = v.Free / k
+	}
+	return v, true
+}
+
+// draRings reads each pool's rings from lpu-dra's single-LPU arcs: device
+// ring<R>-start<S>-size1 is position S of ring R.
+func draRings(slices []resourceapi.ResourceSlice) map[string][][]string {
+	out := map[string][][]string{}
+	for _, s := range slices {
+		if s.Spec.Driver != arcslice.Driver {
+			continue
+		}
+		pool := s.Spec.Pool.Name
+		if _, ok := out[pool]; !ok {
+			out[pool] = nil
+		}
+		for _, d := range s.Spec.Devices {
+			arc, err := arcslice.ParseDeviceName(d.Name)
+			if err != nil || arc.Size != 1 {
+				continue
+			}
+			a, ok := d.Attributes["lpus"]
+			if !ok || a.StringValue == nil {
+				continue
+			}
+			for len(out[pool]) <= arc.Ring {
+				out[pool] = append(out[pool], nil)
+			}
+			ring := out[pool][arc.Ring]
+			for len(ring) <= arc.Start {
+				ring = append(ring, "")
+			}
+			ring[arc.Start] = *a.StringValue
+			out[pool][arc.Ring] = ring
+		}
+	}
+	return out
+}
+
+// contiguous says whether ids are consecutive positions of one ring.
+func contiguous(rings [][]string, ids []string) bool {
+	for _, ring := range rings {
+		pos := map[string]int{}
+		for i, id := range ring {
+			pos[id] = i
+		}
+		p0, ok := pos[ids[0]]
+		if !ok {
+			continue
+		}
+		for i, id := range ids {
+			if p, ok := pos[id]; !ok || p != (p0+i)%len(ring) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// largestRun is the longest run of free positions on a ring, wrapping.
+func largestRun(free []bool) int {
+	n := len(free)
+	best, run := 0, 0
+	for i := 0; i < 2*n; i++ {
+		if free[i%n] {
+			run++
+			best = max(best, min(run, n))
+		} else {
+			run = 0
+		}
+	}
+	return best
+}
+
+// arcsFit is how many disjoint free k-arcs the ring still holds: each
+// free run of length L (wrapping) takes L/k of them.
+func arcsFit(free []bool, k int) int {
+	n := len(free)
+	if k > n {
+		return 0
+	}
+	start := -1
+	for i, f := range free {
+		if !f {
+			start = i
+			break
+		}
+	}
+	if start < 0 {
+		return n / k
+	}
+	total, run := 0, 0
+	for i := 1; i <= n; i++ {
+		if free[(start+i)%n] {
+			run++
+		} else {
+			total += run / k
+			run = 0
+		}
+	}
+	return total + run/k
+}
+
+// Text renders the nodes view: per node a line per ring, each position a
+// letter naming its holder (legend below) or "." when free, and a summary
+// line.
+func (c Cluster) Text() string {
+	var b strings.Builder
+	letters := map[string]string{}
+	var legend []string
+	letter := func(holder string) string {
+		if l, ok := letters[holder]; ok {
+			return l
+		}
+		i := len(letters)
+		l := string(rune('A' + i%26))
+		if i >= 26 {
+			l = string(rune('a' + (i-26)%26))
+		}
+		letters[holder] = l
+		legend = append(legend, l+" "+holder)
+		return l
+	}
+	for _, n := range c.Nodes {
+		largest := strconv.Itoa(n.LargestFreeArc)
+		if n.LargestFreeArc < 0 {
+			largest = "?"
+		}
+		fmt.Fprintf(&b, "%s  %s  %d/%d free, largest free arc %s\n", n.Name, n.Mode, n.Free, n.Total, largest)
+		for _, r := range n.Rings {
+			cells := make([]string, len(r.Holders))
+			for i, h := range r.Holders {
+				cells[i] = "."
+				if h != "" {
+					cells[i] = letter(h)
+				}
+			}
+			fmt.Fprintf(&b, "  ring%d  %s   (%s … %s)\n", r.Index, strings.Join(cells, " "), r.LPUs[0], r.LPUs[len(r.LPUs)-1])
+		}
+		if n.Mode == "device-plugin" {
+			fmt.Fprintf(&b, "  %s  (count only: the device plugin does not publish positions)\n", strings.Repeat("# ", n.Total-n.Free)+strings.Repeat(". ", n.Free))
+		}
+	}
+	if len(legend) > 0 {
+		b.WriteString("\n")
+		for _, l := range legend {
+			b.WriteString(l + "\n")
+		}
+	}
+	fmt.Fprintf(&b, "\n%d nodes, %d/%d LPUs free; room for", c.Summary.Nodes, c.Summary.Free, c.Summary.Total)
+	for _, k := range Sizes {
+		fmt.Fprintf(&b, " %d×%d-arc", c.Summary.Arcs[k], k)
+	}
+	b.WriteString(" more\n")
+	return b.String()
+}
+
+// PodsText renders the pods view.
+func (c Cluster) PodsText() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-40s %-16s %-5s %-10s %s\n", "POD", "NODE", "LPUS", "CONTIGUOUS", "IDS")
+	for _, p := range c.Pods {
+		contig := "?"
+		if p.Contiguous != nil {
+			contig = strconv.FormatBool(*p.Contiguous)
+		}
+		ids := strings.Join(p.LPUs, ",")
+		if ids == "" {
+			ids = "-"
+		}
+		fmt.Fprintf(&b, "%-40s %-16s %-5d %-10s %s\n", p.Namespace+"/"+p.Name, p.Node, p.Count, contig, ids)
+	}
+	return b.String()
+}

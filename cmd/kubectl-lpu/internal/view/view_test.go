@@ -1,0 +1,127 @@
+package view
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hyperaccel/lpu-node/pkg/alloc"
+	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+	"github.com/hyperaccel/lpu-node/pkg/device"
+)
+
+// draNode returns the ResourceSlices lpu-dra publishes for a node of
+// rings rings of 8.
+func draNode(t *testing.T, name string, rings int) []resourceapi.ResourceSlice {
+	t.Helper()
+	inv := &device.Inventory{}
+	for r := 0; r < rings; r++ {
+		var ring []string
+		for p := 0; p < 8; p++ {
+			i := r*8 + p
+			inv.Devices = append(inv.Devices, device.Device{ID: device.ID(i), Index: i, Health: device.Health{Healthy: true}})
+			ring = append(ring, device.ID(i))
+		}
+		inv.Rings = append(inv.Rings, ring)
+	}
+	built, err := arcslice.Build(inv, arcslice.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []resourceapi.ResourceSlice
+	for _, s := range built {
+		out = append(out, resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{
+			Driver: arcslice.Driver, Pool: resourceapi.ResourcePool{Name: name}, Devices: s.Devices, SharedCounters: s.SharedCounters}})
+	}
+	return out
+}
+
+func claim(name, pod, node string, arcs ...alloc.Arc) resourceapi.ResourceClaim {
+	c := resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
+	c.Status.Allocation = &resourceapi.AllocationResult{}
+	for _, a := range arcs {
+		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
+			Request: "lpus", Driver: arcslice.Driver, Pool: node, Device: arcslice.DeviceName(a)})
+	}
+	c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: pod}}
+	return c
+}
+
+func TestBuild(t *testing.T) {
+	slices := append(draNode(t, "dra-a", 1), draNode(t, "dra-b", 2)...)
+	claims := []resourceapi.ResourceClaim{
+		claim("c1", "four", "dra-a", alloc.Arc{Ring: 0, Start: 6, Size: 4}),                                           // lpu6,7,0,1
+		claim("c2", "singles", "dra-b", alloc.Arc{Ring: 1, Start: 0, Size: 1}, alloc.Arc{Ring: 1, Start: 2, Size: 1}), // scattered
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "pending"}},
+	}
+	lpus := func(n int64) corev1.ResourceList {
+		return corev1.ResourceList{LPUResource: *resource.NewQuantity(n, resource.DecimalSI)}
+	}
+	nodes := []corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "dra-a"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "dra-b"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "dp", Labels: map[string]string{"hyperaccel.ai/lpu.rings": "1"}}, Status: corev1.NodeStatus{Allocatable: lpus(8)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "cpu-only"}},
+	}
+	pods := []corev1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "three"}, Spec: corev1.PodSpec{NodeName: "dp", Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{Limits: lpus(3)}}}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "done"}, Spec: corev1.PodSpec{NodeName: "dp", Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{Limits: lpus(4)}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodSucceeded}},
+	}
+	c := Build(nodes, slices, claims, pods)
+	if len(c.Nodes) != 3 {
+		t.Fatalf("%d LPU nodes, want 3 (cpu-only left out): %+v", len(c.Nodes), c.Nodes)
+	}
+	tests := map[string]struct {
+		node          int
+		mode          string
+		free, largest int
+		arcs          map[int]int
+	}{
+		"dra-a": {1, "dra", 4, 4, map[int]int{1: 4, 2: 2, 4: 1, 8: 0}},
+		"dra-b": {2, "dra", 14, 8, map[int]int{1: 14, 2: 6, 4: 3, 8: 1}},
+		"dp":    {0, "device-plugin", 5, -1, map[int]int{1: 5, 2: 2, 4: 1, 8: 0}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			n := c.Nodes[tc.node]
+			if n.Name != name || n.Mode != tc.mode || n.Free != tc.free || n.LargestFreeArc != tc.largest {
+				t.Fatalf("%+v, want mode %s free %d largest %d", n, tc.mode, tc.free, tc.largest)
+			}
+			for k, want := range tc.arcs {
+				if n.Arcs[k] != want {
+					t.Errorf("%d-arcs: %d, want %d", k, n.Arcs[k], want)
+				}
+			}
+		})
+	}
+	if got := c.Nodes[1].Rings[0].Holders; strings.Join(got, ",") != "default/four,default/four,,,,,default/four,default/four" {
+		t.Fatalf("dra-a ring holders %q", got)
+	}
+	if c.Summary.Free != 23 || c.Summary.Total != 32 || c.Summary.Arcs[4] != 5 {
+		t.Fatalf("summary %+v", c.Summary)
+	}
+	byName := map[string]Pod{}
+	for _, p := range c.Pods {
+		byName[p.Name] = p
+	}
+	if p := byName["four"]; p.Contiguous == nil || !*p.Contiguous || strings.Join(p.LPUs, ",") != "lpu6,lpu7,lpu0,lpu1" {
+		t.Fatalf("pod four: %+v", p)
+	}
+	if p := byName["singles"]; p.Contiguous == nil || *p.Contiguous {
+		t.Fatalf("pod singles (lpu8, lpu10) counted contiguous: %+v", p)
+	}
+	if _, ok := byName["done"]; ok {
+		t.Fatal("a finished pod is shown holding LPUs")
+	}
+	text := c.Text()
+	for _, want := range []string{"dra-a  dra  4/8 free, largest free arc 4", "ring0  A A . . . . A A", "A default/four", "# # # . . . . .", "room for 23×1-arc 10×2-arc 5×4-arc 1×8-arc more"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+}

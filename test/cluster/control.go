@@ -1,0 +1,299 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/hyperaccel/lpu-node/internal/clustertest"
+)
+
+// Scheduler profiles: the default one and one scoring MostAllocated on the
+// LPU count, a profile an operator could pick for packing.
+const (
+	profileDefault = "default-scheduler"
+	profileMost    = "most-allocated"
+)
+
+// LPUResource is the device plugin's count resource.
+const LPUResource corev1.ResourceName = "hyperaccel.ai/lpu"
+
+// schedulerConfig is kube-scheduler's configuration: client rate limits
+// high enough not to be what is measured, retry backoff of 1 s (the
+// churn's time unit is several seconds), and the two profiles.
+// score, when above 0, is percentageOfNodesToScore: how many nodes (in
+// percent) the scheduler looks for as feasible before it stops filtering.
+func schedulerConfig(kubeconfig string, score int) string {
+	pct := ""
+	if score > 0 {
+		pct = "percentageOfNodesToScore: " + strconv.Itoa(score) + "\n"
+	}
+	return `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: ` + kubeconfig + `
+  qps: 500
+  burst: 1000
+leaderElection:
+  leaderElect: false
+podInitialBackoffSeconds: 1
+podMaxBackoffSeconds: 1
+` + pct + `profiles:
+  - schedulerName: ` + profileDefault + `
+  - schedulerName: ` + profileMost + `
+    pluginConfig:
+      - name: NodeResourcesFit
+        args:
+          scoringStrategy:
+            type: MostAllocated
+            resources:
+              - name: ` + string(LPUResource) + `
+                weight: 1
+`
+}
+
+// startControlPlane runs etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler in dir. Nodes have no kubelet, so the apiserver must not
+// taint new nodes not-ready (TaintNodesByCondition) and the node-lifecycle
+// controller must not taint them unreachable and evict.
+func startControlPlane(ctx context.Context, dir string, score int, logf func(string, ...any)) (*clustertest.Cluster, error) {
+	cfg := filepath.Join(dir, "scheduler.yaml")
+	// clustertest writes the scheduler's kubeconfig at this path before
+	// starting it; with --config the scheduler reads it from the file only.
+	if err := os.WriteFile(cfg, []byte(schedulerConfig(filepath.Join(dir, "kube-scheduler.kubeconfig"), score)), 0o600); err != nil {
+		return nil, fmt.Errorf("write %s: %w", cfg, err)
+	}
+	return clustertest.New(ctx, clustertest.Options{
+		Dir:               dir,
+		Scheduler:         true,
+		ControllerManager: true,
+		Timeout:           4 * time.Minute,
+		Logf:              logf,
+		APIServerFlags: []string{
+			"--disable-admission-plugins=TaintNodesByCondition",
+			"--max-requests-inflight=800", "--max-mutating-requests-inflight=400",
+		},
+		ControllerManagerFlags: []string{
+			"--controllers=*,-node-lifecycle-controller",
+			"--kube-api-qps=300", "--kube-api-burst=600",
+		},
+		SchedulerFlags: []string{"--config", cfg},
+	})
+}
+
+// refused names the object the API server would not take, prints it and
+// the server's reason.
+func refused(what string, obj any, err error) error {
+	b, _ := sigsyaml.Marshal(obj)
+	reason := err.Error()
+	if st, ok := err.(apierrors.APIStatus); ok {
+		reason = fmt.Sprintf("%s (%s, code %d)", st.Status().Message, st.Status().Reason, st.Status().Code)
+	}
+	return fmt.Errorf("the API server refused %s: %s\n--- rejected object:\n%s", what, reason, b)
+}
+
+// nodeStatus is a Ready node with lpus advertised as the device plugin
+// does (0: none, the DRA arms).
+func nodeStatus(lpus int) corev1.NodeStatus {
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("64"),
+		corev1.ResourceMemory: resource.MustParse("512Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	if lpus > 0 {
+		res[LPUResource] = *resource.NewQuantity(int64(lpus), resource.DecimalSI)
+	}
+	now := metav1.Now()
+	return corev1.NodeStatus{
+		Capacity:    res,
+		Allocatable: res.DeepCopy(),
+		Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			Message: "played by the cluster harness", LastHeartbeatTime: now, LastTransitionTime: now,
+		}},
+	}
+}
+
+// createNodes registers the Node objects, Ready and untainted.
+func createNodes(ctx context.Context, cs kubernetes.Interface, nodes []*simNode) error {
+	return parallel(ctx, len(nodes), 8, func(i int) error {
+		n := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: nodes[i].name, Labels: map[string]string{
+				"kubernetes.io/hostname": nodes[i].name, "lpu.hyperaccel.ai/rings": strconv.Itoa(len(nodes[i].inv.Rings)),
+			}},
+			Status: nodeStatus(0),
+		}
+		if _, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			return refused("node "+n.Name, n, err)
+		}
+		// The status given at create is not kept; set it, retrying when a
+		// controller (ttl, ipam) updated the node in between.
+		return updateNodeStatus(ctx, cs, n.Name, n.Status)
+	})
+}
+
+// updateNodeStatus writes a node's status on its latest version.
+func updateNodeStatus(ctx context.Context, cs kubernetes.Interface, name string, status corev1.NodeStatus) error {
+	var last *corev1.Node
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status = status
+		last = n
+		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return refused("status of node "+name, last, err)
+	}
+	return nil
+}
+
+// setLPUCapacity makes every node advertise lpus per ring (device-plugin
+// arms) or nothing (DRA arms: never both over the same LPUs).
+func setLPUCapacity(ctx context.Context, cs kubernetes.Interface, nodes []*simNode, dp bool) error {
+	return parallel(ctx, len(nodes), 8, func(i int) error {
+		lpus := 0
+		if dp {
+			lpus = len(nodes[i].inv.Devices)
+		}
+		return updateNodeStatus(ctx, cs, nodes[i].name, nodeStatus(lpus))
+	})
+}
+
+// shipped are the DRA objects the project ships, read from the rendered
+// manifest: the DeviceClasses and the ResourceClaimTemplates lpu-arc-4
+// and lpu-4-best-effort.
+type shipped struct {
+	classes   []*resourceapi.DeviceClass
+	templates map[string]*resourceapi.ResourceClaimTemplate
+}
+
+// loadShipped reads the DeviceClasses and ResourceClaimTemplates of the
+// rendered DRA manifest.
+func loadShipped(path string) (*shipped, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	out := &shipped{templates: map[string]*resourceapi.ResourceClaimTemplate{}}
+	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	for {
+		var raw map[string]any
+		if err := dec.Decode(&raw); err != nil {
+			if err.Error() == "EOF" {
+				break
+			}
+			return nil, fmt.Errorf("parse %s: %w", path, err)
+		}
+		kind, _ := raw["kind"].(string)
+		doc, _ := sigsyaml.Marshal(raw)
+		switch kind {
+		case "DeviceClass":
+			var dc resourceapi.DeviceClass
+			if err := sigsyaml.UnmarshalStrict(doc, &dc); err != nil {
+				return nil, fmt.Errorf("%s: DeviceClass: %w", path, err)
+			}
+			out.classes = append(out.classes, &dc)
+		case "ResourceClaimTemplate":
+			var t resourceapi.ResourceClaimTemplate
+			if err := sigsyaml.UnmarshalStrict(doc, &t); err != nil {
+				return nil, fmt.Errorf("%s: ResourceClaimTemplate: %w", path, err)
+			}
+			out.templates[t.Name] = &t
+		}
+	}
+	for _, name := range []string{"lpu-arc-4", "lpu-4-best-effort"} {
+		if out.templates[name] == nil {
+			return nil, fmt.Errorf("%s: no ResourceClaimTemplate %s", path, name)
+		}
+	}
+	return out, nil
+}
+
+// templateName is the claim template a pod of size k uses.
+func templateName(size int, bestEffort bool) string {
+	if bestEffort {
+		return "lpu-" + strconv.Itoa(size) + "-best-effort"
+	}
+	return "lpu-arc-" + strconv.Itoa(size)
+}
+
+// sizedTemplates returns the shipped templates for each size: the chart
+// ships size 4; size k is the same template with 4 replaced by k in its
+// selectors and count, which is how an operator adds a size.
+func (s *shipped) sizedTemplates(sizes []int) ([]*resourceapi.ResourceClaimTemplate, error) {
+	var out []*resourceapi.ResourceClaimTemplate
+	for _, k := range sizes {
+		for _, be := range []bool{false, true} {
+			src := s.templates[templateName(4, be)]
+			b, err := sigsyaml.Marshal(src)
+			if err != nil {
+				return nil, err
+			}
+			text := strings.ReplaceAll(string(b), "size == 4", "size == "+strconv.Itoa(k))
+			text = strings.ReplaceAll(text, "count: 4", "count: "+strconv.Itoa(k))
+			var t resourceapi.ResourceClaimTemplate
+			if err := sigsyaml.Unmarshal([]byte(text), &t); err != nil {
+				return nil, err
+			}
+			t.Name, t.Namespace, t.ResourceVersion = templateName(k, be), namespace, ""
+			out = append(out, &t)
+		}
+	}
+	return out, nil
+}
+
+// installDRA creates the shipped DeviceClasses and the claim templates.
+func installDRA(ctx context.Context, cs kubernetes.Interface, s *shipped, sizes []int) error {
+	for _, dc := range s.classes {
+		if _, err := cs.ResourceV1().DeviceClasses().Create(ctx, dc, metav1.CreateOptions{}); err != nil {
+			return refused("DeviceClass "+dc.Name, dc, err)
+		}
+	}
+	ts, err := s.sizedTemplates(sizes)
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if _, err := cs.ResourceV1().ResourceClaimTemplates(namespace).Create(ctx, t, metav1.CreateOptions{}); err != nil {
+			return refused("ResourceClaimTemplate "+t.Name, t, err)
+		}
+	}
+	return nil
+}
+
+// waitServiceAccount waits for the controller-manager to create the
+// namespace's default ServiceAccount, which pod admission needs.
+func waitServiceAccount(ctx context.Context, cs kubernetes.Interface) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		_, err := cs.CoreV1().ServiceAccounts(namespace).Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for serviceaccount %s/default: %w (last: %v)", namespace, ctx.Err(), err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

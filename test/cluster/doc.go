@@ -1,0 +1,61 @@
+// Command cluster is the cluster-scale harness: it measures the real
+// kube-scheduler (v1.37.2, with etcd, kube-apiserver and
+// kube-controller-manager, as test/e2e/tools.sh builds them) placing LPU
+// jobs on N Node objects that have no kubelet, once per way of serving
+// LPUs, on one seeded workload.
+//
+//	go run ./test/cluster -nodes 100 -pods 1000 -unit 15s
+//	make cluster-bench NODES=100 PODS=1000
+//
+// The harness plays each node's kubelet and node agent: it keeps the
+// Node objects Ready (the apiserver's TaintNodesByCondition admission and
+// the node-lifecycle controller are off, since nothing renews leases),
+// treats a bound pod as admitted and started, and deletes it when its
+// lifetime ends.
+//
+// # Arms
+//
+//   - dra-static, dra-dynamic, dra-best-effort: every node's ResourceSlices
+//     come from pkg/arcslice, published through the resourceslice
+//     controller with the node as owner, as lpu-dra's kubelet plugin
+//     helper does (one controller per node, all in this process). Pods use
+//     the ResourceClaimTemplates of deploy/manifests/lpu-node-dra.yaml
+//     (lpu-arc-k; lpu-k-best-effort, an arc else k singles, in the
+//     best-effort arm); the chart ships size 4, other sizes are the same
+//     template with the size replaced. The dynamic arms republish the
+//     node's order (arcslice.Builder.Slices with the held LPUs, the code
+//     lpu-dra runs after Prepare and Unprepare); the static arm keeps the
+//     empty node's order.
+//   - dp-least, dp-most (+ -strict): the nodes advertise hyperaccel.ai/lpu
+//     and the scheduler places by count, with the default profile
+//     (LeastAllocated) or a MostAllocated profile. The node side is
+//     pkg/alloc as lpu-device-plugin runs it (Preferred, then Check);
+//     strict refuses a scattered set, failing the pod's admission as a
+//     kubelet does. The best-effort arms are scored twice from one run:
+//     pkg/alloc and the kubelet's choice without a preferred allocation
+//     (a seeded shuffle), since count placement does not depend on it.
+//
+// # Workload and measures
+//
+// Each arm first creates a burst of pods at once and measures scheduler
+// throughput from the scheduler's own scheduler_schedule_attempts_total,
+// then replays the churn (internal/churn: the simulator's default mix,
+// exponential lifetimes, offered load 0.9) in real time, one mean lifetime
+// being -unit. A pod that does not fit waits; the churn ends one unit after
+// the last arrival. It reports per arm the multi-LPU pods started on a
+// contiguous arc, scattered, refused and still waiting; waits p50/p99; the
+// count bound (perfect compaction per node); scheduling-attempt latency
+// from the scheduler's histogram; apiserver and scheduler CPU seconds per
+// 1,000 pods and RSS; ResourceSlice count, bytes and writes. Output:
+// a table on stdout, results-N.csv and cluster-N.png in -out.
+//
+// # Bad input
+//
+// Before starting it estimates the memory the run needs and refuses a node
+// count the machine cannot hold. It records its PID, the components' PIDs
+// and binaries, ports and temporary directory in
+// $TMPDIR/lpu-cluster-bench.json; the next run kills what a killed run
+// left (by PID, only if it still runs the recorded binary), removes its
+// directory and reports ports still held. An object the API server refuses
+// is printed with the server's reason.
+package main

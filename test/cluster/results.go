@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/hyperaccel/lpu-node/internal/churn"
+	"github.com/hyperaccel/lpu-node/internal/pngchart"
+)
+
+// results are one run's rows.
+type results struct {
+	Nodes, TwoRing, Pods, Capacity int
+	Multi                          int // multi-LPU arrivals
+	Bound                          int // multi-LPU pods the count bound starts
+	Rows                           []row
+}
+
+// row is one arm under one node side.
+type row struct {
+	Arm, Side                    string
+	Multi, Contiguous, Scattered int
+	Refused, Waiting             int
+	WaitP50, WaitP99             float64 // seconds, started pods
+	Throughput                   float64 // burst, pods/s
+	LatP50, LatP99               float64 // scheduling attempt, seconds
+	Scheduled                    float64
+	APICPUPer1k, SchedCPUPer1k   float64
+	APIRSS, SchedRSS             float64
+	Slices, SliceBytes, Rewrites int
+	Errors                       []string
+	ChurnSeconds                 float64
+}
+
+// runArm runs one arm: the burst, then the churn, and turns the records
+// into a row per node side.
+func runArm(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scraper, pids map[string]int, spec armSpec, nodes []*simNode, jobs, burstJobs []churn.Job, kubeconfig string, logf func(string, ...any)) ([]row, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r := newRunner(cs, spec, nodes, cfg.Unit, cfg.Seed, logf)
+	for _, j := range jobs {
+		r.lifetimes = append(r.lifetimes, j.End-j.Arrive)
+	}
+	if err := r.watch(ctx); err != nil {
+		return nil, err
+	}
+	go r.loop(ctx)
+	stats0 := sliceStats(nodes)
+	logf("arm %s: burst of %d pods", spec.name, len(burstJobs))
+	tput, err := r.burst(ctx, burstJobs, len(burstJobs), sc)
+	if err != nil {
+		return nil, err
+	}
+	m0, err := sc.scrape(ctx)
+	if err != nil {
+		return nil, err
+	}
+	api0, _ := readProc(pids["kube-apiserver"])
+	sch0, _ := readProc(pids["kube-scheduler"])
+	logf("arm %s: burst %.1f pods/s; churn of %d pods", spec.name, tput, len(jobs))
+	if cfg.inspect != nil {
+		r.atEnd = func() { cfg.inspect(spec.name, kubeconfig) }
+	}
+	took, err := r.churnPhase(ctx, jobs)
+	if err != nil {
+		return nil, err
+	}
+	m1, err := sc.scrape(ctx)
+	if err != nil {
+		return nil, err
+	}
+	api1, _ := readProc(pids["kube-apiserver"])
+	sch1, _ := readProc(pids["kube-scheduler"])
+	stats1 := sliceStats(nodes)
+	nSlices, bytes := countSlices(ctx, cs)
+	r.wg.Wait()
+
+	var rows []row
+	for _, side := range spec.sides() {
+		w := row{Arm: spec.name, Side: side, Throughput: tput, ChurnSeconds: took.Seconds(),
+			LatP50: quantile(m0, m1, 0.5), LatP99: quantile(m0, m1, 0.99), Scheduled: m1.scheduled - m0.scheduled,
+			APICPUPer1k:   (api1.CPUSeconds - api0.CPUSeconds) * 1000 / float64(len(jobs)),
+			SchedCPUPer1k: (sch1.CPUSeconds - sch0.CPUSeconds) * 1000 / float64(len(jobs)),
+			APIRSS:        api1.RSSMiB, SchedRSS: sch1.RSSMiB, Slices: nSlices, SliceBytes: bytes, Rewrites: stats1 - stats0,
+			Errors: r.errs}
+		var waits []float64
+		for _, rec := range r.frozen {
+			if rec.size == 1 {
+				continue
+			}
+			w.Multi++
+			switch {
+			case rec.refused:
+				w.Refused++
+			case rec.started.IsZero():
+				w.Waiting++
+			case rec.contig[side]:
+				w.Contiguous++
+			default:
+				w.Scattered++
+			}
+			if !rec.started.IsZero() {
+				waits = append(waits, rec.started.Sub(rec.created).Seconds())
+			}
+		}
+		w.WaitP50, w.WaitP99 = percentile(waits, 0.5), percentile(waits, 0.99)
+		rows = append(rows, w)
+	}
+	logf("arm %s done in %v", spec.name, took.Round(time.Second))
+	return rows, nil
+}
+
+func sliceStats(nodes []*simNode) int {
+	t := 0
+	for _, n := range nodes {
+		if n.ctrl != nil {
+			s := n.ctrl.GetStats()
+			t += int(s.NumCreates + s.NumUpdates + s.NumDeletes)
+		}
+	}
+	return t
+}
+
+func countSlices(ctx context.Context, cs kubernetes.Interface) (int, int) {
+	l, err := cs.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, 0
+	}
+	total := 0
+	for i := range l.Items {
+		b, _ := json.Marshal(&l.Items[i])
+		total += len(b)
+	}
+	return len(l.Items), total
+}
+
+func percentile(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(i, 0)]
+}
+
+// name is the row's label: the arm, and for the device plugin its node side.
+func (w row) name() string {
+	if w.Side == "dra" {
+		return w.Arm
+	}
+	return w.Arm + "+" + w.Side
+}
+
+func share(a, b int) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return float64(a) / float64(b)
+}
+
+var csvHeader = []string{"nodes", "two_ring_nodes", "arm", "node_side", "multi_arrivals", "contiguous", "contiguous_share", "share_of_bound",
+	"scattered", "refused", "waiting_at_end", "wait_p50_s", "wait_p99_s", "burst_pods_per_s", "sched_latency_p50_ms", "sched_latency_p99_ms",
+	"apiserver_cpu_s_per_1k_pods", "scheduler_cpu_s_per_1k_pods", "apiserver_rss_mib", "scheduler_rss_mib",
+	"resourceslices", "resourceslice_bytes", "resourceslice_writes", "harness_errors"}
+
+func f(x float64, p int) string {
+	if math.IsNaN(x) {
+		return ""
+	}
+	return strconv.FormatFloat(x, 'f', p, 64)
+}
+
+func (res *results) csvRows() [][]string {
+	var out [][]string
+	for _, w := range res.Rows {
+		out = append(out, []string{strconv.Itoa(res.Nodes), strconv.Itoa(res.TwoRing), w.Arm, w.Side, strconv.Itoa(w.Multi),
+			strconv.Itoa(w.Contiguous), f(share(w.Contiguous, w.Multi), 4), f(share(w.Contiguous, res.Bound), 4),
+			strconv.Itoa(w.Scattered), strconv.Itoa(w.Refused), strconv.Itoa(w.Waiting), f(w.WaitP50, 2), f(w.WaitP99, 2),
+			f(w.Throughput, 1), f(w.LatP50*1000, 2), f(w.LatP99*1000, 2), f(w.APICPUPer1k, 1), f(w.SchedCPUPer1k, 1),
+			f(w.APIRSS, 0), f(w.SchedRSS, 0), strconv.Itoa(w.Slices), strconv.Itoa(w.SliceBytes), strconv.Itoa(w.Rewrites),
+			strconv.Itoa(len(w.Errors))})
+	}
+	return out
+}
+
+// writeResults writes results-N.csv (appending to nothing: one file per
+// node count) and cluster-N.png.
+func writeResults(cfg config, res *results) error {
+	suffix := strconv.Itoa(res.Nodes)
+	if res.TwoRing > 0 {
+		suffix += "-mixed"
+	}
+	fcsv, err := os.Create(outPath(cfg, "results-"+suffix+".csv"))
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(fcsv)
+	_ = w.Write(csvHeader)
+	_ = w.WriteAll(res.csvRows())
+	if err := fcsv.Close(); err != nil {
+		return err
+	}
+	fpng, err := os.Create(outPath(cfg, "cluster-"+suffix+".png"))
+	if err != nil {
+		return err
+	}
+	if err := chart(fpng, cfg, res); err != nil {
+		_ = fpng.Close()
+		return err
+	}
+	return fpng.Close()
+}
+
+// table is the run as a markdown table.
+func table(cfg config, res *results) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nN=%d nodes (%d two-ring), %d LPUs, %d arrivals (%d multi-LPU), seed %d, load %.2f, unit %v; count bound starts %d multi-LPU pods\n\n",
+		res.Nodes, res.TwoRing, res.Capacity, res.Pods, res.Multi, cfg.Seed, cfg.Load, cfg.Unit, res.Bound)
+	b.WriteString("| arm | contiguous / multi | of bound | scattered | refused | waiting at end | wait p50/p99 s | burst pods/s | sched p50/p99 ms | apiserver / scheduler CPU s per 1k pods | RSS MiB | slices (KiB) | slice writes |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, w := range res.Rows {
+		fmt.Fprintf(&b, "| %s | %d/%d = %s %% | %s %% | %d | %d | %d | %s / %s | %s | %s / %s | %s / %s | %s / %s | %d (%d) | %d |\n",
+			w.name(), w.Contiguous, w.Multi, f(100*share(w.Contiguous, w.Multi), 1), f(100*share(w.Contiguous, res.Bound), 1),
+			w.Scattered, w.Refused, w.Waiting, f(w.WaitP50, 2), f(w.WaitP99, 2), f(w.Throughput, 1),
+			f(w.LatP50*1000, 1), f(w.LatP99*1000, 1), f(w.APICPUPer1k, 1), f(w.SchedCPUPer1k, 1), f(w.APIRSS, 0), f(w.SchedRSS, 0),
+			w.Slices, w.SliceBytes/1024, w.Rewrites)
+	}
+	for _, w := range res.Rows {
+		for _, e := range w.Errors[:min(len(w.Errors), 5)] {
+			fmt.Fprintf(&b, "\nharness error in %s: %s", w.name(), e)
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// chart draws contiguous starts per multi-LPU arrival, one bar per row,
+// with the count bound as the first bar.
+func chart(w *os.File, cfg config, res *results) error {
+	const W, H, left, top, bottom = 1200, 460, 90, 90, 90
+	bg, axis, text := color.RGBA{255, 255, 255, 255}, color.RGBA{60, 60, 60, 255}, color.RGBA{20, 20, 20, 255}
+	c := pngchart.New(W, H, bg)
+	c.Text(left, 14, "CONTIGUOUS STARTS PER MULTI-LPU ARRIVAL (%)", 3, text)
+	c.Text(left, 44, fmt.Sprintf("%d NODES, %d ARRIVALS, SEED %d, LOAD %.2f, REAL KUBE-SCHEDULER 1.37.2", res.Nodes, res.Pods, cfg.Seed, cfg.Load), 2, text)
+	type bar struct {
+		label string
+		v     float64
+		col   color.RGBA
+	}
+	bars := []bar{{"BOUND", 100 * share(res.Bound, res.Multi), color.RGBA{150, 150, 150, 255}}}
+	for _, r := range res.Rows {
+		col := color.RGBA{33, 102, 172, 255}
+		if r.Side == "kubelet-default" {
+			col = color.RGBA{214, 96, 77, 255}
+		} else if r.Side != "dra" {
+			col = color.RGBA{244, 165, 60, 255}
+		}
+		bars = append(bars, bar{strings.ToUpper(strings.ReplaceAll(r.name(), "kubelet-default", "kubelet")), 100 * share(r.Contiguous, r.Multi), col})
+	}
+	plotH := H - top - bottom
+	y1 := top + plotH
+	for g := 0; g <= 100; g += 25 {
+		y := y1 - g*plotH/100
+		c.Rect(left, y, W-30, y+1, color.RGBA{225, 225, 225, 255})
+		l := strconv.Itoa(g)
+		c.Text(left-12-pngchart.TextWidth(l, 2), y-7, l, 2, axis)
+	}
+	c.Rect(left, top, left+2, y1+1, axis)
+	c.Rect(left, y1, W-30, y1+2, axis)
+	bw := (W - 30 - left) / len(bars)
+	for i, b := range bars {
+		x := left + i*bw
+		v := b.v
+		if math.IsNaN(v) {
+			v = 0
+		}
+		h := max(int(v*float64(plotH)/100+0.5), 2)
+		c.Rect(x+6, y1-h, x+bw-6, y1, b.col)
+		l := f(b.v, 1)
+		c.Text(x+bw/2-pngchart.TextWidth(l, 2)/2, y1-h-18, l, 2, text)
+		// labels wrapped on "+" and "-" to fit under the bar
+		parts := strings.FieldsFunc(b.label, func(r rune) bool { return r == '+' })
+		for j, p := range parts {
+			c.Text(x+bw/2-pngchart.TextWidth(p, 1)/2, y1+12+j*12, p, 1, text)
+		}
+	}
+	return c.Encode(w)
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyperaccel/lpu-node/internal/clustertest"
+)
+
+// TestSmoke runs every arm on 10 nodes with a short churn and checks what
+// must hold at any scale. It needs the control-plane binaries and
+// LPU_CLUSTER_SMOKE=1 (test/check.sh cluster sets it), since it takes a
+// few minutes.
+func TestSmoke(t *testing.T) {
+	if os.Getenv("LPU_CLUSTER_SMOKE") != "1" {
+		t.Skip("set LPU_CLUSTER_SMOKE=1 (test/check.sh cluster) to run the 10-node cluster smoke")
+	}
+	if _, err := clustertest.FindBinaries(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%v (build it with: bash test/e2e/tools.sh kube etcd)", err)
+		}
+		t.Skip(err)
+	}
+	t.Setenv("LPU_CLUSTER_STATE", t.TempDir()+"/state.json")
+	cfg, err := parseFlags([]string{"-nodes", "10", "-two-ring", "2", "-pods", "60", "-unit", "3s", "-manifest", "../../deploy/manifests/lpu-node-dra.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kubectl lpu, built from this tree, looks at the cluster at the end
+	// of each churn.
+	plugin := filepath.Join(t.TempDir(), "kubectl-lpu")
+	if out, err := exec.Command("go", "build", "-o", plugin, "../../cmd/kubectl-lpu").CombinedOutput(); err != nil {
+		t.Fatalf("build kubectl-lpu: %v\n%s", err, out)
+	}
+	seen := map[string]string{}
+	cfg.inspect = func(arm, kubeconfig string) {
+		var b strings.Builder
+		for _, cmd := range [][]string{{"nodes"}, {"pods"}, {"nodes", "-o", "json"}} {
+			out, err := exec.Command(plugin, append(cmd, "--kubeconfig", kubeconfig)...).CombinedOutput()
+			if err != nil {
+				t.Errorf("%s: kubectl lpu %v: %v\n%s", arm, cmd, err, out)
+			}
+			b.Write(out)
+			b.WriteString("\n")
+		}
+		seen[arm] = b.String()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	res, err := bench(ctx, cfg, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(table(cfg, res))
+	rows := map[string]row{}
+	for _, w := range res.Rows {
+		rows[w.name()] = w
+		if len(w.Errors) > 0 {
+			t.Errorf("%s: harness saw %d inconsistencies, first: %s", w.name(), len(w.Errors), w.Errors[0])
+		}
+		if w.Multi != res.Multi {
+			t.Errorf("%s: %d multi-LPU arrivals recorded, the workload has %d", w.name(), w.Multi, res.Multi)
+		}
+		if w.Contiguous+w.Scattered+w.Refused+w.Waiting != w.Multi {
+			t.Errorf("%s: outcomes do not add up: %+v", w.name(), w)
+		}
+		if w.Throughput <= 0 || w.Scheduled <= 0 {
+			t.Errorf("%s: no scheduler throughput measured (%.1f pods/s, %.0f scheduled)", w.name(), w.Throughput, w.Scheduled)
+		}
+		switch {
+		case w.Side == "dra":
+			if w.Refused != 0 {
+				t.Errorf("%s: %d refused at admission", w.name(), w.Refused)
+			}
+			// 8 one-ring nodes × 2 slices + 2 two-ring nodes × 3 slices.
+			if w.Slices != 22 {
+				t.Errorf("%s: %d ResourceSlices, want 22", w.name(), w.Slices)
+			}
+			if w.Arm != "dra-best-effort" && w.Scattered != 0 {
+				t.Errorf("%s: %d pods started scattered", w.name(), w.Scattered)
+			}
+		case strings.HasSuffix(w.Arm, "-strict"):
+			if w.Scattered != 0 {
+				t.Errorf("%s: strict ran %d pods scattered", w.name(), w.Scattered)
+			}
+		default:
+			if w.Refused != 0 {
+				t.Errorf("%s: best-effort refused %d", w.name(), w.Refused)
+			}
+		}
+	}
+	for arm, out := range seen {
+		t.Logf("kubectl lpu at the end of %s:\n%s", arm, out)
+		mode := "device-plugin"
+		if strings.HasPrefix(arm, "dra-") {
+			mode = "dra"
+		}
+		for _, want := range []string{"node-0000  " + mode, "room for", `"largestFreeArc"`} {
+			if !strings.Contains(out, want) {
+				t.Errorf("kubectl lpu at the end of %s lacks %q", arm, want)
+			}
+		}
+		if mode == "dra" && (!strings.Contains(out, "ring0  ") || !strings.Contains(out, "ring1  ") || !strings.Contains(out, "true")) {
+			t.Errorf("kubectl lpu at the end of %s shows no rings or no contiguous pod", arm)
+		}
+	}
+	if len(seen) != len(allArms) {
+		t.Errorf("kubectl lpu ran in %d arms, want %d", len(seen), len(allArms))
+	}
+	if rows["dra-dynamic"].Rewrites == 0 {
+		t.Error("dra-dynamic never rewrote a ResourceSlice")
+	}
+	if d, k := rows["dra-dynamic"], rows["dp-least+kubelet-default"]; d.Contiguous < k.Contiguous {
+		t.Errorf("dra-dynamic started %d contiguous, fewer than device plugin + kubelet default (%d)", d.Contiguous, k.Contiguous)
+	}
+}
