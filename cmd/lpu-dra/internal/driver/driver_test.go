@@ -19,8 +19,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
-	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
+	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
 	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
