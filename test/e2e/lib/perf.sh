@@ -83,6 +83,14 @@ scenario_perf() {
   fi
   ok "perf: took the device plugin's sealed allocation from a kubelet-made container"
   fixed_args_from "$(cid perfsrc)"
+  # The perf sandbox is another pod: lpu-nri's ledger refuses perfsrc's
+  # allocation ID from it (a replay). Seal the same LPUs under a fresh
+  # allocation ID with the node's key, as the device plugin would for it.
+  local ids
+  ids=$(jq -r '."lpu.hyperaccel.ai/devices"' <<<"$anns" | tr ',' ' ')
+  # shellcheck disable=SC2086 # the LPU IDs, one argument each
+  anns=$("$BASE/bin/sealtool" --state-dir "$STATE" $ids) ||
+    { nok "perf: sealtool seals the same LPUs for the perf pod" "$anns"; return; }
   # the kubelet removes pods it did not make: measure with it stopped
   remove_all_pods
   kubelet_stop
