@@ -38,6 +38,7 @@ type Config struct {
 	Tracing      Tracing    `json:"tracing"`
 	Log          Log        `json:"log"`
 	Security     Security   `json:"security"` // config/security.go
+	DRA          DRA        `json:"dra"`      // config/dra.go
 }
 
 // Topology says where ring layout comes from.

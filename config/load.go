@@ -80,6 +80,9 @@ func (c *Config) applyDefaults() {
 	setString(&c.Log.Level, DefaultLogLevel)
 	setString(&c.Log.Format, DefaultLogFormat)
 	c.Security.applyDefaults()
+	if c.DRA.ArcSizes == nil {
+		c.DRA.ArcSizes = []int{}
+	}
 }
 
 func setString(p *string, v string) {

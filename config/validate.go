@@ -117,6 +117,7 @@ func (c *Config) Validate() error {
 		v.dialAddress("tracing.endpoint", e)
 	}
 	c.Security.validate(&v)
+	c.DRA.validate(&v)
 	return joinErrors(v.errs)
 }
 

@@ -697,8 +697,9 @@ func TestValuesMatchConfigTypes(t *testing.T) {
 		t.Fatalf("values.schema.json: %v", err)
 	}
 	cfgSchema, _ := digAny(schema, "properties", "config").(map[string]any)
-	// version is written by the chart; metrics addresses are per-daemon flags.
-	chartOwned := map[string]bool{"version": true, "metrics": true}
+	// version is written by the chart; metrics addresses are per-daemon
+	// flags; dra comes from the dra values (dra.arcSizes, publishEveryArc).
+	chartOwned := map[string]bool{"version": true, "metrics": true, "dra": true}
 	compareFields(t, "config", reflect.TypeFor[config.Config](), values.Config, cfgSchema, chartOwned)
 }
 

@@ -138,18 +138,37 @@ func TestChartDRAMode(t *testing.T) {
 		t.Fatalf("class lpu-arc-4: %+v", four)
 	}
 
-	strict, best := o.ClaimTemplates["ml/lpu-arc-4"], o.ClaimTemplates["ml/lpu-4-best-effort"]
-	if strict == nil || best == nil || len(o.ClaimTemplates) != 2 {
-		t.Fatalf("claim templates %v", keys(o.ClaimTemplates))
+	// A strict template per size, a best-effort one per size above 1, each
+	// naming its size class (no request selectors: one CEL per device).
+	if got := keys(o.ClaimTemplates); !slices.Equal(got, []string{"ml/lpu-4-best-effort", "ml/lpu-arc-1", "ml/lpu-arc-4"}) {
+		t.Fatalf("claim templates %v", got)
 	}
-	if r := strict.Spec.Spec.Devices.Requests[0]; r.Exactly == nil || r.Exactly.DeviceClassName != "lpu.hyperaccel.ai" ||
-		r.Exactly.Selectors[0].CEL.Expression != `device.attributes["lpu.hyperaccel.ai"].size == 4` {
-		t.Fatalf("strict template request %+v", r)
+	for _, k := range []string{"1", "4"} {
+		r := o.ClaimTemplates["ml/lpu-arc-"+k].Spec.Spec.Devices.Requests[0]
+		if r.Exactly == nil || r.Exactly.DeviceClassName != "lpu-arc-"+k+".hyperaccel.ai" || len(r.Exactly.Selectors) != 0 || r.Exactly.Count > 1 {
+			t.Fatalf("strict template lpu-arc-%s request %+v", k, r)
+		}
 	}
-	fa := best.Spec.Spec.Devices.Requests[0].FirstAvailable
-	if len(fa) != 2 || fa[0].Name != "arc" || fa[1].Name != "singles" || fa[1].Count != 4 ||
-		!strings.HasSuffix(fa[1].Selectors[0].CEL.Expression, "size == 1") {
+	fa := o.ClaimTemplates["ml/lpu-4-best-effort"].Spec.Spec.Devices.Requests[0].FirstAvailable
+	if len(fa) != 2 || fa[0].Name != "arc" || fa[0].DeviceClassName != "lpu-arc-4.hyperaccel.ai" || fa[0].Count > 1 ||
+		fa[1].Name != "singles" || fa[1].DeviceClassName != "lpu-arc-1.hyperaccel.ai" || fa[1].Count != 4 || len(fa[0].Selectors)+len(fa[1].Selectors) != 0 {
 		t.Fatalf("best-effort firstAvailable %+v", fa)
+	}
+
+	// lpu-dra publishes the offered sizes only, unless told every arc.
+	for sets, want := range map[string][]int{"": {1, 4}, "dra.publishEveryArc=true": {}} {
+		args := []string{"mode=dra", "json:dra.arcSizes=[1,4]", "--show-only", "templates/configmap.yaml"}
+		if sets != "" {
+			args = append(args, sets)
+		}
+		cfg := loadConfigMap(t, decode(t, render(t, helm, args...)).ConfigMap)
+		if !slices.Equal(cfg.DRA.ArcSizes, want) {
+			t.Errorf("%q: config dra.arcSizes %v, want %v", sets, cfg.DRA.ArcSizes, want)
+		}
+	}
+	// The best-effort templates fall back to size-1 arcs: 1 must be offered.
+	if _, err := runHelm(t, helm, templateArgs("mode=dra", "json:dra.arcSizes=[2,4]")...); err == nil || !strings.Contains(err.Error(), "arcSizes") {
+		t.Errorf("dra.arcSizes without 1 rendered: %v", err)
 	}
 
 	want := []rbacv1.PolicyRule{

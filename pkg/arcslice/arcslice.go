@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +42,10 @@ type Options struct {
 	// PCIeRoot returns the PCIe root ("pci0000:00") of a PCI bus ID, "" when
 	// unknown. Nil leaves the attribute out.
 	PCIeRoot func(pciBusID string) string
+	// Sizes are the arc sizes to publish; nil or empty publishes every
+	// arc. The scheduler evaluates every published device of a node it
+	// checks, so fewer devices schedule faster.
+	Sizes []int
 }
 
 // Build returns the slices of one node's pool for inv: device slices in
@@ -72,6 +77,7 @@ type Builder struct {
 	devices []resourceapi.Device // untainted, in alloc.Layout.Arcs order
 	base    []int                // index in devices of each ring's first arc
 	ringLen []int
+	publish []bool // by arc size: published; nil publishes every size
 }
 
 // index is the position of a in devices: on a ring of n, size k < n at
@@ -116,6 +122,15 @@ func NewBuilder(inv *device.Inventory, opts Options) (*Builder, error) {
 			b.base[r] = b.base[r-1] + n*(n-1) + 1
 		}
 	}
+	if len(opts.Sizes) > 0 {
+		b.publish = make([]bool, MaxCountersPerSet+1)
+		for _, k := range opts.Sizes {
+			if k < 1 || k > MaxCountersPerSet {
+				return nil, fmt.Errorf("arc size %d: want 1..%d", k, MaxCountersPerSet)
+			}
+			b.publish[k] = true
+		}
+	}
 	rb := newBuilder(inv, devs, one, opts, len(arcs))
 	rb.render(b.devices, arcs, sets)
 	return b, nil
@@ -124,9 +139,9 @@ func NewBuilder(inv *device.Inventory, opts Options) (*Builder, error) {
 // Layout is the ring layout the builder publishes.
 func (b *Builder) Layout() *alloc.Layout { return b.layout }
 
-// Slices returns the pool's slices: devices in alloc.ArcOrder for held
-// (unhealthy LPUs count as held), 64 to a slice, then the counter sets, 8
-// to a slice. An arc holding an LPU of unhealthy carries the TaintKey
+// Slices returns the pool's slices: devices (the arcs of Options.Sizes)
+// in alloc.ArcOrder for held (unhealthy LPUs count as held), 64 to a
+// slice, then the counter sets, 8 to a slice. An arc holding an LPU of unhealthy carries the TaintKey
 // taint. The slices share read-only maps with the builder and with each
 // other; PublishResources copies them.
 func (b *Builder) Slices(held []string, unhealthy map[string]bool) []resourceslice.Slice {
@@ -135,6 +150,9 @@ func (b *Builder) Slices(held []string, unhealthy map[string]bool) []resourcesli
 		all = append(append([]string(nil), held...), mapsKeys(unhealthy)...)
 	}
 	order := b.layout.ArcOrder(all)
+	if b.publish != nil {
+		order = slices.DeleteFunc(order, func(a alloc.Arc) bool { return !b.publish[a.Size] })
+	}
 	out := make([]resourceslice.Slice, 0, (len(order)+MaxDevicesPerSlice-1)/MaxDevicesPerSlice+(len(b.sets)+MaxCounterSetsPerSlice-1)/MaxCounterSetsPerSlice)
 	for i := 0; i < len(order); i += MaxDevicesPerSlice {
 		part := order[i:min(i+MaxDevicesPerSlice, len(order))]

@@ -212,16 +212,19 @@ func TestBuildErrors(t *testing.T) {
 	dup := inventory(1, 8)
 	dup.Rings[0][3] = "lpu2"
 	tests := map[string]struct {
-		inv  *device.Inventory
-		want string
+		inv   *device.Inventory
+		sizes []int
+		want  string
 	}{
 		"ring longer than a counter set": {inv: long, want: "ring 0 (lpu0…lpu32) has 33 LPUs: a DRA counter set holds at most 32"},
 		"ring names an unknown LPU":      {inv: unknown, want: `ring 0: LPU "lpu99" is not in the inventory`},
 		"LPU twice":                      {inv: dup, want: `rings: device "lpu2" listed twice`},
+		"arc size 0":                     {inv: inventory(1, 8), sizes: []int{4, 0}, want: "arc size 0: want 1..32"},
+		"arc size 33":                    {inv: inventory(1, 8), sizes: []int{33}, want: "arc size 33: want 1..32"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := Build(tc.inv, Options{})
+			got, err := Build(tc.inv, Options{Sizes: tc.sizes})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
@@ -229,6 +232,45 @@ func TestBuildErrors(t *testing.T) {
 				t.Fatalf("slices returned with the error: %d", len(got))
 			}
 		})
+	}
+}
+
+// Options.Sizes keeps only arcs of those sizes, each size in the order
+// the full set has it, and every counter set; sizes no ring has (16 on
+// rings of 8) publish nothing.
+func TestBuildSizes(t *testing.T) {
+	inv := inventory(2, 8)
+	held := []string{"lpu1", "lpu9", "lpu10"}
+	full, err := NewBuilder(inv, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	some, err := NewBuilder(inv, Options{Sizes: []int{8, 2, 16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(built []resourceslice.Slice, keep func(alloc.Arc) bool) (out []string, sets int) {
+		for _, s := range built {
+			sets += len(s.SharedCounters)
+			for _, d := range s.Devices {
+				a, err := ParseDeviceName(d.Name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if keep(a) {
+					out = append(out, d.Name)
+				}
+			}
+		}
+		return out, sets
+	}
+	want, _ := names(full.Slices(held, nil), func(a alloc.Arc) bool { return a.Size == 2 || a.Size == 8 })
+	got, sets := names(some.Slices(held, nil), func(alloc.Arc) bool { return true })
+	if len(want) != 2*8+2 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("published %d arcs %v,\nwant the %d of sizes 2 and 8 in full order %v", len(got), got, len(want), want)
+	}
+	if sets != 2 {
+		t.Fatalf("%d counter sets, want one per ring", sets)
 	}
 }
 

@@ -38,8 +38,9 @@ type simNode struct {
 	ctrl    *resourceslice.Controller // DRA: its pool's publisher, as lpu-dra's
 }
 
-// newSimNode builds a node of rings rings of 8 LPUs.
-func newSimNode(name string, rings int) (*simNode, error) {
+// newSimNode builds a node of rings rings of 8 LPUs whose slices hold the
+// arcs of sizes (empty: every arc), as lpu-dra with dra.arcSizes.
+func newSimNode(name string, rings int, sizes []int) (*simNode, error) {
 	inv := &device.Inventory{DriverVersion: "1.0.0"}
 	for r := 0; r < rings; r++ {
 		var ring []string
@@ -51,7 +52,7 @@ func newSimNode(name string, rings int) (*simNode, error) {
 		}
 		inv.Rings = append(inv.Rings, ring)
 	}
-	b, err := arcslice.NewBuilder(inv, arcslice.Options{})
+	b, err := arcslice.NewBuilder(inv, arcslice.Options{Sizes: sizes})
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", name, err)
 	}
@@ -172,7 +173,7 @@ func (r *runner) pod(name string, size int) *corev1.Pod {
 			AutomountServiceAccountToken: &no, EnableServiceLinks: &no},
 	}
 	if r.spec.dra {
-		tmpl := templateName(size, r.spec.bestEffort && size > 1)
+		tmpl := templateName(size, r.spec.bestEffort)
 		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "lpus", ResourceClaimTemplateName: &tmpl}}
 		c.Resources.Claims = []corev1.ResourceClaim{{Name: "lpus"}}
 	} else {

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	lpuconfig "github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 )
 
@@ -179,22 +181,26 @@ func setLPUCapacity(ctx context.Context, cs kubernetes.Interface, nodes []*simNo
 }
 
 // shipped are the DRA objects the project ships, read from the rendered
-// manifest: the DeviceClasses and the ResourceClaimTemplates lpu-arc-4
-// and lpu-4-best-effort.
+// manifest: the DeviceClasses, the ResourceClaimTemplates (lpu-arc-<k>,
+// lpu-<k>-best-effort) and the arc sizes lpu-dra publishes (the config's
+// dra.arcSizes, empty: every arc).
 type shipped struct {
 	classes   []*resourceapi.DeviceClass
 	templates map[string]*resourceapi.ResourceClaimTemplate
+	arcSizes  []int
 }
 
-// loadShipped reads the DeviceClasses and ResourceClaimTemplates of the
-// rendered DRA manifest.
-func loadShipped(path string) (*shipped, error) {
+// loadShipped reads the DeviceClasses, the ResourceClaimTemplates and the
+// lpu-dra config of the rendered DRA manifest. It fails unless every size
+// in sizes has its strict template and, above 1, its best-effort one.
+func loadShipped(path string, sizes []int) (*shipped, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read manifest: %w", err)
 	}
 	out := &shipped{templates: map[string]*resourceapi.ResourceClaimTemplate{}}
 	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	sawConfig := false
 	for {
 		var raw map[string]any
 		if err := dec.Decode(&raw); err != nil {
@@ -218,61 +224,54 @@ func loadShipped(path string) (*shipped, error) {
 				return nil, fmt.Errorf("%s: ResourceClaimTemplate: %w", path, err)
 			}
 			out.templates[t.Name] = &t
+		case "ConfigMap":
+			var cm corev1.ConfigMap
+			if err := sigsyaml.UnmarshalStrict(doc, &cm); err != nil {
+				return nil, fmt.Errorf("%s: ConfigMap: %w", path, err)
+			}
+			body, ok := cm.Data["config.yaml"]
+			if !ok {
+				continue
+			}
+			cfg, err := lpuconfig.Parse([]byte(body))
+			if err != nil {
+				return nil, fmt.Errorf("%s: ConfigMap %s config.yaml: %w", path, cm.Name, err)
+			}
+			out.arcSizes, sawConfig = cfg.DRA.ArcSizes, true
 		}
 	}
-	for _, name := range []string{"lpu-arc-4", "lpu-4-best-effort"} {
-		if out.templates[name] == nil {
-			return nil, fmt.Errorf("%s: no ResourceClaimTemplate %s", path, name)
+	if !sawConfig {
+		return nil, fmt.Errorf("%s: no ConfigMap with config.yaml (lpu-dra's config)", path)
+	}
+	for _, k := range sizes {
+		for _, be := range []bool{false, true} {
+			if name := templateName(k, be); out.templates[name] == nil {
+				return nil, fmt.Errorf("%s: no ResourceClaimTemplate %s", path, name)
+			}
 		}
 	}
 	return out, nil
 }
 
-// templateName is the claim template a pod of size k uses.
+// templateName is the claim template a pod of size k uses; a best-effort
+// 1-arc is the strict one.
 func templateName(size int, bestEffort bool) string {
-	if bestEffort {
+	if bestEffort && size > 1 {
 		return "lpu-" + strconv.Itoa(size) + "-best-effort"
 	}
 	return "lpu-arc-" + strconv.Itoa(size)
 }
 
-// sizedTemplates returns the shipped templates for each size: the chart
-// ships size 4; size k is the same template with 4 replaced by k in its
-// selectors and count, which is how an operator adds a size.
-func (s *shipped) sizedTemplates(sizes []int) ([]*resourceapi.ResourceClaimTemplate, error) {
-	var out []*resourceapi.ResourceClaimTemplate
-	for _, k := range sizes {
-		for _, be := range []bool{false, true} {
-			src := s.templates[templateName(4, be)]
-			b, err := sigsyaml.Marshal(src)
-			if err != nil {
-				return nil, err
-			}
-			text := strings.ReplaceAll(string(b), "size == 4", "size == "+strconv.Itoa(k))
-			text = strings.ReplaceAll(text, "count: 4", "count: "+strconv.Itoa(k))
-			var t resourceapi.ResourceClaimTemplate
-			if err := sigsyaml.Unmarshal([]byte(text), &t); err != nil {
-				return nil, err
-			}
-			t.Name, t.Namespace, t.ResourceVersion = templateName(k, be), namespace, ""
-			out = append(out, &t)
-		}
-	}
-	return out, nil
-}
-
-// installDRA creates the shipped DeviceClasses and the claim templates.
-func installDRA(ctx context.Context, cs kubernetes.Interface, s *shipped, sizes []int) error {
+// installDRA creates the shipped DeviceClasses and claim templates.
+func installDRA(ctx context.Context, cs kubernetes.Interface, s *shipped) error {
 	for _, dc := range s.classes {
 		if _, err := cs.ResourceV1().DeviceClasses().Create(ctx, dc, metav1.CreateOptions{}); err != nil {
 			return refused("DeviceClass "+dc.Name, dc, err)
 		}
 	}
-	ts, err := s.sizedTemplates(sizes)
-	if err != nil {
-		return err
-	}
-	for _, t := range ts {
+	for _, name := range slices.Sorted(maps.Keys(s.templates)) {
+		t := s.templates[name].DeepCopy()
+		t.Namespace, t.ResourceVersion = namespace, ""
 		if _, err := cs.ResourceV1().ResourceClaimTemplates(namespace).Create(ctx, t, metav1.CreateOptions{}); err != nil {
 			return refused("ResourceClaimTemplate "+t.Name, t, err)
 		}

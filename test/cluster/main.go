@@ -38,6 +38,7 @@ type config struct {
 	Manifest string
 	Burst    int
 	Score    int
+	EveryArc bool // publish every arc, not the shipped config's dra.arcSizes
 	// inspect, when set, runs at the end of each arm's churn, before its
 	// pods are deleted, with the admin kubeconfig (tests look at the
 	// cluster through kubectl lpu there).
@@ -57,6 +58,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.Out, "out", "docs/benchmarks/cluster", "directory for results.csv and cluster.png")
 	fs.StringVar(&c.Manifest, "manifest", "deploy/manifests/lpu-node-dra.yaml", "rendered DRA manifest holding the shipped DeviceClasses and ResourceClaimTemplates")
 	fs.IntVar(&c.Burst, "burst", 0, "pods created at once to measure scheduler throughput (0: 1.5 per node)")
+	fs.BoolVar(&c.EveryArc, "every-arc", false, "publish every arc of every ring (57 per ring of 8), not the manifest config's dra.arcSizes")
 	fs.IntVar(&c.Score, "nodes-to-score", 0, "kube-scheduler percentageOfNodesToScore (0: the scheduler's adaptive default)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -152,7 +154,7 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 	if err != nil {
 		return nil, fmt.Errorf("%w (build them with: bash test/e2e/tools.sh kube etcd)", err)
 	}
-	shipped, err := loadShipped(cfg.Manifest)
+	shipped, err := loadShipped(cfg.Manifest, churn.MixDefault.Sizes)
 	if err != nil {
 		return nil, err
 	}
@@ -256,12 +258,16 @@ func (st *state) record(c *clustertest.Cluster, bins clustertest.Binaries) (int,
 func setupCluster(ctx context.Context, cs kubernetes.Interface, cfg config, shipped *shipped, logf func(string, ...any)) ([]*simNode, []int, int, error) {
 	var nodes []*simNode
 	var caps []int
+	sizes := shipped.arcSizes
+	if cfg.EveryArc {
+		sizes = nil
+	}
 	for i := 0; i < cfg.Nodes; i++ {
 		rings := 1
 		if i >= cfg.Nodes-cfg.TwoRing {
 			rings = 2
 		}
-		n, err := newSimNode(fmt.Sprintf("node-%04d", i), rings)
+		n, err := newSimNode(fmt.Sprintf("node-%04d", i), rings, sizes)
 		if err != nil {
 			return nil, nil, 0, err
 		}
@@ -278,10 +284,14 @@ func setupCluster(ctx context.Context, cs kubernetes.Interface, cfg config, ship
 	if err := waitServiceAccount(ctx, cs); err != nil {
 		return nil, nil, 0, err
 	}
-	if err := installDRA(ctx, cs, shipped, churn.MixDefault.Sizes); err != nil {
+	if err := installDRA(ctx, cs, shipped); err != nil {
 		return nil, nil, 0, err
 	}
-	logf("%d nodes (%d with two rings), %d LPUs registered", len(nodes), cfg.TwoRing, capacity)
+	published := "every arc"
+	if len(sizes) > 0 {
+		published = fmt.Sprintf("arcs of sizes %v", sizes)
+	}
+	logf("%d nodes (%d with two rings), %d LPUs registered; DRA arms publish %s", len(nodes), cfg.TwoRing, capacity, published)
 
 	return nodes, caps, capacity, nil
 }

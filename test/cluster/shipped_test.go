@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,48 +12,46 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/churn"
 )
 
-func TestSizedTemplatesFromTheShippedManifest(t *testing.T) {
-	s, err := loadShipped("../../deploy/manifests/lpu-node-dra.yaml")
+func TestShippedManifest(t *testing.T) {
+	s, err := loadShipped("../../deploy/manifests/lpu-node-dra.yaml", churn.MixDefault.Sizes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(s.classes) == 0 {
 		t.Fatal("no DeviceClass in the manifest")
 	}
-	ts, err := s.sizedTemplates([]int{1, 2, 8})
-	if err != nil {
+	if !slices.Equal(s.arcSizes, []int{1, 2, 4, 8}) {
+		t.Errorf("published arc sizes %v, want the chart's [1 2 4 8]", s.arcSizes)
+	}
+	for name, want := range map[string]string{
+		templateName(2, false): "deviceClassName: lpu-arc-2.hyperaccel.ai",
+		templateName(8, true):  "deviceClassName: lpu-arc-8.hyperaccel.ai",
+		templateName(1, true):  "deviceClassName: lpu-arc-1.hyperaccel.ai",
+	} {
+		tmpl := s.templates[name]
+		if tmpl == nil {
+			t.Fatalf("no template %s", name)
+		}
+		b, _ := sigsyaml.Marshal(tmpl.Spec)
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s lacks %q:\n%s", name, want, b)
+		}
+	}
+	if name := templateName(1, true); name != "lpu-arc-1" {
+		t.Errorf("a best-effort 1-LPU pod uses %s, want the strict lpu-arc-1", name)
+	}
+	noConfig := filepath.Join(t.TempDir(), "classes.yaml")
+	if err := os.WriteFile(noConfig, []byte("apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: x}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]string{}
-	for _, tmpl := range ts {
-		b, _ := sigsyaml.Marshal(tmpl.Spec)
-		got[tmpl.Name] = string(b)
-	}
-	tests := map[string]struct{ want, not []string }{
-		"lpu-arc-2":         {want: []string{"size == 2"}, not: []string{"size == 4", "firstAvailable"}},
-		"lpu-8-best-effort": {want: []string{"size == 8", "size == 1", "count: 8", "firstAvailable"}, not: []string{"size == 4"}},
-		"lpu-1-best-effort": {want: []string{"size == 1", "count: 1"}},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			spec, ok := got[name]
-			if !ok {
-				t.Fatalf("no template %s among %v", name, len(got))
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(spec, w) {
-					t.Errorf("%s lacks %q:\n%s", name, w, spec)
-				}
-			}
-			for _, w := range tc.not {
-				if strings.Contains(spec, w) {
-					t.Errorf("%s has %q:\n%s", name, w, spec)
-				}
-			}
-		})
-	}
-	if _, err := loadShipped("shipped_test.go"); err == nil {
-		t.Fatal("a file without the templates was accepted")
+	for path, want := range map[string]string{
+		noConfig: "no ConfigMap",
+		"../../deploy/manifests/lpu-node-dra.yaml": "no ResourceClaimTemplate lpu-arc-3",
+		"shipped_test.go":                          "parse shipped_test.go",
+	} {
+		if _, err := loadShipped(path, []int{3}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("loadShipped(%s, [3]) = %v, want %q", path, err, want)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -30,7 +31,7 @@ var docSep = regexp.MustCompile(`(?m)^---\s*$`)
 
 // chartObjects returns the DeviceClasses and ResourceClaimTemplates of the
 // rendered mode=dra chart.
-func chartObjects(t *testing.T) ([]*resourcev1.DeviceClass, []*resourcev1.ResourceClaimTemplate) {
+func chartObjects(t testing.TB) ([]*resourcev1.DeviceClass, []*resourcev1.ResourceClaimTemplate) {
 	t.Helper()
 	data, err := os.ReadFile(manifests)
 	if err != nil {
@@ -58,7 +59,7 @@ func chartObjects(t *testing.T) ([]*resourcev1.DeviceClass, []*resourcev1.Resour
 			templates = append(templates, &rct)
 		}
 	}
-	if len(classes) < 2 || len(templates) != 2 {
+	if len(classes) < 2 || len(templates) < 2 {
 		t.Fatalf("%s: %d device classes, %d claim templates", manifests, len(classes), len(templates))
 	}
 	return classes, templates
@@ -144,6 +145,33 @@ func TestChartObjectsAllocate(t *testing.T) {
 		"extended resource lpu-arc-4":        {spec: extended, sizes: []int{4}},
 		"extended resource, fragmented ring": {held: []string{"lpu1", "lpu3", "lpu5"}, spec: extended},
 	}
+	// Every shipped strict template gets its size on an empty ring; a
+	// best-effort one falls back to singles where only those are free (an
+	// 8-arc's fallback needs more than one ring of 8: it gets the arc).
+	for _, rct := range templates {
+		var k int
+		if _, err := fmt.Sscanf(rct.Name, "lpu-arc-%d", &k); err == nil {
+			tests["shipped "+rct.Name] = struct {
+				held  []string
+				spec  resourcev1.ResourceClaimSpec
+				sizes []int
+			}{spec: rct.Spec.Spec, sizes: []int{k}}
+			continue
+		}
+		if _, err := fmt.Sscanf(rct.Name, "lpu-%d-best-effort", &k); err != nil {
+			t.Fatalf("template %s: not a shipped name", rct.Name)
+		}
+		tc := struct {
+			held  []string
+			spec  resourcev1.ResourceClaimSpec
+			sizes []int
+		}{spec: rct.Spec.Spec, sizes: []int{k}}
+		if k <= 4 { // every other LPU held: k singles free, no 2-arc
+			tc.held = []string{"lpu1", "lpu3", "lpu5", "lpu7"}
+			tc.sizes = slices.Repeat([]int{1}, k)
+		}
+		tests["shipped "+rct.Name] = tc
+	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			inv := inventory(1, 8)
@@ -163,7 +191,9 @@ func TestChartObjectsAllocate(t *testing.T) {
 			state := structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID]()}
 			for _, id := range tc.held {
 				var idx int
-				fmt.Sscanf(id, "lpu%d", &idx)
+				if _, err := fmt.Sscanf(id, "lpu%d", &idx); err != nil {
+					t.Fatal(err)
+				}
 				state.AllocatedDevices.Insert(structured.MakeDeviceID(arcslice.Driver, node, arcslice.DeviceName(alloc.Arc{Ring: 0, Start: idx, Size: 1})))
 			}
 			a, err := structured.NewAllocator(context.Background(),

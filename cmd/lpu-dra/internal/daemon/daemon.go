@@ -88,7 +88,7 @@ func Run(ctx context.Context, p Params) error {
 	drv, err := driver.New(mon, driver.Options{
 		NodeName: opts.NodeName, StateDir: cfg.StateDir, CDIDir: cfg.CDI.SpecDir,
 		Inject:   inject.Options{Mounts: mounts, Env: cfg.Injection.Env},
-		PCIeRoot: pcieRoot(root), Metrics: metrics, Tracer: tracer, Logger: log,
+		PCIeRoot: pcieRoot(root), ArcSizes: cfg.DRA.ArcSizes, Metrics: metrics, Tracer: tracer, Logger: log,
 	})
 	if err != nil {
 		return err

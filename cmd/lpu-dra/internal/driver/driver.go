@@ -48,6 +48,9 @@ type Options struct {
 	// PCIeRoot resolves a PCI bus ID to its PCIe root; nil leaves the
 	// attribute out.
 	PCIeRoot func(pciBusID string) string
+	// ArcSizes are the arc sizes published (config dra.arcSizes); empty
+	// publishes every arc. Prepare accepts any valid arc either way.
+	ArcSizes []int
 	Metrics  *Metrics // nil: not recorded
 	Tracer   oteltrace.Tracer
 	Logger   *slog.Logger

@@ -71,6 +71,7 @@ type env struct {
 	devices  Devices
 	d        *Driver
 	metrics  *Metrics
+	arcSizes []int
 }
 
 func newEnv(t testing.TB, devices Devices) *env {
@@ -84,7 +85,7 @@ func (e *env) restart() {
 	e.t.Helper()
 	e.metrics = NewMetrics(node)
 	d, err := New(e.devices, Options{NodeName: node, StateDir: e.stateDir, CDIDir: e.cdiDir,
-		Inject: inject.Options{Mounts: []inject.Mount{{HostPath: "/usr/lib/lpu"}}}, Metrics: e.metrics})
+		Inject: inject.Options{Mounts: []inject.Mount{{HostPath: "/usr/lib/lpu"}}}, ArcSizes: e.arcSizes, Metrics: e.metrics})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -691,5 +692,41 @@ func TestNodeWithoutLPUsPublishesAnEmptyPool(t *testing.T) {
 	}
 	if p := res.Pools[node]; len(p.Slices) != 1 || len(p.Slices[0].Devices) != 0 {
 		t.Fatalf("pool %+v, want one empty slice", p)
+	}
+}
+
+// With dra.arcSizes only those sizes are published, in the order the
+// full set has them, and an arc of another size (allocated before the
+// config changed) still prepares.
+func TestArcSizesLimitPublishedDevices(t *testing.T) {
+	published := func(e *env) []string {
+		t.Helper()
+		if r := e.prepare(claim("u1", arc(0, 2))); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		res, err := e.d.Resources()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, sl := range res.Pools[node].Slices {
+			for _, d := range sl.Devices {
+				names = append(names, d.Name)
+			}
+		}
+		return names
+	}
+	some := newEnv(t, newStatic(t, ring8()))
+	some.arcSizes = []int{1, 4}
+	some.restart()
+	got := published(some)
+	var want []string
+	for _, n := range published(newEnv(t, newStatic(t, ring8()))) {
+		if strings.HasSuffix(n, "-size1") || strings.HasSuffix(n, "-size4") {
+			want = append(want, n)
+		}
+	}
+	if len(got) != 16 || !slices.Equal(got, want) {
+		t.Fatalf("published %v,\nwant the 16 arcs of sizes 1 and 4 in full order %v", got, want)
 	}
 }

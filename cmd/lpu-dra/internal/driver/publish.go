@@ -62,7 +62,7 @@ func (d *Driver) builderFor(inv *device.Inventory) (*arcslice.Builder, error) {
 	if d.builder != nil && key == d.shapeKey {
 		return d.builder, nil
 	}
-	b, err := arcslice.NewBuilder(inv, arcslice.Options{PCIeRoot: d.opts.PCIeRoot})
+	b, err := arcslice.NewBuilder(inv, arcslice.Options{PCIeRoot: d.opts.PCIeRoot, Sizes: d.opts.ArcSizes})
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", d.opts.NodeName, err)
 	}

@@ -57,8 +57,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/* The ConfigMap body: the versioned node config. */}}
 {{- define "lpu-node.config" -}}
+{{- $cfg := .Values.config -}}
+{{- if eq .Values.mode "dra" -}}
+{{- $cfg = deepCopy .Values.config -}}
+{{- $_ := set $cfg "dra" (dict "arcSizes" (ternary (list) .Values.dra.arcSizes .Values.dra.publishEveryArc)) -}}
+{{- end -}}
 version: v1
-{{ toYaml .Values.config }}
+{{ toYaml $cfg }}
 {{- end -}}
 
 {{/* Flags shared by both daemons. */}}

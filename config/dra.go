@@ -1,0 +1,34 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// DRA configures lpu-dra; the other daemons ignore it.
+type DRA struct {
+	// ArcSizes are the arc sizes lpu-dra publishes as devices; empty (the
+	// default) publishes every arc of every ring. The scheduler's
+	// allocator evaluates each published device of each node it checks,
+	// so publishing only the sizes the cluster's DeviceClasses offer makes
+	// every DRA pod cheaper to schedule (docs/dra.md, "Scale").
+	ArcSizes []int `json:"arcSizes"`
+}
+
+// MaxArcSize is the largest arc: a DRA counter set holds at most 32
+// counters, one per LPU of a ring.
+const MaxArcSize = 32
+
+func (d *DRA) validate(v *validator) {
+	seen := map[int]int{}
+	for i, k := range d.ArcSizes {
+		p := fmt.Sprintf("dra.arcSizes[%d]", i)
+		if j, dup := seen[k]; dup {
+			v.add(p, strconv.Itoa(k), "duplicates dra.arcSizes[%d]", j)
+		}
+		seen[k] = i
+		if k < 1 || k > MaxArcSize {
+			v.add(p, strconv.Itoa(k), "must be 1..%d LPUs", MaxArcSize)
+		}
+	}
+}

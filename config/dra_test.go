@@ -1,0 +1,45 @@
+package config
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestDRAArcSizes(t *testing.T) {
+	if d := Default().DRA; len(d.ArcSizes) != 0 {
+		t.Errorf("default arc sizes %v, want none (every arc)", d.ArcSizes)
+	}
+	tests := map[string]struct {
+		yaml    string
+		want    []int
+		wantErr []string
+	}{
+		"sizes":       {yaml: "dra:\n  arcSizes: [1, 2, 4, 8]\n", want: []int{1, 2, 4, 8}},
+		"every arc":   {yaml: "dra:\n  arcSizes: []\n", want: []int{}},
+		"zero":        {yaml: "dra:\n  arcSizes: [0, 4]\n", wantErr: []string{`dra.arcSizes[0]: "0" must be 1..32 LPUs`}},
+		"too long":    {yaml: "dra:\n  arcSizes: [33]\n", wantErr: []string{`dra.arcSizes[0]: "33" must be 1..32 LPUs`}},
+		"repeated":    {yaml: "dra:\n  arcSizes: [4, 2, 4]\n", wantErr: []string{`dra.arcSizes[2]: "4" duplicates dra.arcSizes[0]`}},
+		"not a list":  {yaml: "dra:\n  arcSizes: 4\n", wantErr: []string{"dra.arcSizes", "list"}},
+		"not numbers": {yaml: "dra:\n  arcSizes: [four]\n", wantErr: []string{"dra.arcSizes[0]"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, err := Parse([]byte("version: v1\n" + tc.yaml))
+			if tc.wantErr != nil {
+				if err == nil {
+					t.Fatalf("Parse accepted %q: %v", tc.yaml, c.DRA)
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q lacks %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil || !slices.Equal(c.DRA.ArcSizes, tc.want) {
+				t.Fatalf("Parse = %v, %v; want %v", c.DRA.ArcSizes, err, tc.want)
+			}
+		})
+	}
+}
