@@ -219,10 +219,19 @@ func nodeView(n corev1.Node, rings map[string][][]string, holders map[string]str
 	return v, true
 }
 
-// draRings reads each pool's rings from lpu-dra's single-LPU arcs: device
-// ring<R>-start<S>-size1 is position S of ring R.
+// maxRings bounds the ring index a slice may name (a node has a handful),
+// so that a bad slice cannot make draRings allocate without limit.
+const maxRings = 1024
+
+// draRings reads each pool's rings from lpu-dra's slices: counter set
+// ring<R> has one counter per LPU of ring R, so its length n, and device
+// ring<R>-start<S>-size<K> with lpus "a,b,…" puts its i-th LPU at position
+// (S+i) mod n. Any published size will do (config dra.arcSizes may leave
+// out the single LPUs); arcs without lpus (longer than the API's string
+// limit) say nothing.
 func draRings(slices []resourceapi.ResourceSlice) map[string][][]string {
 	out := map[string][][]string{}
+	ringLen := map[string][]int{}
 	for _, s := range slices {
 		if s.Spec.Driver != arcslice.Driver {
 			continue
@@ -231,24 +240,43 @@ func draRings(slices []resourceapi.ResourceSlice) map[string][][]string {
 		if _, ok := out[pool]; !ok {
 			out[pool] = nil
 		}
-		for _, d := range s.Spec.Devices {
-			arc, err := arcslice.ParseDeviceName(d.Name)
-			if err != nil || arc.Size != 1 {
+		for _, cs := range s.Spec.SharedCounters {
+			r, err := strconv.Atoi(strings.TrimPrefix(cs.Name, "ring"))
+			if err != nil || r < 0 || r >= maxRings {
 				continue
 			}
+			for len(ringLen[pool]) <= r {
+				ringLen[pool] = append(ringLen[pool], 0)
+			}
+			ringLen[pool][r] = len(cs.Counters)
+		}
+	}
+	for _, s := range slices {
+		if s.Spec.Driver != arcslice.Driver {
+			continue
+		}
+		pool := s.Spec.Pool.Name
+		for _, d := range s.Spec.Devices {
+			arc, err := arcslice.ParseDeviceName(d.Name)
+			if err != nil || arc.Ring >= len(ringLen[pool]) {
+				continue
+			}
+			n := ringLen[pool][arc.Ring]
 			a, ok := d.Attributes["lpus"]
-			if !ok || a.StringValue == nil {
+			if !ok || a.StringValue == nil || n == 0 || arc.Start >= n {
 				continue
 			}
 			for len(out[pool]) <= arc.Ring {
 				out[pool] = append(out[pool], nil)
 			}
 			ring := out[pool][arc.Ring]
-			for len(ring) <= arc.Start {
-				ring = append(ring, "")
+			if len(ring) != n {
+				ring = make([]string, n)
+				out[pool][arc.Ring] = ring
 			}
-			ring[arc.Start] = *a.StringValue
-			out[pool][arc.Ring] = ring
+			for i, id := range strings.Split(*a.StringValue, ",") {
+				ring[(arc.Start+i)%n] = id
+			}
 		}
 	}
 	return out

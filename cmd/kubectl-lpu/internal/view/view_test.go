@@ -1,6 +1,7 @@
 package view
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -15,8 +16,8 @@ import (
 )
 
 // draNode returns the ResourceSlices lpu-dra publishes for a node of
-// rings rings of 8.
-func draNode(t *testing.T, name string, rings int) []resourceapi.ResourceSlice {
+// rings rings of 8, arcs of sizes (none: every arc).
+func draNode(t *testing.T, name string, rings int, sizes ...int) []resourceapi.ResourceSlice {
 	t.Helper()
 	inv := &device.Inventory{}
 	for r := 0; r < rings; r++ {
@@ -28,7 +29,7 @@ func draNode(t *testing.T, name string, rings int) []resourceapi.ResourceSlice {
 		}
 		inv.Rings = append(inv.Rings, ring)
 	}
-	built, err := arcslice.Build(inv, arcslice.Options{})
+	built, err := arcslice.Build(inv, arcslice.Options{Sizes: sizes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +123,21 @@ func TestBuild(t *testing.T) {
 	for _, want := range []string{"dra-a  dra  4/8 free, largest free arc 4", "ring0  A A . . . . A A", "A default/four", "# # # . . . . .", "room for 23×1-arc 10×2-arc 5×4-arc 1×8-arc more"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// Rings come out the same whichever sizes lpu-dra publishes (config
+// dra.arcSizes), single LPUs or not.
+func TestRingsFromAnyPublishedSizes(t *testing.T) {
+	want := draRings(draNode(t, "n", 2))
+	if len(want["n"]) != 2 || strings.Join(want["n"][1], ",") != "lpu8,lpu9,lpu10,lpu11,lpu12,lpu13,lpu14,lpu15" {
+		t.Fatalf("rings from every arc: %v", want)
+	}
+	for _, sizes := range [][]int{{1, 2, 4, 8}, {4, 8}, {3}, {8}} {
+		got := draRings(draNode(t, "n", 2, sizes...))
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("sizes %v: rings %v, want %v", sizes, got, want)
 		}
 	}
 }
