@@ -58,6 +58,37 @@ func apiSlices(node string, built []resourceslice.Slice) []*resourceapi.Resource
 	return out
 }
 
+// checkInterleaved fails unless got holds the arcs of order (which comes
+// by size, alloc.Layout.ArcOrder) with each size's arcs in order's order,
+// interleaved rank by rank: the i-th arc of any size comes after the
+// (i-1)-th arc of every size.
+func checkInterleaved(t *testing.T, got, order []alloc.Arc) {
+	t.Helper()
+	if len(got) != len(order) {
+		t.Fatalf("%d devices, want %d", len(got), len(order))
+	}
+	bySize := func(arcs []alloc.Arc) map[int][]alloc.Arc {
+		m := map[int][]alloc.Arc{}
+		for _, a := range arcs {
+			m[a.Size] = append(m[a.Size], a)
+		}
+		return m
+	}
+	if g, w := bySize(got), bySize(order); !reflect.DeepEqual(g, w) {
+		t.Fatal("within a size, devices are not in alloc.ArcOrder order")
+	}
+	seen := map[int]int{}
+	last := 0
+	for i, a := range got {
+		rank := seen[a.Size]
+		seen[a.Size]++
+		if rank < last {
+			t.Fatalf("device %d (%s) is rank %d of its size after a rank-%d arc", i, DeviceName(a), rank, last)
+		}
+		last = rank
+	}
+}
+
 func TestBuildLayouts(t *testing.T) {
 	tests := map[string]struct {
 		rings, per           int
@@ -110,9 +141,7 @@ func TestBuildLayouts(t *testing.T) {
 					got = append(got, a)
 				}
 			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatal("devices are not in alloc.ArcOrder(nil) order")
-			}
+			checkInterleaved(t, got, want)
 			// Every device consumes exactly its LPUs' counters, from a set of
 			// the pool, and says which LPUs those are.
 			for _, s := range built[:tc.deviceSlices] {

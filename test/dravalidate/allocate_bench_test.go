@@ -3,6 +3,7 @@ package dravalidate
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 
@@ -18,6 +19,7 @@ import (
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	kubefeatures "k8s.io/kubernetes/pkg/features"
 
+	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 )
 
@@ -43,41 +45,58 @@ func clusterSlices(b testing.TB, n int, sizes []int) []*resourcev1.ResourceSlice
 	return out
 }
 
+// bySize re-sorts each slice's devices by arc size, stably: the order
+// lpu-dra published before it interleaved the sizes.
+func bySize(in []*resourcev1.ResourceSlice) []*resourcev1.ResourceSlice {
+	out := make([]*resourcev1.ResourceSlice, len(in))
+	for i, s := range in {
+		c := s.DeepCopy()
+		sort.SliceStable(c.Spec.Devices, func(x, y int) bool {
+			ax, _ := arcslice.ParseDeviceName(c.Spec.Devices[x].Name)
+			ay, _ := arcslice.ParseDeviceName(c.Spec.Devices[y].Name)
+			return ax.Size < ay.Size
+		})
+		out[i] = c
+	}
+	return out
+}
+
 // BenchmarkSchedulerAllocate runs the scheduler's own allocator, with the
 // features kube-scheduler v1.37.2 enables by default, the way its DRA
-// plugin does for one pod with a 4-arc claim: PreFilter builds an
+// plugin does for one pod with a k-arc claim: PreFilter builds an
 // allocator over every slice in the cluster (per pod), Filter calls
-// Allocate once per node it checks (per pod and node). Filter runs on
-// 1,000 nodes with
+// Allocate once per node it checks (per pod and node), and Allocate
+// evaluates the claim's CEL selectors device after device, in published
+// order, until one fits. Filter runs on 1,000 nodes with
 //   - arcs=57: every arc published, arcs=25: the chart's sizes 1, 2, 4, 8;
-//   - claim=shipped: the chart's lpu-arc-4 (the size class carries the
+//   - claim=shipped: the chart's lpu-arc-<k> (the size class carries the
 //     selector), claim=selector: the generic class plus a request selector
-//     on the size (the chart's template before, two CEL programs a device).
+//     on the size (the chart's template before, two CEL programs a device);
+//   - order=interleaved: what lpu-dra publishes, order=by-size: before;
+//   - node=empty, or node=no-fit: every other LPU held, so no 2-, 4- or
+//     8-arc fits and Allocate looks at every device and fails.
 func BenchmarkSchedulerAllocate(b *testing.B) {
-	classes, templates := chartObjects(b)
+	classes, _ := chartObjects(b)
 	for _, dc := range classes {
 		legacyscheme.Scheme.Default(dc)
 	}
-	claimOf := func(spec resourcev1.ResourceClaimSpec) *resourcev1.ResourceClaim {
-		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default", UID: apitypes.UID("uid-c")}, Spec: *spec.DeepCopy()}
+	claimOf := func(req resourcev1.ExactDeviceRequest) []*resourcev1.ResourceClaim {
+		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default", UID: apitypes.UID("uid-c")},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "lpus", Exactly: &req}}}}}
 		legacyscheme.Scheme.Default(c)
-		return c
-	}
-	claims := map[string]*resourcev1.ResourceClaim{"selector": claimOf(resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
-		Name: "lpus", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: arcslice.Driver,
-			Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.attributes["lpu.hyperaccel.ai"].size == 4`}}}}}}}})}
-	for _, rct := range templates {
-		if rct.Name == "lpu-arc-4" {
-			claims["shipped"] = claimOf(rct.Spec.Spec)
-		}
-	}
-	if claims["shipped"] == nil {
-		b.Fatal("no template lpu-arc-4")
+		return []*resourcev1.ResourceClaim{c}
 	}
 	features := schedulerFeatures()
 	cache := cel.NewCache(10, cel.Features{})
-	newAllocator := func(b *testing.B, slices []*resourcev1.ResourceSlice) structured.Allocator {
-		a, err := structured.NewAllocator(context.Background(), features, structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID](),
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-0500"}}
+	newAllocator := func(b *testing.B, slices []*resourcev1.ResourceSlice, noFit bool) structured.Allocator {
+		held := sets.New[structured.DeviceID]()
+		if noFit {
+			for _, start := range []int{1, 3, 5, 7} {
+				held.Insert(structured.MakeDeviceID(arcslice.Driver, node.Name, arcslice.DeviceName(alloc.Arc{Start: start, Size: 1})))
+			}
+		}
+		a, err := structured.NewAllocator(context.Background(), features, structured.AllocatedState{AllocatedDevices: held,
 			AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](), AggregatedCapacity: structured.NewConsumedCapacityCollection()},
 			lister(classes), slices, cache)
 		if err != nil {
@@ -91,31 +110,49 @@ func BenchmarkSchedulerAllocate(b *testing.B) {
 		b.Run(fmt.Sprintf("prefilter/nodes=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				newAllocator(b, slices)
+				newAllocator(b, slices, false)
 			}
 		})
 	}
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-0500"}}
+	every, offered := clusterSlices(b, 1000, nil), clusterSlices(b, 1000, chart)
 	for _, v := range []struct {
-		sizes []int
-		claim string
-	}{{nil, "selector"}, {nil, "shipped"}, {chart, "selector"}, {chart, "shipped"}} {
-		slices := clusterSlices(b, 1000, v.sizes)
-		arcs := 57
-		if v.sizes != nil {
-			arcs = 25
+		slices      []*resourcev1.ResourceSlice
+		arcs, size  int
+		claim       string
+		order, node string
+	}{
+		{bySize(every), 57, 4, "selector", "by-size", "empty"},
+		{bySize(offered), 25, 4, "shipped", "by-size", "empty"},
+		{every, 57, 4, "selector", "interleaved", "empty"},
+		{offered, 25, 1, "shipped", "interleaved", "empty"},
+		{offered, 25, 2, "shipped", "interleaved", "empty"},
+		{offered, 25, 4, "shipped", "interleaved", "empty"},
+		{offered, 25, 8, "shipped", "interleaved", "empty"},
+		{bySize(offered), 25, 4, "shipped", "by-size", "no-fit"},
+		{offered, 25, 4, "shipped", "interleaved", "no-fit"},
+	} {
+		req := resourcev1.ExactDeviceRequest{DeviceClassName: fmt.Sprintf("lpu-arc-%d.hyperaccel.ai", v.size)}
+		if v.claim == "selector" {
+			req = resourcev1.ExactDeviceRequest{DeviceClassName: arcslice.Driver, Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
+				Expression: fmt.Sprintf(`device.attributes["lpu.hyperaccel.ai"].size == %d`, v.size)}}}}
 		}
-		b.Run(fmt.Sprintf("filter/arcs=%d/claim=%s", arcs, v.claim), func(b *testing.B) {
-			a := newAllocator(b, slices)
-			claim := []*resourcev1.ResourceClaim{claims[v.claim]}
+		claim := claimOf(req)
+		b.Run(fmt.Sprintf("filter/arcs=%d/size=%d/claim=%s/order=%s/node=%s", v.arcs, v.size, v.claim, v.order, v.node), func(b *testing.B) {
+			a := newAllocator(b, v.slices, v.node == "no-fit")
 			b.ReportAllocs()
 			for b.Loop() {
 				res, err := a.Allocate(context.Background(), node, claim)
-				if err != nil || len(res) != 1 || len(res[0].Devices.Results) != 1 {
-					b.Fatalf("allocate on %s: %v, %v", node.Name, res, err)
+				if err != nil {
+					b.Fatal(err)
 				}
-				if d := res[0].Devices.Results[0].Device; !strings.HasSuffix(d, "-size4") {
-					b.Fatalf("allocated %s, not a 4-arc", d)
+				if v.node == "no-fit" {
+					if len(res) != 0 {
+						b.Fatalf("allocated %v on a node with no %d-arc free", res, v.size)
+					}
+					continue
+				}
+				if len(res) != 1 || len(res[0].Devices.Results) != 1 || !strings.HasSuffix(res[0].Devices.Results[0].Device, fmt.Sprintf("-size%d", v.size)) {
+					b.Fatalf("allocate on %s: %v", node.Name, res)
 				}
 			}
 		})

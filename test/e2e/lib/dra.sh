@@ -9,7 +9,6 @@
 
 DRA_CLASS=lpu.hyperaccel.ai           # DeviceClass: all our arcs
 ARC_EXT=hyperaccel.ai/lpu-arc-4       # extended resource name: one 4-arc
-DRA_OBJECTS_SOURCE=""
 
 # a CEL selector on one of our attributes
 sel() { printf '{cel: {expression: %s}}' "'$1'"; }
@@ -18,96 +17,21 @@ attr() { printf 'device.attributes["%s"].%s' "$DRA_DRIVER" "$1"; }
 TPL_STRICT4=lpu-arc-4                  # the chart's names for issue 10's two templates
 TPL_BE4=lpu-4-best-effort
 
-# dra_objects: the DeviceClasses and the two documented claim templates
-# (strict 4-arc, best-effort 4) from the chart rendered for mode=dra, or,
-# while the chart has none, written here in the same shapes; plus the
-# templates only the tests use (1, 8, and the odd ring positions for setup).
+# dra_objects: the DeviceClasses and claim templates of the chart rendered
+# for mode=dra (lpu-arc-<k>, lpu-<k>-best-effort for k in 1, 2, 4, 8), plus
+# one template only the tests use (the odd ring positions, for setup).
 dra_objects() {
   local helm=${HELM:-$(command -v helm)} objs="" t
-  if [ -n "$helm" ] && [ -d "$CHART" ]; then
-    objs=$("$helm" template e2e "$CHART" -n default --set mode=dra 2>/dev/null |
-      awk 'BEGIN{RS="\n---"} /\nkind: (DeviceClass|ResourceClaimTemplate)\n/ {print "---"; print}') || objs=""
-  fi
-  if [ -n "$objs" ] && grep -q "extendedResourceName: $ARC_EXT" <<<"$objs"; then
-    DRA_OBJECTS_SOURCE="the chart ($CHART, mode=dra)"
-    printf '%s\n' "$objs" | kc apply -f - >>"$LOGS/kubectl.log" 2>&1 || fatal "chart DRA objects" "$(tail -3 "$LOGS/kubectl.log")"
-  else
-    DRA_OBJECTS_SOURCE="test/e2e/lib/dra.sh (the chart renders no DeviceClass with $ARC_EXT for mode=dra)"
-    kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF || fatal "DeviceClasses" "$(tail -3 "$LOGS/kubectl.log")"
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: $DRA_CLASS}
-spec:
-  selectors:
-  - cel: {expression: 'device.driver == "$DRA_DRIVER"'}
----
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: lpu-arc-4.hyperaccel.ai}
-spec:
-  extendedResourceName: $ARC_EXT
-  selectors:
-  - cel: {expression: 'device.driver == "$DRA_DRIVER" && $(attr size) == 4'}
-EOF
-  fi
-  for t in "$TPL_STRICT4" "$TPL_BE4"; do
-    kc get resourceclaimtemplate "$t" -n default >/dev/null 2>&1 && continue
-    DRA_OBJECTS_SOURCE+="; template $t from test/e2e/lib/dra.sh"
-    case $t in
-      "$TPL_STRICT4") kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF ;;
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: $t, namespace: default}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: lpus
-        exactly: {deviceClassName: $DRA_CLASS, selectors: [$(sel "$(attr size) == 4")]}
-EOF
-      "$TPL_BE4") kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF ;;
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: $t, namespace: default}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: lpus
-        firstAvailable:
-        - name: arc
-          deviceClassName: $DRA_CLASS
-          selectors: [$(sel "$(attr size) == 4")]
-        - name: singles
-          deviceClassName: $DRA_CLASS
-          allocationMode: ExactCount
-          count: 4
-          selectors: [$(sel "$(attr size) == 1")]
-EOF
-    esac
+  if [ -z "$helm" ] || [ ! -d "$CHART" ]; then fatal "DRA objects" "no helm or no chart at $CHART (test/e2e/tools.sh helm)"; fi
+  objs=$("$helm" template e2e "$CHART" -n default --set mode=dra |
+    awk 'BEGIN{RS="\n---"} /\nkind: (DeviceClass|ResourceClaimTemplate)\n/ {print "---"; print}') || fatal "DRA objects" "helm template failed"
+  grep -q "extendedResourceName: $ARC_EXT" <<<"$objs" || fatal "DRA objects" "the chart renders no DeviceClass with $ARC_EXT for mode=dra"
+  printf '%s\n' "$objs" | kc apply -f - >>"$LOGS/kubectl.log" 2>&1 || fatal "chart DRA objects" "$(tail -3 "$LOGS/kubectl.log")"
+  for t in "$TPL_STRICT4" "$TPL_BE4" lpu-arc-1 lpu-arc-8; do
+    kc get resourceclaimtemplate "$t" -n default >/dev/null 2>&1 || fatal "DRA objects" "the chart has no claim template $t"
   done
-  log "DRA objects from $DRA_OBJECTS_SOURCE"
+  log "DRA objects from the chart ($CHART, mode=dra)"
   kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF || fatal "claim templates" "$(tail -3 "$LOGS/kubectl.log")"
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: lpu-arc-1, namespace: default}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: lpus
-        exactly: {deviceClassName: $DRA_CLASS, selectors: [$(sel "$(attr size) == 1")]}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: lpu-arc-8, namespace: default}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: lpus
-        exactly: {deviceClassName: $DRA_CLASS, selectors: [$(sel "$(attr size) == 8")]}
----
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
 metadata: {name: e2e-odd-singles, namespace: default}
