@@ -73,7 +73,7 @@ podMaxBackoffSeconds: 1
 // kube-scheduler in dir. Nodes have no kubelet, so the apiserver must not
 // taint new nodes not-ready (TaintNodesByCondition) and the node-lifecycle
 // controller must not taint them unreachable and evict.
-func startControlPlane(ctx context.Context, dir string, score int, logf func(string, ...any)) (*clustertest.Cluster, error) {
+func startControlPlane(ctx context.Context, dir string, score int, profiling bool, logf func(string, ...any)) (*clustertest.Cluster, error) {
 	cfg := filepath.Join(dir, "scheduler.yaml")
 	// clustertest writes the scheduler's kubeconfig at this path before
 	// starting it; with --config the scheduler reads it from the file only.
@@ -94,7 +94,8 @@ func startControlPlane(ctx context.Context, dir string, score int, logf func(str
 			"--controllers=*,-node-lifecycle-controller",
 			"--kube-api-qps=300", "--kube-api-burst=600",
 		},
-		SchedulerFlags: []string{"--config", cfg},
+		// The later --profiling wins over clustertest's --profiling=false.
+		SchedulerFlags: []string{"--config", cfg, "--profiling=" + strconv.FormatBool(profiling)},
 	})
 }
 

@@ -38,7 +38,8 @@ type config struct {
 	Manifest string
 	Burst    int
 	Score    int
-	EveryArc bool // publish every arc, not the shipped config's dra.arcSizes
+	EveryArc bool   // publish every arc, not the shipped config's dra.arcSizes
+	Profile  string // directory for a scheduler CPU profile per arm's burst
 	// inspect, when set, runs at the end of each arm's churn, before its
 	// pods are deleted, with the admin kubeconfig (tests look at the
 	// cluster through kubectl lpu there).
@@ -59,6 +60,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.Manifest, "manifest", "deploy/manifests/lpu-node-dra.yaml", "rendered DRA manifest holding the shipped DeviceClasses and ResourceClaimTemplates")
 	fs.IntVar(&c.Burst, "burst", 0, "pods created at once to measure scheduler throughput (0: 1.5 per node)")
 	fs.BoolVar(&c.EveryArc, "every-arc", false, "publish every arc of every ring (57 per ring of 8), not the manifest config's dra.arcSizes")
+	fs.StringVar(&c.Profile, "profile", "", "`DIR` for a CPU profile of kube-scheduler over the first 15 s of each arm's burst (<arm>-scheduler.pprof; go tool pprof reads it)")
 	fs.IntVar(&c.Score, "nodes-to-score", 0, "kube-scheduler percentageOfNodesToScore (0: the scheduler's adaptive default)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -125,6 +127,11 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+f+"\n", a...) }
+	if cfg.Profile != "" {
+		if err := os.MkdirAll(cfg.Profile, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", cfg.Profile, err)
+		}
+	}
 	res, err := bench(ctx, cfg, logf)
 	if err != nil {
 		return err
@@ -170,7 +177,7 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 		_ = os.RemoveAll(dir)
 		_ = os.Remove(stateFile())
 	}()
-	c, err := startControlPlane(ctx, dir, cfg.Score, logf)
+	c, err := startControlPlane(ctx, dir, cfg.Score, cfg.Profile != "", logf)
 	if err != nil {
 		return nil, err
 	}

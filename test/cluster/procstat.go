@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -78,7 +79,7 @@ func securePort(pid int) (int, error) {
 // certificate (authorised by the API server, as for any user); the
 // scheduler's serving certificate is self-signed, so it is not verified.
 type scraper struct {
-	url    string
+	url    string // …/metrics
 	client *http.Client
 }
 
@@ -140,6 +141,33 @@ func (s *scraper) scrape(ctx context.Context) (schedMetrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// profile writes a CPU profile of the scheduler over the next d to path
+// (the scheduler runs with --profiling when the harness has -profile).
+func (s *scraper) profile(ctx context.Context, d time.Duration, path string) error {
+	u := strings.TrimSuffix(s.url, "/metrics") + fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", u, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("profile %s: %s %q", u, resp.Status, b)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", u, err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }
 
 func label(m *dto.Metric, name string) string {

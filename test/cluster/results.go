@@ -8,6 +8,7 @@ import (
 	"image/color"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -47,6 +48,10 @@ type row struct {
 
 // runArm runs one arm: the burst, then the churn, and turns the records
 // into a row per node side.
+// profileSpan is how long -profile records the scheduler from the start
+// of each burst: within the burst at 1,000 nodes for every arm.
+const profileSpan = 15 * time.Second
+
 func runArm(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scraper, pids map[string]int, spec armSpec, nodes []*simNode, jobs, burstJobs []churn.Job, kubeconfig string, logf func(string, ...any)) ([]row, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -60,8 +65,18 @@ func runArm(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scrape
 	go r.loop(ctx)
 	stats0 := sliceStats(nodes)
 	logf("arm %s: burst of %d pods", spec.name, len(burstJobs))
+	profiled := make(chan error, 1)
+	if cfg.Profile != "" {
+		path := filepath.Join(cfg.Profile, spec.name+"-scheduler.pprof")
+		go func() { profiled <- sc.profile(ctx, profileSpan, path) }()
+	} else {
+		profiled <- nil
+	}
 	tput, err := r.burst(ctx, burstJobs, len(burstJobs), sc)
 	if err != nil {
+		return nil, err
+	}
+	if err := <-profiled; err != nil {
 		return nil, err
 	}
 	m0, err := sc.scrape(ctx)
