@@ -18,11 +18,12 @@
 //   - dra-static, dra-dynamic, dra-best-effort: every node's ResourceSlices
 //     come from pkg/arcslice, published through the resourceslice
 //     controller with the node as owner, as lpu-dra's kubelet plugin
-//     helper does (one controller per node, all in this process). Pods use
-//     the ResourceClaimTemplates of deploy/manifests/lpu-node-dra.yaml
-//     (lpu-arc-k; lpu-k-best-effort, an arc else k singles, in the
-//     best-effort arm); the chart ships size 4, other sizes are the same
-//     template with the size replaced. The dynamic arms republish the
+//     helper does (one controller per node, all in this process), with
+//     the arc sizes of the manifest's lpu-dra config (dra.arcSizes; every
+//     arc with -every-arc). Pods use the ResourceClaimTemplates of
+//     deploy/manifests/lpu-node-dra.yaml as shipped (lpu-arc-k;
+//     lpu-k-best-effort, a k-arc else k singles, in the best-effort arm).
+//     The dynamic arms republish the
 //     node's order (arcslice.Builder.Slices with the held LPUs, the code
 //     lpu-dra runs after Prepare and Unprepare); the static arm keeps the
 //     empty node's order.
@@ -47,7 +48,8 @@
 // count bound (perfect compaction per node); scheduling-attempt latency
 // from the scheduler's histogram; apiserver and scheduler CPU seconds per
 // 1,000 pods and RSS; ResourceSlice count, bytes and writes. Output:
-// a table on stdout, results-N.csv and cluster-N.png in -out.
+// a table on stdout, results-N.csv and cluster-N.png in -out; with
+// -profile DIR also a CPU profile of the scheduler over each burst.
 //
 // # Bad input
 //
