@@ -222,6 +222,7 @@ EOF
 }
 
 registered_kubelet_start() {
+  kubelet_shared_root "$KUBELET_C/root"
   KUBELET_STARTS=$((KUBELET_STARTS + 1))
   KUBELET_LOG=$LOGS/kubelet-c.$KUBELET_STARTS.log
   KUBELET_NAME=c

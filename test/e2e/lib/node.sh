@@ -507,10 +507,24 @@ imageGCLowThresholdPercent: 99
 EOF
 }
 
+# kubelet_shared_root DIR: make DIR a shared bind mount of itself, as the
+# kubelet does at start when it is not one. Done before the kubelet starts:
+# its own remount raced the sockets it was creating under DIR (a rename of
+# the pods-api socket across the new mount failed with EXDEV, and that
+# kubelet never became healthy). The teardown unmounts it.
+kubelet_shared_root() {
+  mkdir -p "$1"
+  if ! mountpoint -q "$1"; then
+    mount --bind "$1" "$1" || fatal "kubelet" "bind-mount $1 onto itself"
+  fi
+  mount --make-rshared "$1" || fatal "kubelet" "make $1 a shared mount"
+}
+
 # kubelet_start NAME: a standalone kubelet for containerd NAME; each start logs
 # to its own file (KUBELET_LOG) so restarts can be timed from a clean log.
 kubelet_start() {
   local n=$1 k=$BASE/kubelet-$1
+  kubelet_shared_root "$k/root"
   KUBELET_STARTS=$((KUBELET_STARTS + 1))
   KUBELET_LOG=$LOGS/kubelet-$n.$KUBELET_STARTS.log
   KUBELET_NAME=$n
