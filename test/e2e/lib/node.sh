@@ -626,6 +626,11 @@ start_lpu_dp() { # [INJECTION]
 
 dp_registrations() { metric "http://$DP_METRICS/metrics" lpu_registrations_total; }
 kubelet_saw_registration() { grep -q "Got registration request from device plugin.*$RESOURCE" "$KUBELET_LOG"; }
+# kubelet_has_lpus: the kubelet holds the plugin's devices (its node status
+# counts them). Registration alone is not enough: CI once saw the kubelet
+# take the plugin's first Register past the plugin's 5 s deadline, and a
+# static pod admitted in between was refused ("no healthy devices").
+kubelet_has_lpus() { grep -q "Updated capacity for device plugin\" plugin=\"$RESOURCE\" capacity=[1-9]" "$KUBELET_LOG"; }
 
 # node_up: containerd A (NRI on) + lpu-nri + kubelet + lpu-device-plugin.
 node_up() {
@@ -641,6 +646,8 @@ node_up() {
   start_lpu_dp nri
   wait_for 20 kubelet_saw_registration ||
     fatal "lpu-device-plugin" "kubelet saw no registration for $RESOURCE: $(tail -5 "$LOGS/lpu-device-plugin.log")"
+  wait_for 20 kubelet_has_lpus ||
+    fatal "lpu-device-plugin" "kubelet has no $RESOURCE devices after registration: $(tail -5 "$LOGS/lpu-device-plugin.log")"
   ok "node up: containerd (NRI), kubelet, lpu-nri connected, lpu-device-plugin registered"
   wait_for 5 test -s "$BASE/nfd/lpu"
   expect "device plugin wrote the NFD feature file (lpu.count=8)" "$({ tr '\n' ' ' <"$BASE/nfd/lpu"; } 2>&1)" \

@@ -636,6 +636,7 @@ scenario_6_containerd() {
   kubelet_start b
   start_lpu_dp cdi
   wait_for 20 kubelet_saw_registration || { nok "cdi node: device plugin registered" "$(tail -3 "$LOGS/lpu-device-plugin.log")"; return; }
+  wait_for 20 kubelet_has_lpus || { nok "cdi node: the kubelet has the plugin's devices" "$(tail -3 "$LOGS/lpu-device-plugin.log")"; return; }
   lpu_pod cdithree 3
   if wait_running cdithree 60; then
     ok "cdithree: static pod with $RESOURCE: 3 runs on containerd without NRI"
