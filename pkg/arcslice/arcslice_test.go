@@ -10,29 +10,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 )
 
-// inventory builds rings × per healthy LPUs numbered over all rings; LPUs of
-// ring r sit on NUMA node r%2 and PCIe root pci0000:<r>.
-func inventory(rings, per int) *device.Inventory {
-	inv := &device.Inventory{DriverVersion: "1.4.2"}
-	for r := 0; r < rings; r++ {
-		var ring []string
-		for p := 0; p < per; p++ {
-			i := r*per + p
-			inv.Devices = append(inv.Devices, device.Device{
-				ID: device.ID(i), Index: i, Path: fmt.Sprintf("/dev/lpu%d", i), Major: 240, Minor: int64(i),
-				Firmware: "2.0.1", Model: "LPU-X1", NUMANode: r % 2,
-				PCIBusID: fmt.Sprintf("0000:%02x:%02x.0", r, p), Health: device.Health{Healthy: true},
-			})
-			ring = append(ring, device.ID(i))
-		}
-		inv.Rings = append(inv.Rings, ring)
-	}
-	return inv
-}
+// inventory is devicetest.Inventory: rings × per healthy LPUs; ring r is
+// on PCI bus r (PCIe root pci0000:<r> through rootOf).
+var inventory = devicetest.Inventory
 
 // rootOf maps a bus ID "0000:BB:DD.F" to pci0000:BB.
 func rootOf(busID string) string { return "pci0000:" + busID[5:7] }
@@ -300,6 +286,14 @@ func TestBuildSizes(t *testing.T) {
 	}
 	if sets != 2 {
 		t.Fatalf("%d counter sets, want one per ring", sets)
+	}
+}
+
+// config checks dra.arcSizes against its own copy of the counter-set limit
+// (config does not import this package's Kubernetes types).
+func TestConfigArcSizeLimit(t *testing.T) {
+	if config.MaxArcSize != MaxCountersPerSet {
+		t.Fatalf("config.MaxArcSize %d, MaxCountersPerSet %d", config.MaxArcSize, MaxCountersPerSet)
 	}
 }
 

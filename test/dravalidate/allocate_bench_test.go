@@ -15,6 +15,7 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	kubefeatures "k8s.io/kubernetes/pkg/features"
@@ -33,13 +34,21 @@ func clusterSlices(b testing.TB, n int, sizes []int) []*resourcev1.ResourceSlice
 		if err != nil {
 			b.Fatal(err)
 		}
-		node := fmt.Sprintf("node-%04d", i)
-		for j, s := range built {
-			out = append(out, &resourcev1.ResourceSlice{
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%02x", node, j)},
-				Spec: resourcev1.ResourceSliceSpec{Driver: arcslice.Driver, NodeName: &node, Devices: s.Devices, SharedCounters: s.SharedCounters,
-					Pool: resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: int64(len(built))}},
-			})
+		out = append(out, poolSlices(fmt.Sprintf("node-%04d", i), built)...)
+	}
+	return out
+}
+
+// poolSlices are the ResourceSlice objects of one node's pool as the
+// resourceslice controller stores them, named so that name order is
+// publication order.
+func poolSlices(node string, built []resourceslice.Slice) []*resourcev1.ResourceSlice {
+	out := make([]*resourcev1.ResourceSlice, len(built))
+	for j, s := range built {
+		out[j] = &resourcev1.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%02x", node, j)},
+			Spec: resourcev1.ResourceSliceSpec{Driver: arcslice.Driver, NodeName: &node, Devices: s.Devices, SharedCounters: s.SharedCounters,
+				Pool: resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: int64(len(built))}},
 		}
 	}
 	return out

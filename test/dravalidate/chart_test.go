@@ -180,14 +180,7 @@ func TestChartObjectsAllocate(t *testing.T) {
 				t.Fatal(err)
 			}
 			node := "node-a"
-			var slices []*resourcev1.ResourceSlice
-			for i, s := range built {
-				slices = append(slices, &resourcev1.ResourceSlice{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%02x-slice", i)},
-					Spec: resourcev1.ResourceSliceSpec{Driver: arcslice.Driver, NodeName: &node, Devices: s.Devices, SharedCounters: s.SharedCounters,
-						Pool: resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: int64(len(built))}},
-				})
-			}
+			slices := poolSlices(node, built)
 			state := structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID]()}
 			for _, id := range tc.held {
 				var idx int

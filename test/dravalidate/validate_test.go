@@ -13,22 +13,11 @@ import (
 
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 )
 
-func inventory(rings, per int) *device.Inventory {
-	inv := &device.Inventory{DriverVersion: "1.4.2"}
-	for r := 0; r < rings; r++ {
-		var ring []string
-		for p := 0; p < per; p++ {
-			i := r*per + p
-			inv.Devices = append(inv.Devices, device.Device{ID: device.ID(i), Index: i, Firmware: "2.0.1", Model: "LPU-X1",
-				NUMANode: r % 2, PCIBusID: fmt.Sprintf("0000:%02x:%02x.0", r, p), Health: device.Health{Healthy: true}})
-			ring = append(ring, device.ID(i))
-		}
-		inv.Rings = append(inv.Rings, ring)
-	}
-	return inv
-}
+// inventory is devicetest.Inventory: rings × per healthy LPUs.
+var inventory = devicetest.Inventory
 
 // internal converts a v1 object to the API server's internal type, as
 // the server does before validating.
