@@ -19,7 +19,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/internal/sockettest"
-	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
 // BenchmarkIdleRSS runs the lpu-dra binary, built as each build below, on a
@@ -153,7 +153,7 @@ func idleRSS(b *testing.B, client kubernetes.Interface, kubeconfig, bin string, 
 		}
 		devices = 0
 		for _, s := range list.Items {
-			if s.Spec.Driver == arcslice.Driver && s.Spec.Pool.Name == "n1" {
+			if s.Spec.Driver == inject.Driver && s.Spec.Pool.Name == "n1" {
 				devices += len(s.Spec.Devices)
 			}
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
 // The tests below run the scheduler's own allocator
@@ -159,7 +160,7 @@ func (c *cluster) free(ids []string) {
 	size := len(ids)
 	for _, a := range c.layout.Arcs() {
 		if a.Size == size && slices.Equal(c.layout.ArcIDs(a), ids) {
-			c.state.AllocatedDevices.Delete(structured.MakeDeviceID(Driver, "node-a", DeviceName(a)))
+			c.state.AllocatedDevices.Delete(structured.MakeDeviceID(inject.Driver, "node-a", DeviceName(a)))
 		}
 	}
 	if !c.static {
@@ -250,7 +251,7 @@ func TestAllocatorBestEffortFallsBackToSingles(t *testing.T) {
 	for _, id := range []string{"lpu1", "lpu3", "lpu5"} {
 		c.held = append(c.held, id)
 		i, _ := device.ParseID(id)
-		c.state.AllocatedDevices.Insert(structured.MakeDeviceID(Driver, "node-a", DeviceName(alloc.Arc{Ring: 0, Start: i, Size: 1})))
+		c.state.AllocatedDevices.Insert(structured.MakeDeviceID(inject.Driver, "node-a", DeviceName(alloc.Arc{Ring: 0, Start: i, Size: 1})))
 	}
 	c.republish()
 	got := c.allocate(bestEffortClaim(1))

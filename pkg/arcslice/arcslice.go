@@ -15,10 +15,8 @@ import (
 
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
-
-// Driver is the DRA driver name and the domain of the device attributes.
-const Driver = "lpu.hyperaccel.ai"
 
 // API limits of resource.k8s.io/v1 in Kubernetes 1.37 that shape the slices.
 const (
@@ -29,7 +27,7 @@ const (
 )
 
 // TaintKey marks arcs holding an unhealthy LPU; the value is the LPU ID.
-const TaintKey = Driver + "/unhealthy"
+const TaintKey = inject.Driver + "/unhealthy"
 
 // PCIeRootAttribute is the standard attribute naming a device's PCIe root.
 const PCIeRootAttribute resourceapi.QualifiedName = "resource.kubernetes.io/pcieRoot"

@@ -14,6 +14,7 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
 // inventory is devicetest.Inventory: rings × per healthy LPUs; ring r is
@@ -31,9 +32,9 @@ func apiSlices(node string, built []resourceslice.Slice) []*resourceapi.Resource
 	for i, s := range built {
 		name := node
 		out[i] = &resourceapi.ResourceSlice{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%02x-%s-%s", i, Driver, node)},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%02x-%s-%s", i, inject.Driver, node)},
 			Spec: resourceapi.ResourceSliceSpec{
-				Driver:         Driver,
+				Driver:         inject.Driver,
 				Pool:           resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: int64(len(built))},
 				NodeName:       &name,
 				Devices:        s.Devices,

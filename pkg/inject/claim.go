@@ -6,15 +6,21 @@ import (
 	specs "tags.cncf.io/container-device-interface/specs-go"
 )
 
+// Driver is the node stack's one DRA identity: lpu-dra's driver name (its
+// kubelet registration socket, plugin dir and ResourceSlices), the domain
+// of the published device attributes and taints, and the CDI vendor of the
+// per-claim specs.
+const Driver = "lpu.hyperaccel.ai"
+
 // CDI names of the DRA driver's per-claim specs.
 const (
-	// ClaimVendor and ClaimClass make the CDI kind of a claim's device.
-	ClaimVendor = "lpu.hyperaccel.ai"
-	ClaimClass  = "claim"
+	// ClaimClass with Driver as the vendor makes the CDI kind of a
+	// claim's device.
+	ClaimClass = "claim"
 	// ClaimKind is the CDI kind of every claim device: a container whose
 	// CDI devices include ClaimKind + "=<claim UID>" got its LPUs from a
 	// claim lpu-dra prepared.
-	ClaimKind = ClaimVendor + "/" + ClaimClass
+	ClaimKind = Driver + "/" + ClaimClass
 )
 
 // ClaimDeviceID is the fully qualified CDI device of a claim,

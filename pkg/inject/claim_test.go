@@ -44,7 +44,7 @@ func TestClaimSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cache.WriteSpec(s, cdi.GenerateTransientSpecName(ClaimVendor, ClaimClass, "0b5c7a8e")); err != nil {
+	if err := cache.WriteSpec(s, cdi.GenerateTransientSpecName(Driver, ClaimClass, "0b5c7a8e")); err != nil {
 		t.Fatalf("cdi rejects the claim spec: %v", err)
 	}
 	if err := cache.Refresh(); err != nil {

@@ -22,7 +22,7 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/churn"
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 
-	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
 // config is the command line.
@@ -314,7 +314,7 @@ func switchMode(ctx context.Context, cs kubernetes.Interface, nodes []*simNode, 
 		if err := parallel(ctx, len(nodes), 32, func(i int) error {
 			n := nodes[i]
 			ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
-				DriverName: arcslice.Driver, KubeClient: cs,
+				DriverName: inject.Driver, KubeClient: cs,
 				Owner:     &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: n.name},
 				Resources: &resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{n.name: {Slices: n.builder.Slices(nil, nil)}}},
 				ErrorHandler: func(_ context.Context, err error, msg string) {

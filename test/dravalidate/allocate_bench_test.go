@@ -22,6 +22,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
 // clusterSlices is lpu-dra's slices for n nodes of one ring of 8, as the
@@ -47,7 +48,7 @@ func poolSlices(node string, built []resourceslice.Slice) []*resourcev1.Resource
 	for j, s := range built {
 		out[j] = &resourcev1.ResourceSlice{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%02x", node, j)},
-			Spec: resourcev1.ResourceSliceSpec{Driver: arcslice.Driver, NodeName: &node, Devices: s.Devices, SharedCounters: s.SharedCounters,
+			Spec: resourcev1.ResourceSliceSpec{Driver: inject.Driver, NodeName: &node, Devices: s.Devices, SharedCounters: s.SharedCounters,
 				Pool: resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: int64(len(built))}},
 		}
 	}
@@ -102,7 +103,7 @@ func BenchmarkSchedulerAllocate(b *testing.B) {
 		held := sets.New[structured.DeviceID]()
 		if noFit {
 			for _, start := range []int{1, 3, 5, 7} {
-				held.Insert(structured.MakeDeviceID(arcslice.Driver, node.Name, arcslice.DeviceName(alloc.Arc{Start: start, Size: 1})))
+				held.Insert(structured.MakeDeviceID(inject.Driver, node.Name, arcslice.DeviceName(alloc.Arc{Start: start, Size: 1})))
 			}
 		}
 		a, err := structured.NewAllocator(context.Background(), features, structured.AllocatedState{AllocatedDevices: held,
@@ -142,7 +143,7 @@ func BenchmarkSchedulerAllocate(b *testing.B) {
 	} {
 		req := resourcev1.ExactDeviceRequest{DeviceClassName: fmt.Sprintf("lpu-arc-%d.hyperaccel.ai", v.size)}
 		if v.claim == "selector" {
-			req = resourcev1.ExactDeviceRequest{DeviceClassName: arcslice.Driver, Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
+			req = resourcev1.ExactDeviceRequest{DeviceClassName: inject.Driver, Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
 				Expression: fmt.Sprintf(`device.attributes["lpu.hyperaccel.ai"].size == %d`, v.size)}}}}
 		}
 		claim := claimOf(req)

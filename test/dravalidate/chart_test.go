@@ -23,6 +23,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
 const manifests = "../../deploy/manifests/lpu-node-dra.yaml"
@@ -187,7 +188,7 @@ func TestChartObjectsAllocate(t *testing.T) {
 				if _, err := fmt.Sscanf(id, "lpu%d", &idx); err != nil {
 					t.Fatal(err)
 				}
-				state.AllocatedDevices.Insert(structured.MakeDeviceID(arcslice.Driver, node, arcslice.DeviceName(alloc.Arc{Ring: 0, Start: idx, Size: 1})))
+				state.AllocatedDevices.Insert(structured.MakeDeviceID(inject.Driver, node, arcslice.DeviceName(alloc.Arc{Ring: 0, Start: idx, Size: 1})))
 			}
 			a, err := structured.NewAllocator(context.Background(),
 				structured.Features{PartitionableDevices: true, DeviceTaints: true, PrioritizedList: true},

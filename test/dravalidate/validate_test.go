@@ -14,6 +14,7 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
 // inventory is devicetest.Inventory: rings × per healthy LPUs.
@@ -46,7 +47,7 @@ func TestSlicesPassAPIValidation(t *testing.T) {
 				v1 := &resourcev1.ResourceSlice{
 					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%02x-lpu.hyperaccel.ai-node-a-abcde", i)},
 					Spec: resourcev1.ResourceSliceSpec{
-						Driver:         arcslice.Driver,
+						Driver:         inject.Driver,
 						Pool:           resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: int64(len(built))},
 						NodeName:       &node,
 						Devices:        s.Devices,
@@ -71,7 +72,7 @@ func TestValidationRejectsOversizedCounterSet(t *testing.T) {
 	}
 	v1 := &resourcev1.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: "x"},
-		Spec: resourcev1.ResourceSliceSpec{Driver: arcslice.Driver, NodeName: &node,
+		Spec: resourcev1.ResourceSliceSpec{Driver: inject.Driver, NodeName: &node,
 			Pool:           resourcev1.ResourcePool{Name: node, ResourceSliceCount: 1},
 			SharedCounters: []resourcev1.CounterSet{{Name: "ring0", Counters: counters}}},
 	}

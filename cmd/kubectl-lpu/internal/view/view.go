@@ -10,6 +10,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
 // LPUResource is the device plugin's count resource.
@@ -122,7 +123,7 @@ func claimHolders(rings map[string][][]string, claims []resourceapi.ResourceClai
 		var ids []string
 		node := ""
 		for _, res := range c.Status.Allocation.Devices.Results {
-			if res.Driver != arcslice.Driver {
+			if res.Driver != inject.Driver {
 				continue
 			}
 			arc, err := arcslice.ParseDeviceName(res.Device)
@@ -233,7 +234,7 @@ func draRings(slices []resourceapi.ResourceSlice) map[string][][]string {
 	out := map[string][][]string{}
 	ringLen := map[string][]int{}
 	for _, s := range slices {
-		if s.Spec.Driver != arcslice.Driver {
+		if s.Spec.Driver != inject.Driver {
 			continue
 		}
 		pool := s.Spec.Pool.Name
@@ -252,7 +253,7 @@ func draRings(slices []resourceapi.ResourceSlice) map[string][][]string {
 		}
 	}
 	for _, s := range slices {
-		if s.Spec.Driver != arcslice.Driver {
+		if s.Spec.Driver != inject.Driver {
 			continue
 		}
 		pool := s.Spec.Pool.Name

@@ -13,6 +13,7 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
 // draNode returns the ResourceSlices lpu-dra publishes for a node of
@@ -36,7 +37,7 @@ func draNode(t *testing.T, name string, rings int, sizes ...int) []resourceapi.R
 	var out []resourceapi.ResourceSlice
 	for _, s := range built {
 		out = append(out, resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{
-			Driver: arcslice.Driver, Pool: resourceapi.ResourcePool{Name: name}, Devices: s.Devices, SharedCounters: s.SharedCounters}})
+			Driver: inject.Driver, Pool: resourceapi.ResourcePool{Name: name}, Devices: s.Devices, SharedCounters: s.SharedCounters}})
 	}
 	return out
 }
@@ -46,7 +47,7 @@ func claim(name, pod, node string, arcs ...alloc.Arc) resourceapi.ResourceClaim 
 	c.Status.Allocation = &resourceapi.AllocationResult{}
 	for _, a := range arcs {
 		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
-			Request: "lpus", Driver: arcslice.Driver, Pool: node, Device: arcslice.DeviceName(a)})
+			Request: "lpus", Driver: inject.Driver, Pool: node, Device: arcslice.DeviceName(a)})
 	}
 	c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: pod}}
 	return c

@@ -24,7 +24,6 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 	"github.com/hyperaccel/lpu-node/internal/nodemode"
 	"github.com/hyperaccel/lpu-node/internal/startup"
-	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
@@ -114,7 +113,7 @@ func Run(ctx context.Context, p Params) error {
 			}
 		}
 		h, err := kubeletplugin.Start(ctx, drv,
-			kubeletplugin.DriverName(arcslice.Driver),
+			kubeletplugin.DriverName(inject.Driver),
 			kubeletplugin.KubeClient(client),
 			kubeletplugin.NodeName(opts.NodeName),
 			kubeletplugin.RegistrarDirectoryPath(opts.RegistryDir),

@@ -17,8 +17,8 @@ import (
 
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/internal/sockettest"
-	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
 // live is a driver publishing through the real kubelet plugin helper to a
@@ -42,7 +42,7 @@ func startLive(tb testing.TB, inv *device.Inventory) *live {
 	}
 	e := newEnv(tb, newStatic(tb, inv))
 	dir := sockettest.ShortDir(tb)
-	h, err := kubeletplugin.Start(ctx, e.d, kubeletplugin.DriverName(arcslice.Driver), kubeletplugin.KubeClient(client),
+	h, err := kubeletplugin.Start(ctx, e.d, kubeletplugin.DriverName(inject.Driver), kubeletplugin.KubeClient(client),
 		kubeletplugin.NodeName(node), kubeletplugin.RegistrarDirectoryPath(dir), kubeletplugin.PluginDataDirectoryPath(dir))
 	if err != nil {
 		tb.Fatal(err)
@@ -65,7 +65,7 @@ func (l *live) published(tb testing.TB) ([]resourceapi.Device, int) {
 	slices.SortFunc(items, func(a, b resourceapi.ResourceSlice) int { return strings.Compare(a.Name, b.Name) })
 	var devs []resourceapi.Device
 	for _, s := range items {
-		if s.Spec.Driver == arcslice.Driver && s.Spec.Pool.Name == node {
+		if s.Spec.Driver == inject.Driver && s.Spec.Pool.Name == node {
 			devs = append(devs, s.Spec.Devices...)
 		}
 	}

@@ -131,11 +131,11 @@ func New(devices Devices, opts Options) (*Driver, error) {
 
 // specFile is the file name of a claim's CDI spec.
 func specFile(uid string) string {
-	return cdi.GenerateTransientSpecName(inject.ClaimVendor, inject.ClaimClass, uid) + ".json"
+	return cdi.GenerateTransientSpecName(inject.Driver, inject.ClaimClass, uid) + ".json"
 }
 
 // specPrefix starts every claim spec's file name.
-var specPrefix = cdi.GenerateSpecName(inject.ClaimVendor, inject.ClaimClass) + "_"
+var specPrefix = cdi.GenerateSpecName(inject.Driver, inject.ClaimClass) + "_"
 
 // Heal makes the CDI dir match the checkpoint: it rewrites the spec of
 // every prepared claim whose file is missing (the kubelet may recreate a
@@ -450,7 +450,7 @@ var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
 func (d *Driver) ourDevices(claim *resourceapi.ResourceClaim) ([]checkpoint.Device, error) {
 	var ours []checkpoint.Device
 	for _, r := range claim.Status.Allocation.Devices.Results {
-		if r.Driver != arcslice.Driver {
+		if r.Driver != inject.Driver {
 			continue // another driver's device in a shared claim
 		}
 		if r.Pool != d.opts.NodeName {

@@ -106,7 +106,7 @@ func claim(uid string, results ...alloced) *resourceapi.ResourceClaim {
 		},
 	}
 	for _, r := range results {
-		driver := arcslice.Driver
+		driver := inject.Driver
 		if r.pool == "gpu" {
 			driver = "gpu.example.com"
 		}
