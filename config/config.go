@@ -75,10 +75,12 @@ type Health struct {
 	ProbeInterval     Duration `json:"probeInterval"`     // spacing of confirming re-probes; default 100ms
 }
 
-// Kubelet locates the kubelet's sockets.
+// Kubelet locates the kubelet's sockets. The paths default to their place
+// under RootDir; a path set explicitly (here or by a flag) wins.
 type Kubelet struct {
-	DevicePluginDir     string   `json:"devicePluginDir"`     // default /var/lib/kubelet/device-plugins
-	PodResourcesSocket  string   `json:"podResourcesSocket"`  // default /var/lib/kubelet/pod-resources/kubelet.sock
+	RootDir             string   `json:"rootDir"`             // the kubelet's --root-dir; default /var/lib/kubelet
+	DevicePluginDir     string   `json:"devicePluginDir"`     // default <rootDir>/device-plugins
+	PodResourcesSocket  string   `json:"podResourcesSocket"`  // default <rootDir>/pod-resources/kubelet.sock
 	PodResourcesCheck   bool     `json:"podResourcesCheck"`   // NRI cross-check with PodResources; default false
 	PodResourcesTimeout Duration `json:"podResourcesTimeout"` // default 500ms
 }

@@ -7,15 +7,9 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
-// Discovery backends (Discovery.Backend), as pkg/device names them.
-const (
-	BackendLPU    = device.BackendLPU
-	BackendXilinx = device.BackendXilinx
-	BackendPCI    = device.BackendPCI
-)
-
-// AllowedBackends are the values of discovery.backend and simulate.backend.
-var AllowedBackends = []string{BackendLPU, BackendXilinx, BackendPCI}
+// AllowedBackends are the values of discovery.backend and simulate.backend,
+// pkg/device's backend names.
+var AllowedBackends = []string{device.BackendLPU, device.BackendXilinx, device.BackendPCI}
 
 // Discovery selects how LPUs are found: our own sysfs layout (lpu), Alveo
 // cards under XRT (xilinx, Orion) or PCI accelerators by vendor and class
@@ -60,7 +54,7 @@ type Simulate struct {
 // applyDefaults fills the discovery and simulate sections.
 func (c *Config) applyDiscoveryDefaults() {
 	d := &c.Discovery
-	setString(&d.Backend, BackendLPU)
+	setString(&d.Backend, device.BackendLPU)
 	setString(&d.Xilinx.Vendor, device.DefaultXilinxVendor)
 	setString(&d.Xilinx.UserDevice, device.DefaultXilinxUserDevice)
 	setString(&d.Xilinx.MgmtDevice, device.DefaultXilinxMgmtDevice)

@@ -16,7 +16,7 @@ func TestDiscoveryConfig(t *testing.T) {
 		"defaults: lpu, simulate follows": {
 			check: func(t *testing.T, c *Config) {
 				d := c.Discovery.DeviceDiscovery()
-				if d.Backend != device.BackendLPU || c.Simulate.Backend != BackendLPU || d.Xilinx.Shell != device.DefaultXilinxShell || d.Xilinx.NoManagementNodes {
+				if d.Backend != device.BackendLPU || c.Simulate.Backend != device.BackendLPU || d.Xilinx.Shell != device.DefaultXilinxShell || d.Xilinx.NoManagementNodes {
 					t.Errorf("%+v simulate %q", d, c.Simulate.Backend)
 				}
 			},
@@ -24,7 +24,7 @@ func TestDiscoveryConfig(t *testing.T) {
 		"xilinx, simulate follows the backend": {
 			yaml: "discovery:\n  backend: xilinx\n",
 			check: func(t *testing.T, c *Config) {
-				if c.Simulate.Backend != BackendXilinx || c.Discovery.DeviceDiscovery().Backend != device.BackendXilinx {
+				if c.Simulate.Backend != device.BackendXilinx || c.Discovery.DeviceDiscovery().Backend != device.BackendXilinx {
 					t.Errorf("simulate %q", c.Simulate.Backend)
 				}
 			},
@@ -41,7 +41,7 @@ func TestDiscoveryConfig(t *testing.T) {
 		"simulate another backend": {
 			yaml: "simulate:\n  backend: pci\n",
 			check: func(t *testing.T, c *Config) {
-				if c.Simulate.Backend != BackendPCI || c.Discovery.Backend != BackendLPU {
+				if c.Simulate.Backend != device.BackendPCI || c.Discovery.Backend != device.BackendLPU {
 					t.Errorf("%+v %+v", c.Simulate, c.Discovery)
 				}
 			},

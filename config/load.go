@@ -27,8 +27,7 @@ const (
 	DefaultRecoveryThreshold   = 2
 	DefaultProbeInterval       = 100 * time.Millisecond
 	DefaultPollInterval        = 500 * time.Millisecond
-	DefaultDevicePluginDir     = "/var/lib/kubelet/device-plugins"
-	DefaultPodResourcesSocket  = "/var/lib/kubelet/pod-resources/kubelet.sock"
+	DefaultKubeletRootDir      = "/var/lib/kubelet"
 	DefaultPodResourcesTimeout = 500 * time.Millisecond
 	DefaultNRISocket           = "/var/run/nri/nri.sock"
 	DefaultPluginIndex         = "10"
@@ -70,9 +69,7 @@ func (c *Config) applyDefaults() {
 	setInt(&c.Health.RecoveryThreshold, DefaultRecoveryThreshold)
 	setDuration(&c.Health.ProbeInterval, DefaultProbeInterval)
 	setDuration(&c.Health.PollInterval, DefaultPollInterval)
-	setString(&c.Kubelet.DevicePluginDir, DefaultDevicePluginDir)
-	setString(&c.Kubelet.PodResourcesSocket, DefaultPodResourcesSocket)
-	setDuration(&c.Kubelet.PodResourcesTimeout, DefaultPodResourcesTimeout)
+	c.Kubelet.applyDefaults()
 	setString(&c.NRI.Socket, DefaultNRISocket)
 	setString(&c.NRI.PluginIndex, DefaultPluginIndex)
 	setString(&c.NRI.PluginName, DefaultPluginName)

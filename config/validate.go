@@ -92,9 +92,7 @@ func (c *Config) Validate() error {
 	v.atLeastOne("health.failureThreshold", c.Health.FailureThreshold)
 	v.atLeastOne("health.recoveryThreshold", c.Health.RecoveryThreshold)
 
-	v.absPath("kubelet.devicePluginDir", c.Kubelet.DevicePluginDir)
-	v.absPath("kubelet.podResourcesSocket", c.Kubelet.PodResourcesSocket)
-	v.positive("kubelet.podResourcesTimeout", c.Kubelet.PodResourcesTimeout)
+	c.Kubelet.validate(&v)
 
 	v.absPath("nri.socket", c.NRI.Socket)
 	if !pluginIndex.MatchString(c.NRI.PluginIndex) {

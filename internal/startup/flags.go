@@ -35,7 +35,7 @@ var shared = map[string]func(c *cmdline.Command, f *Flags){
 			Absolute().Sets(func(cfg *config.Config) { cfg.StateDir = f.stateDir })
 	},
 	"kubelet-dir": func(c *cmdline.Command, f *Flags) {
-		c.String(&f.kubeletDir, "kubelet-dir", "LPU_KUBELET_DIR", "", "kubelet device plugin `DIR` (kubelet.sock and the plugin socket); overrides config kubelet.devicePluginDir (default "+config.DefaultDevicePluginDir+")").
+		c.String(&f.kubeletDir, "kubelet-dir", "LPU_KUBELET_DIR", "", "kubelet device plugin `DIR` (kubelet.sock and the plugin socket); overrides config kubelet.devicePluginDir (default <kubelet.rootDir>/device-plugins, /var/lib/kubelet/device-plugins)").
 			Absolute().Sets(func(cfg *config.Config) { cfg.Kubelet.DevicePluginDir = f.kubeletDir })
 	},
 	"metrics-addr": func(c *cmdline.Command, f *Flags) {

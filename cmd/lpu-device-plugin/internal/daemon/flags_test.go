@@ -46,7 +46,7 @@ func TestPrecedence(t *testing.T) {
 	}{
 		"defaults": {
 			check: func(t *testing.T, o parsed, c *config.Config) {
-				if c.Root != "/" || c.Kubelet.DevicePluginDir != config.DefaultDevicePluginDir || c.StateDir != config.DefaultStateDir ||
+				if c.Root != "/" || c.Kubelet.DevicePluginDir != "/var/lib/kubelet/device-plugins" || c.StateDir != config.DefaultStateDir ||
 					c.Injection.Mode != config.InjectionAuto || c.Metrics.Address != "" || o.Simulate != 0 || o.NFDFile != nfd.DefaultPath || o.NFDFileGiven {
 					t.Fatalf("defaults: %+v %+v", o, c)
 				}
