@@ -9,11 +9,9 @@ import (
 	"net"
 	"path/filepath"
 	"time"
-)
 
-// DRADriver is lpu-dra's driver name; its registration socket in the
-// kubelet's plugin registry is DRADriver + "-reg.sock".
-const DRADriver = "lpu.hyperaccel.ai"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
+)
 
 // RegistryDir is the kubelet's plugin registry directory next to a device
 // plugin directory: /var/lib/kubelet/device-plugins → /var/lib/kubelet/plugins_registry.
@@ -21,9 +19,10 @@ func RegistryDir(devicePluginDir string) string {
 	return filepath.Join(filepath.Dir(filepath.Clean(devicePluginDir)), "plugins_registry")
 }
 
-// DRARegistrationSocket is where lpu-dra registers with the kubelet.
+// DRARegistrationSocket is where lpu-dra (driver inject.Driver) registers
+// with the kubelet.
 func DRARegistrationSocket(registryDir string) string {
-	return filepath.Join(registryDir, DRADriver+"-reg.sock")
+	return filepath.Join(registryDir, inject.Driver+"-reg.sock")
 }
 
 // serving reports whether a process accepts connections on the unix socket.
@@ -36,13 +35,19 @@ func serving(path string) bool {
 	return true
 }
 
-// RefuseIfDRA fails when lpu-dra serves its registration socket in
-// registryDir; the device plugin calls it before it registers.
-func RefuseIfDRA(registryDir string) error {
-	if p := DRARegistrationSocket(registryDir); serving(p) {
-		return fmt.Errorf("lpu-dra serves this node (%s answers): the device plugin and the DRA driver must not both serve the same LPUs; choose one per node (chart value mode)", p)
+// RefuseIfDRA fails when lpu-dra serves its registration socket in any of
+// registryDirs; the device plugin calls it before it registers.
+func RefuseIfDRA(registryDirs ...string) error {
+	for _, dir := range registryDirs {
+		if p := DRARegistrationSocket(dir); serving(p) {
+			return refusal(p)
+		}
 	}
 	return nil
+}
+
+func refusal(p string) error {
+	return fmt.Errorf("lpu-dra serves this node (%s answers): the device plugin and the DRA driver must not both serve the same LPUs; choose one per node (chart value mode)", p)
 }
 
 // RefuseIfDevicePlugin fails when lpu-device-plugin serves socket (its

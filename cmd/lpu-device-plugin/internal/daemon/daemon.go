@@ -18,6 +18,7 @@ import (
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/internal/logchange"
+	"github.com/hyperaccel/lpu-node/internal/node"
 	"github.com/hyperaccel/lpu-node/internal/nodemode"
 	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/internal/startup"
@@ -40,39 +41,26 @@ type Params struct {
 // the metrics endpoint, the NFD feature file and, when configured, traces. It returns nil on
 // cancellation and an error only when a part cannot start (an unusable
 // state directory in nri mode, a taken metrics address, an invalid
-// simulation).
+// simulation, a named kubelet root that does not exist).
 func Run(ctx context.Context, p Params) error {
 	cfg, opts, log := p.Config, p.Options, startup.Logger(p.Logger)
-	root, err := discoveryRoot(cfg, opts.Simulate, log)
+	n, err := node.Open(cfg, node.Options{Simulate: opts.Simulate, Getenv: p.Getenv, Kubelet: true, Logger: log})
 	if err != nil {
 		return err
 	}
 	mode, why := config.ResolveInjection(cfg.Injection.Mode, cfg.NRI.Socket)
-	node, nodeErr := inject.NodeName(getenvOr(p.Getenv))
-	var key *inject.Key
-	if mode == config.InjectionNRI {
-		// The seals cover the node name: lpu-nri on another node that
-		// shares the key (a cloned image) cannot open them.
-		if nodeErr != nil {
-			return fmt.Errorf("seal key for nri injection: %w", nodeErr)
-		}
-		k, err := inject.LoadOrCreateKey(cfg.StateDir)
-		if err != nil {
-			return fmt.Errorf("seal key for nri injection: %w", err)
-		}
-		if key, err = k.ForNode(node); err != nil {
-			return fmt.Errorf("seal key for nri injection: %w", err)
-		}
-		log.Info("seal key loaded", "path", key.Path(), "node", node, "fingerprint", key.Fingerprint())
-	} else if nodeErr != nil {
-		log.Warn("no usable node name for metric labels", "err", nodeErr)
+	name, key, err := nodeKey(n, mode, log)
+	if err != nil {
+		return err
 	}
-	log.Info("starting lpu-device-plugin", "version", p.Version, "node", node, "resource", cfg.ResourceName,
-		"root", root, "kubeletDir", cfg.Kubelet.DevicePluginDir, "stateDir", cfg.StateDir,
+	log.Info("starting lpu-device-plugin", "version", p.Version, "node", name, "resource", cfg.ResourceName,
+		"root", n.Root, "kubeletDir", cfg.Kubelet.DevicePluginDir, "stateDir", cfg.StateDir,
 		"injection", mode, "injectionReason", why, "policy", cfg.Allocation.Policy)
 
-	// One mode per node: never serve LPUs lpu-dra already serves.
-	if err := nodemode.RefuseIfDRA(nodemode.RegistryDir(cfg.Kubelet.DevicePluginDir)); err != nil {
+	// One mode per node: never serve LPUs lpu-dra already serves. It
+	// registers in the kubelet root's registry, or (the kubelet dir given
+	// on its own, as before kubelet.rootDir) next to the device plugin dir.
+	if err := nodemode.RefuseIfDRA(cfg.Kubelet.RegistryDir(), nodemode.RegistryDir(cfg.Kubelet.DevicePluginDir)); err != nil {
 		return err
 	}
 
@@ -80,21 +68,10 @@ func Run(ctx context.Context, p Params) error {
 	tracer, stopTracing := startup.Tracing(ctx, cfg.Tracing, "lpu-device-plugin", p.Version, log)
 	defer stopTracing()
 
-	sysfs := device.NewSysfs(root, append(cfg.DiscoveryOptions(opts.Simulate > 0), device.WithLogger(log))...)
-	mon := health.New(sysfs, health.Options{
-		ResyncInterval:    cfg.Health.ResyncInterval.Duration,
-		PollInterval:      cfg.Health.PollInterval.Duration,
-		ProbeInterval:     cfg.Health.ProbeInterval.Duration,
-		FailureThreshold:  cfg.Health.FailureThreshold,
-		RecoveryThreshold: cfg.Health.RecoveryThreshold,
-		Logger:            log,
-	})
+	mon := health.New(n.Discoverer, n.HealthOptions())
 	holders := podresources.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
 	defer holders.Close()
-	m := metrics.New(metrics.Options{
-		Node: node, Devices: mon, Telemetry: sysfs, Holders: holders,
-		HoldersTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Logger: log, Version: p.Version,
-	})
+	m := newMetrics(p, name, mon, n.Discoverer, holders)
 	plug, err := plugin.New(mon, plugin.Options{
 		ResourceName: cfg.ResourceName, KubeletDir: cfg.Kubelet.DevicePluginDir, StateDir: cfg.StateDir,
 		Injection: mode, Policy: cfg.Allocation.Policy, Key: key,
@@ -103,32 +80,38 @@ func Run(ctx context.Context, p Params) error {
 	if err != nil {
 		return err
 	}
-	err = serve(ctx, cfg, mon, plug, m, nfdPath(opts, root, log), log)
+	err = serve(ctx, cfg, mon, plug, m, nfdPath(opts, n.Root, log), log)
 	log.Info("lpu-device-plugin stopped", "err", err)
 	return err
 }
 
-// discoveryRoot writes the simulated node under --simulate and returns
-// the root to discover under.
-func discoveryRoot(cfg *config.Config, simulate int, log *slog.Logger) (string, error) {
-	if simulate <= 0 {
-		return cfg.Root, nil
+// nodeKey returns the node's name and, in nri injection, the seal key
+// bound to it: the seals cover the node name, so lpu-nri on another node
+// that shares the key (a cloned image) cannot open them. Without nri
+// injection a bad name only labels the metrics.
+func nodeKey(n *node.Node, mode string, log *slog.Logger) (string, *inject.Key, error) {
+	name, nameErr := n.Name()
+	if mode != config.InjectionNRI {
+		if nameErr != nil {
+			log.Warn("no usable node name for metric labels", "err", nameErr)
+		}
+		return name, nil, nil
 	}
-	root, err := device.SimulateBackendNode(cfg.StateDir, simulate, cfg.Simulate.Backend)
+	key, err := n.SealKey()
 	if err != nil {
-		return "", err
+		return "", nil, fmt.Errorf("seal key for nri injection: %w", err)
 	}
-	spec := device.SimSpecFor(simulate)
-	log.Info("serving a simulated node", "root", root, "devices", spec.Devices, "rings", spec.Rings, "backend", cfg.Simulate.Backend)
-	return root, nil
+	log.Info("seal key loaded", "path", key.Path(), "node", name, "fingerprint", key.Fingerprint())
+	return name, key, nil
 }
 
-// getenvOr is getenv, or os.Getenv when it is nil.
-func getenvOr(getenv func(string) string) func(string) string {
-	if getenv == nil {
-		return os.Getenv
-	}
-	return getenv
+// newMetrics builds the daemon's metrics: the one place its collectors
+// and their sources come together.
+func newMetrics(p Params, name string, mon *health.Monitor, telemetry *device.Sysfs, holders *podresources.Client) *metrics.Metrics {
+	return metrics.New(metrics.Options{
+		Node: name, Devices: mon, Telemetry: telemetry, Holders: holders,
+		HoldersTimeout: p.Config.Kubelet.PodResourcesTimeout.Duration, Logger: startup.Logger(p.Logger), Version: p.Version,
+	})
 }
 
 // serve runs the parts until ctx ends: the monitor, the plugin once the

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -22,6 +23,7 @@ import (
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/internal/metricsserver"
+	"github.com/hyperaccel/lpu-node/internal/node"
 	"github.com/hyperaccel/lpu-node/internal/nodemode"
 	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -37,123 +39,127 @@ type Params struct {
 }
 
 // Run serves until ctx ends. It fails at start when the device plugin
-// serves the node, the checkpoint is corrupt, the kube client cannot be
-// built, the kubelet plugin cannot start or the node's rings cannot be
-// published; an API server that is down is retried by the helper while
-// prepared claims keep being served.
+// serves the node, a named kubelet root does not exist, the checkpoint is
+// corrupt, the kube client cannot be built, the kubelet plugin cannot start
+// or the node's rings cannot be published; an API server that is down is
+// retried by the helper while prepared claims keep being served.
 func Run(ctx context.Context, p Params) error {
 	cfg, opts, log := p.Config, p.Options, startup.Logger(p.Logger)
 	if err := nodemode.RefuseIfDevicePlugin(filepath.Join(cfg.Kubelet.DevicePluginDir, device.PluginSocketName(cfg.ResourceName))); err != nil {
 		return err
 	}
-	root := cfg.Root
-	if opts.Simulate > 0 {
-		r, err := device.SimulateBackendNode(cfg.StateDir, opts.Simulate, cfg.Simulate.Backend)
-		if err != nil {
-			return err
-		}
-		root = r
-		log.Info("serving a simulated node", "root", root, "devices", opts.Simulate, "backend", cfg.Simulate.Backend)
+	n, err := node.Open(cfg, node.Options{Simulate: opts.Simulate, Name: opts.NodeName, Kubelet: true, Logger: log})
+	if err != nil {
+		return err
 	}
-	sysfs := device.NewSysfs(root, append(cfg.DiscoveryOptions(opts.Simulate > 0), device.WithLogger(log))...)
-
 	client, err := kubeClient(opts.Kubeconfig)
 	if err != nil {
 		return err
 	}
-	log.Info("starting lpu-dra", "version", p.Version, "node", opts.NodeName, "root", root, "stateDir", cfg.StateDir,
-		"cdiDir", cfg.CDI.SpecDir, "pluginDir", opts.PluginDir, "registryDir", opts.RegistryDir)
+	k := &kubelet{client: client, node: opts.NodeName, published: make(chan struct{})}
+	k.pluginDir, k.registryDir = opts.KubeletDirs(cfg)
+	log.Info("starting lpu-dra", "version", p.Version, "node", opts.NodeName, "root", n.Root, "stateDir", cfg.StateDir,
+		"cdiDir", cfg.CDI.SpecDir, "pluginDir", k.pluginDir, "registryDir", k.registryDir)
 
 	tracer, stopTracing := startup.Tracing(ctx, cfg.Tracing, "lpu-dra", p.Version, log)
 	defer stopTracing()
 
-	mon := health.New(sysfs, health.Options{
-		ResyncInterval:    cfg.Health.ResyncInterval.Duration,
-		PollInterval:      cfg.Health.PollInterval.Duration,
-		ProbeInterval:     cfg.Health.ProbeInterval.Duration,
-		FailureThreshold:  cfg.Health.FailureThreshold,
-		RecoveryThreshold: cfg.Health.RecoveryThreshold,
-		Logger:            log,
-	})
+	mon := health.New(n.Discoverer, n.HealthOptions())
 	metrics := driver.NewMetrics(opts.NodeName)
-	mounts := make([]inject.Mount, 0, len(cfg.Injection.Mounts))
-	for _, m := range cfg.Injection.Mounts {
-		mounts = append(mounts, inject.Mount{HostPath: m.HostPath, ContainerPath: m.ContainerPath})
-	}
-	mounts, missing := inject.ExistingMounts(root, mounts)
-	if len(missing) > 0 {
-		log.Warn("not mounting driver paths that do not exist", "paths", missing)
-	}
-	drv, err := driver.New(mon, driver.Options{
-		NodeName: opts.NodeName, StateDir: cfg.StateDir, CDIDir: cfg.CDI.SpecDir,
-		Inject:   inject.Options{Mounts: mounts, Env: cfg.Injection.Env},
-		PCIeRoot: pcieRoot(root), ArcSizes: cfg.DRA.ArcSizes, Metrics: metrics, Tracer: tracer, Logger: log,
-	})
+	drv, err := driver.New(mon, driverOptions(n, opts.NodeName, metrics, tracer, log))
 	if err != nil {
 		return err
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return mon.Run(ctx) })
-	var helper *kubeletplugin.Helper
-	published := make(chan struct{})
-	g.Go(func() error {
-		select {
-		case <-mon.Ready():
-		case <-ctx.Done():
-			return nil
-		}
-		drv.Heal()
-		if _, err := drv.Resources(); err != nil {
-			return err // a node whose rings cannot be published
-		}
-		for _, dir := range []string{opts.PluginDir, opts.RegistryDir} {
-			if err := os.MkdirAll(dir, 0o750); err != nil {
-				return fmt.Errorf("create kubelet plugin dir %s: %w", dir, err)
-			}
-		}
-		h, err := kubeletplugin.Start(ctx, drv,
-			kubeletplugin.DriverName(inject.Driver),
-			kubeletplugin.KubeClient(client),
-			kubeletplugin.NodeName(opts.NodeName),
-			kubeletplugin.RegistrarDirectoryPath(opts.RegistryDir),
-			kubeletplugin.PluginDataDirectoryPath(opts.PluginDir),
-		)
-		if err != nil {
-			return fmt.Errorf("start kubelet plugin: %w", err)
-		}
-		helper = h
-		defer h.Stop()
-		close(published)
-		return drv.RunPublisher(ctx, h)
-	})
+	g.Go(func() error { return k.run(ctx, mon, drv) })
 	if addr := cfg.Metrics.Address; addr != "" {
-		healthz := func() error {
-			select {
-			case <-published:
-			default:
-				return errors.New("kubelet plugin not started")
-			}
-			if s := helper.RegistrationStatus(); s == nil || !s.PluginRegistered {
-				return errors.New("not registered with the kubelet")
-			}
-			return nil
-		}
-		readyz := func() error {
-			select {
-			case <-published:
-				return nil
-			default:
-				return errors.New("devices not discovered or slices not published yet")
-			}
-		}
 		g.Go(func() error {
-			return metricsserver.Serve(ctx, addr, metricsserver.Handler(metrics.Registry, healthz, readyz), log)
+			return metricsserver.Serve(ctx, addr, metricsserver.Handler(metrics.Registry, k.healthz, k.readyz), log)
 		})
 	}
 	err = g.Wait()
 	log.Info("lpu-dra stopped", "err", err)
 	return err
+}
+
+// driverOptions are the driver's options on node n: the per-claim CDI
+// specs inject n's mounts (from the simulated tree under --simulate).
+func driverOptions(n *node.Node, name string, m *driver.Metrics, tracer trace.Tracer, log *slog.Logger) driver.Options {
+	cfg := n.Config
+	return driver.Options{
+		NodeName: name, StateDir: cfg.StateDir, CDIDir: cfg.CDI.SpecDir, Inject: n.Inject,
+		PCIeRoot: pcieRoot(n.Root), ArcSizes: cfg.DRA.ArcSizes, Metrics: m, Tracer: tracer, Logger: log,
+	}
+}
+
+// kubelet is the driver's side of the kubelet: the plugin helper, started
+// once the first discovery ran, and the health checks that read it.
+type kubelet struct {
+	client                 kubernetes.Interface
+	node                   string
+	pluginDir, registryDir string
+
+	helper    *kubeletplugin.Helper // set before published is closed
+	published chan struct{}         // closed once the helper started
+}
+
+// run waits for the first discovery, starts the kubelet plugin helper and
+// publishes the node's arcs until ctx ends.
+func (k *kubelet) run(ctx context.Context, mon *health.Monitor, drv *driver.Driver) error {
+	select {
+	case <-mon.Ready():
+	case <-ctx.Done():
+		return nil
+	}
+	drv.Heal()
+	if _, err := drv.Resources(); err != nil {
+		return err // a node whose rings cannot be published
+	}
+	for _, dir := range []string{k.pluginDir, k.registryDir} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("create kubelet plugin dir %s: %w", dir, err)
+		}
+	}
+	h, err := kubeletplugin.Start(ctx, drv,
+		kubeletplugin.DriverName(inject.Driver),
+		kubeletplugin.KubeClient(k.client),
+		kubeletplugin.NodeName(k.node),
+		kubeletplugin.RegistrarDirectoryPath(k.registryDir),
+		kubeletplugin.PluginDataDirectoryPath(k.pluginDir),
+	)
+	if err != nil {
+		return fmt.Errorf("start kubelet plugin: %w", err)
+	}
+	k.helper = h
+	defer h.Stop()
+	close(k.published)
+	return drv.RunPublisher(ctx, h)
+}
+
+// healthz passes while the driver is registered with the kubelet.
+func (k *kubelet) healthz() error {
+	select {
+	case <-k.published:
+	default:
+		return errors.New("kubelet plugin not started")
+	}
+	if s := k.helper.RegistrationStatus(); s == nil || !s.PluginRegistered {
+		return errors.New("not registered with the kubelet")
+	}
+	return nil
+}
+
+// readyz passes once devices were discovered and the kubelet plugin
+// started.
+func (k *kubelet) readyz() error {
+	select {
+	case <-k.published:
+		return nil
+	default:
+		return errors.New("devices not discovered or slices not published yet")
+	}
 }
 
 // kubeClient uses the kubeconfig file, or the in-cluster config when empty.

@@ -1,18 +1,13 @@
 package daemon
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/cmdline"
 	"github.com/hyperaccel/lpu-node/internal/startup"
-)
-
-// Defaults of the kubelet plugin paths.
-const (
-	DefaultPluginDir   = "/var/lib/kubelet/plugins/lpu.hyperaccel.ai"
-	DefaultRegistryDir = "/var/lib/kubelet/plugins_registry"
 )
 
 // Options are lpu-dra's command line after flags and their environment
@@ -22,8 +17,8 @@ type Options struct {
 	startup.Flags
 	NodeName    string
 	Kubeconfig  string // "" means in-cluster config
-	PluginDir   string
-	RegistryDir string
+	PluginDir   string // "": <kubelet.rootDir>/plugins/lpu.hyperaccel.ai
+	RegistryDir string // "": <kubelet.rootDir>/plugins_registry
 
 	cdiDir string
 }
@@ -37,10 +32,16 @@ func Command(o *Options) *cmdline.Command {
 	o.Declare(c, "root", "state-dir")
 	c.String(&o.cdiDir, "cdi-dir", "LPU_CDI_DIR", "", "`DIR` for the per-claim CDI specs; overrides config cdi.specDir (default "+config.DefaultCDISpecDir+")").
 		Absolute().Sets(func(cfg *config.Config) { cfg.CDI.SpecDir = o.cdiDir })
-	c.String(&o.PluginDir, "plugin-dir", "LPU_PLUGIN_DIR", DefaultPluginDir, "kubelet plugin `DIR` for the driver's socket (default "+DefaultPluginDir+")").Absolute()
-	c.String(&o.RegistryDir, "registry-dir", "LPU_REGISTRY_DIR", DefaultRegistryDir, "kubelet plugin registry `DIR` (default "+DefaultRegistryDir+")").Absolute()
+	c.String(&o.PluginDir, "plugin-dir", "LPU_PLUGIN_DIR", "", "kubelet plugin `DIR` for the driver's socket (default <kubelet.rootDir>/plugins/lpu.hyperaccel.ai, /var/lib/kubelet/plugins/lpu.hyperaccel.ai)").Absolute()
+	c.String(&o.RegistryDir, "registry-dir", "LPU_REGISTRY_DIR", "", "kubelet plugin registry `DIR` (default <kubelet.rootDir>/plugins_registry, /var/lib/kubelet/plugins_registry)").Absolute()
 	o.Declare(c, "metrics-addr", "simulate", "version")
 	return c
+}
+
+// KubeletDirs are the driver's kubelet plugin and registry dirs: the flags
+// when given, else their place under the config's kubelet.rootDir.
+func (o *Options) KubeletDirs(cfg *config.Config) (pluginDir, registryDir string) {
+	return cmp.Or(o.PluginDir, cfg.Kubelet.DRAPluginDir()), cmp.Or(o.RegistryDir, cfg.Kubelet.RegistryDir())
 }
 
 const intro = `lpu-dra is the kubelet DRA driver (lpu.hyperaccel.ai) for LPUs: it publishes

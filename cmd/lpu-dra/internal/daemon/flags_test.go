@@ -21,7 +21,8 @@ func TestFlags(t *testing.T) {
 		wantErr string
 	}{
 		"minimal": {args: []string{"--node-name", "n1"}, check: func(t *testing.T, o *Options, c *config.Config) {
-			if o.NodeName != "n1" || o.Kubeconfig != "" || o.PluginDir != DefaultPluginDir || o.RegistryDir != DefaultRegistryDir ||
+			plugin, registry := o.KubeletDirs(c)
+			if o.NodeName != "n1" || o.Kubeconfig != "" || plugin != "/var/lib/kubelet/plugins/lpu.hyperaccel.ai" || registry != "/var/lib/kubelet/plugins_registry" ||
 				c.CDI.SpecDir != config.DefaultCDISpecDir || c.StateDir != config.DefaultStateDir || o.Simulate != 0 {
 				t.Fatalf("%+v %+v", o, c)
 			}
@@ -29,7 +30,8 @@ func TestFlags(t *testing.T) {
 		"env twins": {env: map[string]string{"NODE_NAME": "n2", "KUBECONFIG": "/k", "LPU_CDI_DIR": "/c", "LPU_PLUGIN_DIR": "/p",
 			"LPU_REGISTRY_DIR": "/r", "LPU_SIMULATE": "8", "LPU_STATE_DIR": "/s", "LPU_ROOT": "/h", "LPU_METRICS_ADDR": ":1"},
 			check: func(t *testing.T, o *Options, c *config.Config) {
-				if o.NodeName != "n2" || o.Kubeconfig != "/k" || c.CDI.SpecDir != "/c" || o.PluginDir != "/p" || o.RegistryDir != "/r" ||
+				plugin, registry := o.KubeletDirs(c)
+				if o.NodeName != "n2" || o.Kubeconfig != "/k" || c.CDI.SpecDir != "/c" || plugin != "/p" || registry != "/r" ||
 					o.Simulate != 8 || c.StateDir != "/s" || c.Root != "/h" || c.Metrics.Address != ":1" {
 					t.Fatalf("%+v %+v", o, c)
 				}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 
 	"golang.org/x/sync/errgroup"
@@ -20,9 +19,9 @@ import (
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/backoff"
 	"github.com/hyperaccel/lpu-node/internal/dracheckpoint"
+	"github.com/hyperaccel/lpu-node/internal/node"
 	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/internal/startup"
-	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
 )
@@ -52,151 +51,46 @@ type Params struct {
 
 func (p Params) log() *slog.Logger { return startup.Logger(p.Logger) }
 
-// DiscoveryRoot prepares the simulated node when asked and returns the root
-// to discover under.
-func DiscoveryRoot(cfg *config.Config, simulate int) (string, error) {
-	if simulate <= 0 {
-		return cfg.Root, nil
-	}
-	return device.SimulateBackendNode(cfg.StateDir, simulate, cfg.Simulate.Backend)
+// open opens the node (node.Open) the way every lpu-nri command does.
+func (p Params) open() (*node.Node, error) {
+	return node.Open(p.Config, node.Options{Simulate: p.Simulate, Getenv: p.Getenv, Logger: p.log()})
 }
 
-// Discoverer returns the discoverer for cfg under root: the configured
-// backend, or simulate.backend when root is the simulated node.
-func Discoverer(cfg *config.Config, root string, log *slog.Logger) *device.Sysfs {
-	simulated := root == device.SimulatedRoot(cfg.StateDir)
-	return device.NewSysfs(root, append(cfg.DiscoveryOptions(simulated), device.WithLogger(log))...)
-}
-
-// InjectOptions returns the mounts and env for LPU containers. Mounts whose
-// host path does not exist (under cfg.Root, where this process sees the
-// host) are dropped with a warning: the runtime would fail every LPU
-// container on them. With a simulated node (simRoot != "") a mount whose
-// host path exists inside the simulated tree is taken from there, so the
-// simulated driver library and tool reach the container; such a mount was
-// found where this process sees the state dir (the same path as on the
-// host), so it is not looked for again under cfg.Root.
-func InjectOptions(cfg *config.Config, simRoot string, log *slog.Logger) inject.Options {
-	var kept []inject.Mount
-	var missing []string
-	for _, m := range cfg.Injection.Mounts {
-		im := inject.Mount{HostPath: m.HostPath, ContainerPath: m.ContainerPath}
-		if im.ContainerPath == "" {
-			im.ContainerPath = im.HostPath
-		}
-		if simRoot != "" {
-			if p := filepath.Join(simRoot, m.HostPath); exists(p) {
-				im.HostPath = p
-				kept = append(kept, im)
-				continue
-			}
-		}
-		k, miss := inject.ExistingMounts(cfg.Root, []inject.Mount{im})
-		kept, missing = append(kept, k...), append(missing, miss...)
-	}
-	if len(missing) > 0 {
-		log.Warn("driver mounts missing on the host; not injecting them", "paths", missing, "root", cfg.Root)
-	}
-	return inject.Options{Mounts: kept, Env: cfg.Injection.Env}
-}
-
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
-
-// simRoot returns the simulated tree's root, or "" without --simulate.
-func simRoot(cfg *config.Config, simulate int) string {
-	if simulate <= 0 {
-		return ""
-	}
-	return device.SimulatedRoot(cfg.StateDir)
-}
-
-// Run runs the daemon in p.Mode until ctx is done.
-func Run(ctx context.Context, p Params) error {
-	log := p.log()
-	cfg := p.Config
-	root, err := DiscoveryRoot(cfg, p.Simulate)
-	if err != nil {
-		return err
-	}
+// metrics returns p.Metrics or fresh metrics, with the build info set: the
+// one place lpu-nri's collectors are built.
+func (p Params) metrics() *metrics.Metrics {
 	m := p.Metrics
 	if m == nil {
 		m = metrics.New()
 	}
 	m.Build.WithLabelValues("lpu-nri", p.Version, runtime.Version()).Set(1)
-	disc := Discoverer(cfg, root, log)
-	opts := InjectOptions(cfg, simRoot(cfg, p.Simulate), log)
-	log.Info("starting lpu-nri", "version", p.Version, "mode", p.Mode, "root", root,
+	return m
+}
+
+// Run runs the daemon in p.Mode until ctx is done.
+func Run(ctx context.Context, p Params) error {
+	log, cfg := p.log(), p.Config
+	n, err := p.open()
+	if err != nil {
+		return err
+	}
+	m := p.metrics()
+	log.Info("starting lpu-nri", "version", p.Version, "mode", p.Mode, "root", n.Root,
 		"stateDir", cfg.StateDir, "simulate", p.Simulate)
 
 	g, ctx := errgroup.WithContext(ctx)
 	switch p.Mode {
 	case config.InjectionCDI:
-		s := &cdimode.Syncer{Discoverer: disc, Dir: cfg.CDI.SpecDir, Options: opts,
+		s := &cdimode.Syncer{Discoverer: n.Discoverer, Dir: cfg.CDI.SpecDir, Options: n.Inject,
 			Interval: cfg.Health.ResyncInterval.Duration, Metrics: m, Log: log, OnSync: p.onSync}
 		g.Go(func() error { return s.Run(ctx) })
 		g.Go(func() error { return m.Serve(ctx, cfg.Metrics.Address, s.Synced, log) })
 	case config.InjectionNRI:
-		getenv := p.Getenv
-		if getenv == nil {
-			getenv = os.Getenv
-		}
-		node, err := inject.NodeName(getenv)
+		stop, err := startNRI(ctx, g, p, n, m)
 		if err != nil {
 			return err
 		}
-		key, err := inject.LoadOrCreateKey(cfg.StateDir)
-		if err != nil {
-			return err
-		}
-		if key, err = key.ForNode(node); err != nil {
-			return err
-		}
-		led, err := ledger.Open(cfg.StateDir)
-		if err != nil {
-			return err
-		}
-		log.Info("seal key loaded", "path", key.Path(), "node", node, "fingerprint", key.Fingerprint(),
-			"acceptLegacySeals", cfg.Security.AcceptLegacySeals, "ledger", led.Path())
-		store := inventory.New(disc, inventory.Options{Interval: cfg.Health.ResyncInterval.Duration, Logger: log})
-		if _, err := store.Refresh(ctx); err != nil {
-			log.Warn("initial device discovery failed; retrying in the background", "err", err)
-		}
-		rs, err := ready.Listen(ready.Path(cfg.StateDir))
-		if err != nil {
-			return fmt.Errorf("readiness socket: %w", err)
-		}
-		defer rs.Close()
-		// Tracing fails open: a bad endpoint or exporter is logged, never fatal.
-		tracer, stopTracing := startup.Tracing(ctx, cfg.Tracing, "lpu-nri", p.Version, log)
-		defer stopTracing()
-		pc := plugin.Config{Key: key, Store: store, Options: opts, Metrics: m, Ready: rs, Log: log,
-			CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Tracer: tracer,
-			Ledger: led, AcceptLegacySeals: cfg.Security.AcceptLegacySeals,
-			AllowNamespaces: cfg.Security.AllowNamespaces,
-			Claims: func(pod string, claims []string) ([]string, error) {
-				return dracheckpoint.PodLPUs(cfg.StateDir, pod, claims)
-			}}
-		if cfg.Kubelet.PodResourcesCheck {
-			c := podresources.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
-			defer c.Close()
-			pc.Check = c
-		}
-		pl, err := plugin.New(pc)
-		if err != nil {
-			return err
-		}
-		r := &plugin.Runner{Plugin: pl, Name: cfg.NRI.PluginName, Index: cfg.NRI.PluginIndex,
-			Socket: cfg.NRI.Socket, Log: log, Backoff: p.Backoff}
-		if err := r.Validate(); err != nil {
-			return err
-		}
-		g.Go(func() error { return store.Run(ctx) })
-		g.Go(func() error { return r.Run(ctx) })
-		g.Go(func() error { return pl.RunAudit(ctx, cfg.Security.AuditInterval.Duration) })
-		g.Go(func() error { return m.Serve(ctx, cfg.Metrics.Address, pl.Connected, log) })
+		defer stop()
 	default:
 		return fmt.Errorf("mode %q: want %s or %s", p.Mode, config.InjectionNRI, config.InjectionCDI)
 	}
@@ -205,15 +99,101 @@ func Run(ctx context.Context, p Params) error {
 	return err
 }
 
+// cleanups runs what a start-up acquired, last first.
+type cleanups []func()
+
+func (c *cleanups) add(f func()) { *c = append(*c, f) }
+
+func (c cleanups) run() {
+	for i := len(c) - 1; i >= 0; i-- {
+		c[i]()
+	}
+}
+
+// startNRI starts NRI mode's parts in g: the inventory refresh, the NRI
+// plugin's reconnect loop, the audit and the metrics endpoint. stop
+// releases the readiness socket, tracing and the PodResources client once
+// g is done; on an error they are released before startNRI returns.
+func startNRI(ctx context.Context, g *errgroup.Group, p Params, n *node.Node, m *metrics.Metrics) (stop func(), err error) {
+	cfg, log := p.Config, p.log()
+	var done cleanups
+	defer func() {
+		if err != nil {
+			done.run()
+		}
+	}()
+	pc, err := pluginConfig(ctx, p, n, m, &done)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := plugin.New(pc)
+	if err != nil {
+		return nil, err
+	}
+	r := &plugin.Runner{Plugin: pl, Name: cfg.NRI.PluginName, Index: cfg.NRI.PluginIndex,
+		Socket: cfg.NRI.Socket, Log: log, Backoff: p.Backoff}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	g.Go(func() error { return pc.Store.Run(ctx) })
+	g.Go(func() error { return r.Run(ctx) })
+	g.Go(func() error { return pl.RunAudit(ctx, cfg.Security.AuditInterval.Duration) })
+	g.Go(func() error { return m.Serve(ctx, cfg.Metrics.Address, pl.Connected, log) })
+	return done.run, nil
+}
+
+// pluginConfig gathers the NRI plugin's parts: the seal key bound to the
+// node, the replay ledger, the inventory (refreshed once), the readiness
+// socket, tracing and, when configured, the PodResources cross-check.
+// What must be released is added to done.
+func pluginConfig(ctx context.Context, p Params, n *node.Node, m *metrics.Metrics, done *cleanups) (plugin.Config, error) {
+	cfg, log := p.Config, p.log()
+	name, _ := n.Name()
+	key, err := n.SealKey()
+	if err != nil {
+		return plugin.Config{}, err
+	}
+	led, err := ledger.Open(cfg.StateDir)
+	if err != nil {
+		return plugin.Config{}, err
+	}
+	log.Info("seal key loaded", "path", key.Path(), "node", name, "fingerprint", key.Fingerprint(),
+		"acceptLegacySeals", cfg.Security.AcceptLegacySeals, "ledger", led.Path())
+	store := inventory.New(n.Discoverer, inventory.Options{Interval: cfg.Health.ResyncInterval.Duration, Logger: log})
+	if _, err := store.Refresh(ctx); err != nil {
+		log.Warn("initial device discovery failed; retrying in the background", "err", err)
+	}
+	rs, err := ready.Listen(ready.Path(cfg.StateDir))
+	if err != nil {
+		return plugin.Config{}, fmt.Errorf("readiness socket: %w", err)
+	}
+	done.add(func() { rs.Close() })
+	// Tracing fails open: a bad endpoint or exporter is logged, never fatal.
+	tracer, stopTracing := startup.Tracing(ctx, cfg.Tracing, "lpu-nri", p.Version, log)
+	done.add(stopTracing)
+	pc := plugin.Config{Key: key, Store: store, Options: n.Inject, Metrics: m, Ready: rs, Log: log,
+		CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Tracer: tracer,
+		Ledger: led, AcceptLegacySeals: cfg.Security.AcceptLegacySeals,
+		AllowNamespaces: cfg.Security.AllowNamespaces,
+		Claims: func(pod string, claims []string) ([]string, error) {
+			return dracheckpoint.PodLPUs(cfg.StateDir, pod, claims)
+		}}
+	if cfg.Kubelet.PodResourcesCheck {
+		c := podresources.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
+		done.add(func() { c.Close() })
+		pc.Check = c
+	}
+	return pc, nil
+}
+
 // CDIGenerate writes the spec once into cfg.CDI.SpecDir and prints what it
 // did to w.
 func CDIGenerate(ctx context.Context, p Params, w io.Writer) error {
-	root, err := DiscoveryRoot(p.Config, p.Simulate)
+	n, err := p.open()
 	if err != nil {
 		return err
 	}
-	s := &cdimode.Syncer{Discoverer: Discoverer(p.Config, root, p.log()), Dir: p.Config.CDI.SpecDir,
-		Options: InjectOptions(p.Config, simRoot(p.Config, p.Simulate), p.log()), Log: p.log()}
+	s := &cdimode.Syncer{Discoverer: n.Discoverer, Dir: p.Config.CDI.SpecDir, Options: n.Inject, Log: p.log()}
 	changed, err := s.Sync(ctx)
 	if err != nil {
 		return err
@@ -229,16 +209,16 @@ func CDIGenerate(ctx context.Context, p Params, w io.Writer) error {
 // CDIList prints the fully qualified CDI device names of the node, one a
 // line.
 func CDIList(ctx context.Context, p Params, w io.Writer) error {
-	root, err := DiscoveryRoot(p.Config, p.Simulate)
+	n, err := p.open()
 	if err != nil {
 		return err
 	}
-	spec, err := cdimode.Render(ctx, Discoverer(p.Config, root, p.log()), InjectOptions(p.Config, simRoot(p.Config, p.Simulate), p.log()))
+	spec, err := cdimode.Render(ctx, n.Discoverer, n.Inject)
 	if err != nil {
 		return err
 	}
-	for _, n := range cdimode.Names(spec) {
-		if _, err := fmt.Fprintln(w, n); err != nil {
+	for _, name := range cdimode.Names(spec) {
+		if _, err := fmt.Fprintln(w, name); err != nil {
 			return err
 		}
 	}
@@ -252,13 +232,13 @@ const DevicePluginHealthEnv = "LPU_DEVICE_PLUGIN_HEALTH_URL"
 
 // Doctor runs the checks, prints them to w and reports whether any failed.
 func Doctor(ctx context.Context, p Params, pluginDir string, w io.Writer) (failed bool, err error) {
-	root, err := DiscoveryRoot(p.Config, p.Simulate)
+	n, err := p.open()
 	if err != nil {
 		return true, err
 	}
 	cfg := p.Config
 	results := doctor.Run(ctx, doctor.Params{
-		Root: root, Discovery: cfg.DiscoveryOptions(p.Simulate > 0), StateDir: cfg.StateDir, Mode: p.Mode, NRISocket: cfg.NRI.Socket,
+		Root: n.Root, Discovery: n.DiscoveryOptions(), StateDir: cfg.StateDir, Mode: p.Mode, NRISocket: cfg.NRI.Socket,
 		PluginName: cfg.NRI.PluginName, PluginIndex: cfg.NRI.PluginIndex, PluginDir: pluginDir,
 		CDIDir: cfg.CDI.SpecDir, KubeletDir: cfg.Kubelet.DevicePluginDir, ResourceName: cfg.ResourceName,
 		DevicePluginHealth: os.Getenv(DevicePluginHealthEnv),

@@ -1,6 +1,7 @@
-package daemon
+package node
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,7 +13,7 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
-// TestInjectOptionsSimulated runs lpu-nri's mount selection the way it runs
+// TestInjectOptionsSimulated runs the mount selection the way it runs
 // in a pod: the host is seen under a root that does not show the state dir,
 // so a simulated driver file exists only where this process sees the state
 // dir. It must be injected from the simulated tree all the same.
@@ -69,13 +70,9 @@ func TestInjectOptionsSimulated(t *testing.T) {
 			if err := os.MkdirAll(cfg.Root, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			sim := ""
+			sim, simulate := "", 0
 			if tc.simulate {
-				root, err := DiscoveryRoot(cfg, 8)
-				if err != nil {
-					t.Fatal(err)
-				}
-				sim = root
+				sim, simulate = device.SimulatedRoot(cfg.StateDir), 8
 			}
 			if tc.stateView {
 				if err := os.MkdirAll(filepath.Dir(filepath.Join(cfg.Root, cfg.StateDir)), 0o755); err != nil {
@@ -85,7 +82,14 @@ func TestInjectOptionsSimulated(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got := InjectOptions(cfg, sim, discard)
+			n, err := Open(cfg, Options{Simulate: simulate})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n.Root != cmp.Or(sim, cfg.Root) {
+				t.Fatalf("root %s, want %s", n.Root, cmp.Or(sim, cfg.Root))
+			}
+			got := n.Inject
 			var gotS []string
 			for _, m := range got.Mounts {
 				gotS = append(gotS, m.HostPath+"->"+m.ContainerPath)
