@@ -92,3 +92,56 @@ func TestRunRefusesNextToTheDevicePlugin(t *testing.T) {
 		t.Fatalf("Run = %v", err)
 	}
 }
+
+// A config naming a kubelet root that does not exist fails the start on
+// one line naming the field and the value.
+func TestRunRefusesAMissingKubeletRoot(t *testing.T) {
+	p, dir := params(t)
+	p.Config.Kubelet.RootDir = filepath.Join(dir, "no-kubelet")
+	err := Run(context.Background(), p)
+	if want := `kubelet.rootDir: "` + p.Config.Kubelet.RootDir + `" does not exist`; err == nil || err.Error() != want {
+		t.Fatalf("Run = %v, want %q", err, want)
+	}
+}
+
+// Without --plugin-dir and --registry-dir the driver registers under the
+// config's kubelet.rootDir.
+func TestRunRegistersUnderTheKubeletRoot(t *testing.T) {
+	p, dir := params(t)
+	p.Config.Kubelet.RootDir = filepath.Join(dir, "k")
+	if err := os.MkdirAll(p.Config.Kubelet.RootDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p.Options.PluginDir, p.Options.RegistryDir = "", ""
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, p) }()
+	reg := nodemode.DRARegistrationSocket(filepath.Join(p.Config.Kubelet.RootDir, "plugins_registry"))
+	deadline := time.Now().Add(10 * time.Second)
+	for !serving(reg) {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned early: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never answered", reg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(p.Config.Kubelet.RootDir, "plugins", "lpu.hyperaccel.ai")); err != nil {
+		t.Errorf("plugin dir: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+func serving(path string) bool {
+	c, err := net.Dial("unix", path)
+	if err == nil {
+		c.Close()
+	}
+	return err == nil
+}
