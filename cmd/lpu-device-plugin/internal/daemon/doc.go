@@ -1,7 +1,7 @@
-// Package daemon assembles lpu-device-plugin from its parts — device
-// discovery (real or simulated), the health monitor, the kubelet device
-// plugin, the metrics endpoint and the NFD feature file — and runs them
-// until the context ends.
+// Package daemon assembles lpu-device-plugin on the node (internal/node:
+// discovery, real or simulated, and the seal key) from its parts — the
+// health monitor, the kubelet device plugin, the metrics endpoint and the
+// NFD feature file — and runs them until the context ends.
 //
 //	err := daemon.Run(ctx, daemon.Params{Config: cfg, Options: opts, Logger: log, Version: version})
 package daemon

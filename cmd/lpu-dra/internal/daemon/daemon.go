@@ -1,6 +1,6 @@
-// Package daemon builds lpu-dra's parts from the config and runs them:
-// the health monitor, the DRA driver behind the kubelet plugin helper, the
-// slice publisher and the metrics endpoint.
+// Package daemon builds lpu-dra's parts on the node (internal/node) and
+// runs them: the health monitor, the DRA driver behind the kubelet plugin
+// helper, the slice publisher and the metrics endpoint.
 package daemon
 
 import (

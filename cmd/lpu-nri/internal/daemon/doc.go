@@ -1,4 +1,5 @@
-// Package daemon wires lpu-nri's parts from the config and runs them: the
+// Package daemon wires lpu-nri's parts on the node (internal/node: the
+// discoverer, the injected mounts, the seal key) and runs them: the
 // NRI plugin with its reconnect loop, inventory refresh, readiness socket
 // and metrics endpoint (NRI mode), or the CDI spec syncer (CDI mode); and
 // the one-shot commands cdi generate, cdi list and doctor.
