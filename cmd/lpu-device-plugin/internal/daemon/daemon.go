@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/metrics"
-	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/nfd"
+	"github.com/hyperaccel/lpu-node/internal/nfd"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/plugin"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/health"

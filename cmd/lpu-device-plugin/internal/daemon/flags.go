@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/nfd"
+	"github.com/hyperaccel/lpu-node/internal/nfd"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/cmdline"
 	"github.com/hyperaccel/lpu-node/internal/startup"

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/nfd"
+	"github.com/hyperaccel/lpu-node/internal/nfd"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/cmdline"
 )
