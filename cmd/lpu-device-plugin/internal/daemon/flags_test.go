@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyperaccel/lpu-node/internal/nfd"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/cmdline"
+	"github.com/hyperaccel/lpu-node/internal/nfd"
 )
 
 // parsed is a parsed command line: the options and the command that
