@@ -1,6 +1,7 @@
 // Package daemon builds lpu-dra's parts from the config and runs them:
 // the health monitor, the DRA driver behind the kubelet plugin helper, the
-// slice publisher and the metrics endpoint.
+// slice publisher, the metrics endpoint (with the node-level device
+// series of internal/devicemetrics) and the NFD feature file.
 package daemon
 
 import (
@@ -20,8 +21,10 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/driver"
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/devicemetrics"
 	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/internal/metricsserver"
+	"github.com/hyperaccel/lpu-node/internal/nfd"
 	"github.com/hyperaccel/lpu-node/internal/nodemode"
 	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
@@ -96,6 +99,11 @@ func Run(ctx context.Context, p Params) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return mon.Run(ctx) })
+	// The node-level reporting of a device-plugin node: device series, NFD file.
+	metrics.Registry.MustRegister(devicemetrics.New(devicemetrics.Options{Node: opts.NodeName, Daemon: "lpu-dra", Version: p.Version, Devices: mon, Telemetry: sysfs, Logger: log}))
+	if path := opts.NFD.Path(opts.Simulate > 0, root, log); path != "" {
+		g.Go(func() error { return nfd.Keep(ctx, mon, path, cfg.ResourceName, log) })
+	}
 	var helper *kubeletplugin.Helper
 	published := make(chan struct{})
 	g.Go(func() error {
