@@ -57,7 +57,8 @@ func uniq(re *regexp.Regexp, s string, group int) []string {
 }
 
 func TestReadmeMetricsMatchCode(t *testing.T) {
-	code := uniq(regexp.MustCompile(`"(lpu_[a-z_]+)"`), sources(t, "cmd"), 1)
+	// The node-level series live in internal/devicemetrics, the rest in cmd/.
+	code := uniq(regexp.MustCompile(`"(lpu_[a-z_]+)"`), sources(t, "cmd")+sources(t, "internal"), 1)
 	code = slices.DeleteFunc(code, func(n string) bool {
 		return strings.HasSuffix(n, "_count") || strings.HasSuffix(n, "_bucket") || strings.HasSuffix(n, "_sum")
 	})
@@ -67,7 +68,7 @@ func TestReadmeMetricsMatchCode(t *testing.T) {
 	doc := uniq(regexp.MustCompile("`(lpu_[a-z_]+)[`{]"), readme(t), 1)
 	for _, n := range code {
 		if !slices.Contains(doc, n) {
-			t.Errorf("metric %s is defined in cmd/ but missing from the README metrics table", n)
+			t.Errorf("metric %s is defined in cmd/ or internal/ but missing from the README metrics table", n)
 		}
 	}
 	for _, n := range doc {
@@ -79,8 +80,13 @@ func TestReadmeMetricsMatchCode(t *testing.T) {
 
 func TestReadmeFlagsExist(t *testing.T) {
 	text := readme(t)
-	for bin, dir := range map[string]string{"lpu-device-plugin": "cmd/lpu-device-plugin", "lpu-nri": "cmd/lpu-nri", "lpu-dra": "cmd/lpu-dra"} {
-		src := sources(t, dir)
+	// internal/nfd declares --nfd-features-file for the two allocators.
+	for bin, dirs := range map[string][]string{"lpu-device-plugin": {"cmd/lpu-device-plugin", "internal/nfd"}, "lpu-nri": {"cmd/lpu-nri"}, "lpu-dra": {"cmd/lpu-dra", "internal/nfd"}} {
+		dir := dirs[0]
+		var src string
+		for _, d := range dirs {
+			src += sources(t, d)
+		}
 		// The usage lines in the README start with the binary's name.
 		re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(bin) + ` .*(?:\n {2,}.*)*`)
 		var flags []string

@@ -106,7 +106,8 @@ func TestChartDRAMode(t *testing.T) {
 		t.Fatalf("command %v", c.Command)
 	}
 	for _, a := range []string{"--config=/etc/lpu/config.yaml", "--metrics-addr=:9412",
-		"--plugin-dir=/var/lib/kubelet/plugins/lpu.hyperaccel.ai", "--registry-dir=/var/lib/kubelet/plugins_registry"} {
+		"--plugin-dir=/var/lib/kubelet/plugins/lpu.hyperaccel.ai", "--registry-dir=/var/lib/kubelet/plugins_registry",
+		"--nfd-features-file=" + nfdDir + "/lpu"} {
 		if !slices.Contains(c.Args, a) {
 			t.Errorf("args %v lack %s", c.Args, a)
 		}
@@ -119,9 +120,21 @@ func TestChartDRAMode(t *testing.T) {
 		mounts[m.MountPath] = m
 	}
 	for path, ro := range map[string]bool{"/var/lib/kubelet/plugins/lpu.hyperaccel.ai": false, "/var/lib/kubelet/plugins_registry": false,
-		"/var/run/cdi": false, "/var/lib/lpu": false, "/var/lib/kubelet/device-plugins": true, "/host/sys": true, "/host/dev": true} {
+		"/var/run/cdi": false, "/var/lib/lpu": false, "/var/lib/kubelet/device-plugins": true, "/host/sys": true, "/host/dev": true,
+		nfdDir: false} {
 		if m, ok := mounts[path]; !ok || m.ReadOnly != ro {
 			t.Errorf("mount %s: %+v (want present, readOnly %v)", path, m, ro)
+		}
+	}
+
+	// Without NFD: the file disabled, no mount, as for the device plugin.
+	off := decodeDRA(t, render(t, helm, "mode=dra", "nfd.enabled=false")).DaemonSets[release+"-dra"].Spec.Template.Spec
+	if !slices.Contains(off.Containers[0].Args, "--nfd-features-file=") {
+		t.Errorf("nfd.enabled=false: args %v lack --nfd-features-file=", off.Containers[0].Args)
+	}
+	for _, m := range off.Containers[0].VolumeMounts {
+		if m.MountPath == nfdDir {
+			t.Errorf("nfd.enabled=false: lpu-dra still mounts %s", nfdDir)
 		}
 	}
 

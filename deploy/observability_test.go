@@ -2,10 +2,10 @@ package deploy_test
 
 import (
 	"encoding/json"
-	"io/fs"
+	"fmt"
 	"log/slog"
+	"maps"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
+
+	"github.com/hyperaccel/lpu-node/internal/devicemetrics/devicemetricstest"
 )
 
 const (
@@ -22,32 +24,74 @@ const (
 	dashboardFile = chartDir + "/files/grafana-dashboard.json"
 )
 
-// codeMetrics collects the lpu_* metric names the daemons define, as
-// readme_test.go does: every quoted "lpu_…" string in non-test Go files
-// under cmd/.
-func codeMetrics(t *testing.T) []string {
+// modeDaemons are the daemons each chart mode runs on an LPU node
+// (lpu-nri runs in both).
+var modeDaemons = map[string][]string{
+	"devicePlugin": {"lpu-device-plugin", "lpu-nri"},
+	"dra":          {"lpu-dra", "lpu-nri"},
+}
+
+// modes lists the chart's modes.
+var modes = slices.Sorted(maps.Keys(modeDaemons))
+
+// modeMetrics returns, per chart mode, the metric names its daemons
+// export: deploy/metrics/<daemon>.txt, which each daemon's tests generate
+// from its real registry and fail on when stale
+// (internal/devicemetrics/devicemetricstest).
+func modeMetrics(t *testing.T) map[string]map[string]string {
 	t.Helper()
-	re := regexp.MustCompile(`"(lpu_[a-z_]+)"`)
-	var names []string
-	err := filepath.WalkDir("../cmd", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return err
+	out := map[string]map[string]string{}
+	for mode, daemons := range modeDaemons {
+		out[mode] = map[string]string{}
+		for _, d := range daemons {
+			names := devicemetricstest.Read(t, d)
+			if len(names) < 5 {
+				t.Fatalf("%s lists only %d metrics: %v", d, len(names), names)
+			}
+			maps.Copy(out[mode], names)
 		}
-		b, err := os.ReadFile(path)
-		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
-			names = append(names, m[1])
+	}
+	return out
+}
+
+// panelMode marks a dashboard panel that has data in one chart mode only:
+// its description says so, for the reader and for this test.
+var panelMode = regexp.MustCompile(`\bMode (devicePlugin|dra) only\.`)
+
+// forModes returns the modes a rule or panel is for: the one marked, or
+// every mode when unmarked; an unknown mode is an error.
+func forModes(marked string) ([]string, error) {
+	switch {
+	case marked == "":
+		return modes, nil
+	case slices.Contains(modes, marked):
+		return []string{marked}, nil
+	}
+	return nil, fmt.Errorf("unknown mode %q (want one of %v)", marked, modes)
+}
+
+// unexported lists the selected names that a daemon of one of modes does
+// not export, as "name (mode)"; a histogram's _bucket, _sum and _count
+// count as the histogram.
+func unexported(names, modes []string, emitted map[string]map[string]string) []string {
+	var out []string
+	for _, mode := range modes {
+		for _, n := range names {
+			if _, ok := emitted[mode][n]; ok {
+				continue
+			}
+			found := false
+			for _, suf := range []string{"_bucket", "_sum", "_count"} {
+				if b, ok := strings.CutSuffix(n, suf); ok && emitted[mode][b] == "histogram" {
+					found = true
+				}
+			}
+			if !found {
+				out = append(out, n+" ("+mode+")")
+			}
 		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	slices.Sort(names)
-	names = slices.Compact(names)
-	if len(names) < 10 {
-		t.Fatalf("found only %d metric names in cmd/: %v", len(names), names)
-	}
-	return names
+	return out
 }
 
 // renderOnly renders one template of the chart with --set values.
@@ -81,21 +125,20 @@ func selectors(t *testing.T, where, expr string) []string {
 	return names
 }
 
-// checkNames fails for every selected name that is not a daemon's metric
-// (a histogram's _bucket, _sum and _count count as the histogram).
-func checkNames(t *testing.T, where string, names, code []string) {
+// checkNames fails for every selected name that no daemon of one of the
+// modes exports, and for an expression that selects nothing.
+func checkNames(t *testing.T, where string, names []string, marked string, emitted map[string]map[string]string) {
 	t.Helper()
 	if len(names) == 0 {
 		t.Errorf("%s selects no metric", where)
 	}
-	for _, n := range names {
-		base := n
-		for _, suf := range []string{"_bucket", "_sum", "_count"} {
-			base = strings.TrimSuffix(base, suf)
-		}
-		if !slices.Contains(code, base) {
-			t.Errorf("%s queries %s, which no daemon defines", where, n)
-		}
+	modes, err := forModes(marked)
+	if err != nil {
+		t.Errorf("%s: %v", where, err)
+		return
+	}
+	for _, n := range unexported(names, modes, emitted) {
+		t.Errorf("%s queries %s, which no daemon of that mode exports (mark it for one mode, or fix the name)", where, n)
 	}
 }
 
@@ -115,20 +158,21 @@ func parseRules(t *testing.T, where string, content []byte) *rulefmt.RuleGroups 
 }
 
 // TestAlertRules: the shipped alerts pass promtool's checks, cover what the
-// runbook needs, query only metrics the daemons export, and the chart's
-// PrometheusRule carries exactly the rule file.
+// runbook needs, query only metrics the daemons of each mode they are for
+// export (annotation mode: devicePlugin|dra, or both), and the chart's
+// PrometheusRule carries exactly the rule file's rules for its mode.
 func TestAlertRules(t *testing.T) {
 	content, err := os.ReadFile(rulesFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	groups := parseRules(t, rulesFile, content)
-	code := codeMetrics(t)
+	emitted := modeMetrics(t)
 	var alerts []string
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
 			alerts = append(alerts, r.Alert)
-			checkNames(t, "alert "+r.Alert, selectors(t, r.Alert, r.Expr), code)
+			checkNames(t, "alert "+r.Alert, selectors(t, r.Alert, r.Expr), r.Annotations["mode"], emitted)
 			if r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
 				t.Errorf("alert %s needs a severity label and summary and description annotations", r.Alert)
 			}
@@ -169,6 +213,65 @@ func TestAlertRules(t *testing.T) {
 			t.Errorf("PrometheusRule rule %d (%s) differs from the file's (%s)", i, r.Alert, f.Alert)
 		}
 	}
+
+	// Mode dra leaves out the device plugin's rules, and only those.
+	out = renderOnly(t, helm, "templates/prometheusrule.yaml", "metrics.prometheusRule.enabled=true", "mode=dra")
+	rule.Spec = nil
+	if err := yaml.UnmarshalStrict(out, &rule); err != nil {
+		t.Fatalf("PrometheusRule (dra): %v\n%s", err, out)
+	}
+	if spec, err = yaml.Marshal(rule.Spec); err != nil {
+		t.Fatal(err)
+	}
+	var got, want []string
+	for _, r := range parseRules(t, "rendered PrometheusRule (dra)", spec).Groups[0].Rules {
+		got = append(got, r.Alert)
+	}
+	for _, r := range groups.Groups[0].Rules {
+		if m := r.Annotations["mode"]; m == "" || m == "dra" {
+			want = append(want, r.Alert)
+		}
+	}
+	if !slices.Equal(got, want) || slices.Contains(got, "LPUStrictRefusals") {
+		t.Errorf("mode dra PrometheusRule has %v, want %v", got, want)
+	}
+}
+
+// TestModeCheckRejects: the mode check fails for a name one mode lacks,
+// for a name marked for the wrong mode and for an unknown mode, and passes
+// what each mode exports.
+func TestModeCheckRejects(t *testing.T) {
+	emitted := modeMetrics(t)
+	tests := map[string]struct {
+		expr, mode string
+		wantBad    []string
+		wantErr    bool
+	}{
+		"device series, both modes":     {expr: "lpu_device_healthy == 0"},
+		"nri, both modes":               {expr: "lpu_nri_connected == 0"},
+		"histogram bucket":              {expr: "rate(lpu_dra_prepare_duration_seconds_bucket[5m])", mode: "dra"},
+		"device plugin only, unmarked":  {expr: "lpu_allocations_total", wantBad: []string{"lpu_allocations_total (dra)"}},
+		"dra only, unmarked":            {expr: "lpu_dra_prepared_claims", wantBad: []string{"lpu_dra_prepared_claims (devicePlugin)"}},
+		"holder series marked dra":      {expr: "lpu_device_allocated", mode: "dra", wantBad: []string{"lpu_device_allocated (dra)"}},
+		"typo":                          {expr: "lpu_device_health", wantBad: []string{"lpu_device_health (dra)", "lpu_device_health (devicePlugin)"}},
+		"unknown mode":                  {expr: "lpu_device_healthy", mode: "kubelet", wantErr: true},
+		"device plugin only, marked":    {expr: "lpu_largest_free_arc", mode: "devicePlugin"},
+		"sum suffix of a non-histogram": {expr: "lpu_device_healthy_sum", wantBad: []string{"lpu_device_healthy_sum (dra)", "lpu_device_healthy_sum (devicePlugin)"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ms, err := forModes(tc.mode)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("forModes(%q) = %v", tc.mode, err)
+			}
+			bad := unexported(selectors(t, name, tc.expr), ms, emitted)
+			slices.Sort(bad)
+			slices.Sort(tc.wantBad)
+			if !slices.Equal(bad, tc.wantBad) {
+				t.Fatalf("unexported = %v, want %v", bad, tc.wantBad)
+			}
+		})
+	}
 }
 
 // TestAlertRulesRejectBadInput: the checker the test relies on does fail on
@@ -193,8 +296,10 @@ var grafanaVars = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "
 
 // TestDashboard: the dashboard is valid JSON with a stable uid, every panel
 // uses the datasource variable, every query parses as PromQL and queries
-// only metrics the daemons export, and the panels the operators asked for
-// are there; the chart ships it byte for byte.
+// only metrics the daemons of each mode the panel is for export (its
+// description ends "Mode devicePlugin only." or "Mode dra only.", else
+// both), and the panels the operators asked for are there; the chart
+// ships it byte for byte.
 func TestDashboard(t *testing.T) {
 	b, err := os.ReadFile(dashboardFile)
 	if err != nil {
@@ -207,10 +312,11 @@ func TestDashboard(t *testing.T) {
 			List []struct{ Name, Type string } `json:"list"`
 		} `json:"templating"`
 		Panels []struct {
-			ID         int    `json:"id"`
-			Title      string `json:"title"`
-			Type       string `json:"type"`
-			Datasource struct {
+			ID          int    `json:"id"`
+			Title       string `json:"title"`
+			Type        string `json:"type"`
+			Description string `json:"description"`
+			Datasource  struct {
 				UID string `json:"uid"`
 			} `json:"datasource"`
 			Targets []struct {
@@ -234,7 +340,7 @@ func TestDashboard(t *testing.T) {
 	if !slices.Contains(vars, "datasource") || !slices.Contains(vars, "node") {
 		t.Errorf("template variables %v, want datasource and node", vars)
 	}
-	code := codeMetrics(t)
+	emitted := modeMetrics(t)
 	queried := map[string]bool{}
 	ids := map[int]bool{}
 	for _, p := range dash.Panels {
@@ -245,12 +351,16 @@ func TestDashboard(t *testing.T) {
 		if p.Datasource.UID != "${datasource}" || len(p.Targets) == 0 {
 			t.Errorf("panel %q: datasource %q, %d targets", p.Title, p.Datasource.UID, len(p.Targets))
 		}
+		var mode string
+		if m := panelMode.FindStringSubmatch(p.Description); m != nil {
+			mode = m[1]
+		}
 		for _, tg := range p.Targets {
 			if tg.Datasource.UID != "${datasource}" {
 				t.Errorf("panel %q target datasource %q", p.Title, tg.Datasource.UID)
 			}
 			names := selectors(t, "panel "+p.Title, grafanaVars.Replace(tg.Expr))
-			checkNames(t, "panel "+p.Title, names, code)
+			checkNames(t, "panel "+p.Title, names, mode, emitted)
 			for _, n := range names {
 				queried[n] = true
 			}
@@ -258,7 +368,8 @@ func TestDashboard(t *testing.T) {
 	}
 	for _, want := range []string{"lpu_device_allocated", "lpu_largest_free_arc", "lpu_device_healthy",
 		"lpu_allocations_total", "lpu_allocate_duration_seconds_bucket", "lpu_nri_refusals_total",
-		"lpu_nri_connected", "lpu_device_info", "lpu_build_info"} {
+		"lpu_nri_connected", "lpu_device_info", "lpu_build_info", "lpu_dra_prepared_claims",
+		"lpu_dra_prepare_refusals_total", "lpu_dra_prepare_duration_seconds_bucket"} {
 		if !queried[want] {
 			t.Errorf("no panel queries %s", want)
 		}

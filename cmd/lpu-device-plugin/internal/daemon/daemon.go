@@ -5,20 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"slices"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/metrics"
-	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/nfd"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/plugin"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/health"
-	"github.com/hyperaccel/lpu-node/internal/logchange"
 	"github.com/hyperaccel/lpu-node/internal/node"
+	"github.com/hyperaccel/lpu-node/internal/nfd"
 	"github.com/hyperaccel/lpu-node/internal/nodemode"
 	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/internal/startup"
@@ -80,7 +75,7 @@ func Run(ctx context.Context, p Params) error {
 	if err != nil {
 		return err
 	}
-	err = serve(ctx, cfg, mon, plug, m, nfdPath(opts, n.Root, log), log)
+	err = serve(ctx, cfg, mon, plug, m, opts.NFD.Path(n.Simulated, n.Root, log), log)
 	log.Info("lpu-device-plugin stopped", "err", err)
 	return err
 }
@@ -132,7 +127,7 @@ func serve(ctx context.Context, cfg *config.Config, mon *health.Monitor, plug *p
 		return m.Serve(ctx, cfg.Metrics.Address, Healthz(plug), Readyz(mon), log)
 	})
 	if nfdFile != "" {
-		g.Go(func() error { return writeFeatures(ctx, mon, nfdFile, cfg.ResourceName, log) })
+		g.Go(func() error { return nfd.Keep(ctx, mon, nfdFile, cfg.ResourceName, log) })
 	}
 	return g.Wait()
 }
@@ -165,59 +160,5 @@ func Readyz(m *health.Monitor) metrics.Check {
 			return fmt.Errorf("device discovery failing: %w", snap.Err)
 		}
 		return nil
-	}
-}
-
-// nfdPath picks the feature file: the flag when given ("" disables);
-// otherwise the default, inside the simulated tree under --simulate, and
-// only when its directory exists (NFD installed).
-func nfdPath(opts *Options, root string, log *slog.Logger) string {
-	if opts.NFDFileGiven {
-		return opts.NFDFile
-	}
-	path := opts.NFDFile
-	if opts.Simulate > 0 {
-		return filepath.Join(root, path)
-	}
-	if _, err := os.Stat(filepath.Dir(path)); err != nil {
-		log.Info("not writing the NFD feature file: its directory is absent (NFD not installed?)", "file", path)
-		return ""
-	}
-	return path
-}
-
-// writeFeatures keeps the NFD feature file in line with the inventory.
-func writeFeatures(ctx context.Context, mon *health.Monitor, path, resource string, log *slog.Logger) error {
-	select {
-	case <-mon.Ready():
-	case <-ctx.Done():
-		return nil
-	}
-	var last []string
-	var errs logchange.Errors
-	written, due := false, false
-	refresh := time.NewTicker(nfd.Refresh) // renews the file's expiry
-	defer refresh.Stop()
-	for {
-		snap, changed := mon.Snapshot()
-		if lines := nfd.Features(resource, snap.Inventory); !written || due || !slices.Equal(lines, last) {
-			ok, err := nfd.Write(path, nfd.Expiring(lines, time.Now().Add(nfd.Lifetime)))
-			if errs.Note(err) == logchange.Failed {
-				log.Warn("cannot write the NFD feature file", "file", path, "err", err)
-			}
-			if err == nil {
-				if ok && (!written || !slices.Equal(lines, last)) {
-					log.Info("wrote the NFD feature file", "file", path, "features", lines)
-				}
-				last, written, due = lines, true, false
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-changed:
-		case <-refresh.C:
-			due = true
-		}
 	}
 }

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/nfd"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/cmdline"
+	"github.com/hyperaccel/lpu-node/internal/nfd"
 	"github.com/hyperaccel/lpu-node/internal/startup"
 )
 
@@ -15,11 +15,7 @@ import (
 // there instead (cmdline.Command.Apply).
 type Options struct {
 	startup.Flags
-	// NFDFile is the NFD feature file path; "" disables it.
-	NFDFile string
-	// NFDFileGiven is true when --nfd-features-file or its env twin was
-	// given (otherwise Run picks the default by mode).
-	NFDFileGiven bool
+	NFD nfd.Flag // --nfd-features-file
 
 	injection string
 }
@@ -31,8 +27,7 @@ func Command(o *Options) *cmdline.Command {
 	c.String(&o.injection, "injection", "LPU_INJECTION", "", "injection `MODE` nri|cdi|auto; overrides config injection.mode (default auto: nri when the config's nri.socket exists, else cdi)").
 		OneOf(config.AllowedInjectionModes...).Sets(func(cfg *config.Config) { cfg.Injection.Mode = o.injection })
 	o.Declare(c, "metrics-addr", "simulate", "simulate-backend")
-	c.String(&o.NFDFile, "nfd-features-file", "LPU_NFD_FEATURES_FILE", nfd.DefaultPath, "`FILE` for the Node Feature Discovery feature file; empty disables (default "+nfd.DefaultPath+", or inside the simulated tree with --simulate; the default is skipped when its directory does not exist)").
-		MarkGiven(&o.NFDFileGiven)
+	o.NFD.Declare(c)
 	o.Declare(c, "version")
 	return c
 }

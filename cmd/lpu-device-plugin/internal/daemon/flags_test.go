@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/nfd"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/cmdline"
+	"github.com/hyperaccel/lpu-node/internal/nfd"
 )
 
 // parsed is a parsed command line: the options and the command that
@@ -47,7 +47,7 @@ func TestPrecedence(t *testing.T) {
 		"defaults": {
 			check: func(t *testing.T, o parsed, c *config.Config) {
 				if c.Root != "/" || c.Kubelet.DevicePluginDir != "/var/lib/kubelet/device-plugins" || c.StateDir != config.DefaultStateDir ||
-					c.Injection.Mode != config.InjectionAuto || c.Metrics.Address != "" || o.Simulate != 0 || o.NFDFile != nfd.DefaultPath || o.NFDFileGiven {
+					c.Injection.Mode != config.InjectionAuto || c.Metrics.Address != "" || o.Simulate != 0 || o.NFD.File != nfd.DefaultPath || o.NFD.Given {
 					t.Fatalf("defaults: %+v %+v", o, c)
 				}
 			},
@@ -101,8 +101,8 @@ func TestPrecedence(t *testing.T) {
 			env:  map[string]string{"LPU_METRICS_ADDR": "", "LPU_NFD_FEATURES_FILE": ""},
 			file: func(c *config.Config) { c.Metrics.Address = ":9400" },
 			check: func(t *testing.T, o parsed, c *config.Config) {
-				if c.Metrics.Address != "" || o.NFDFile != "" || !o.NFDFileGiven {
-					t.Fatalf("metrics %q nfd %q given %v", c.Metrics.Address, o.NFDFile, o.NFDFileGiven)
+				if c.Metrics.Address != "" || o.NFD.File != "" || !o.NFD.Given {
+					t.Fatalf("metrics %q nfd %q given %v", c.Metrics.Address, o.NFD.File, o.NFD.Given)
 				}
 			},
 		},

@@ -3,18 +3,21 @@
 //
 // Series:
 //
-//   - lpu_device_healthy{node,device}: the health reported to the kubelet;
-//   - lpu_utilization_percent, lpu_memory_used_bytes,
-//     lpu_memory_total_bytes, lpu_temperature_celsius, lpu_power_watts
-//     {node,device,pod,namespace,container}: sysfs telemetry read at scrape
-//     time, labelled with the holder from the kubelet's PodResources List
-//     (empty labels when the device is free or PodResources is unavailable);
+//   - the node-level series of internal/devicemetrics (lpu_device_healthy,
+//     lpu_device_info, the telemetry gauges, lpu_build_info), telemetry
+//     labelled with the holder from the kubelet's PodResources List (empty
+//     labels when the device is free or PodResources is unavailable);
+//   - lpu_device_allocated{node,device}: 1 while a container holds the
+//     device; absent while PodResources is unavailable;
 //   - lpu_largest_free_arc{node,ring}: the longest run of healthy, unheld
 //     ring neighbours;
 //   - lpu_allocations_total{result=contiguous|noncontiguous|refused},
 //     lpu_preferred_allocation_duration_seconds,
 //     lpu_allocate_duration_seconds, lpu_registrations_total: recorded by
 //     the plugin (Metrics implements plugin.Recorder).
+//
+// One scrape reads the devices and the holders once (devicemetrics Read),
+// for both the node-level and the holder series.
 //
 // Example:
 //

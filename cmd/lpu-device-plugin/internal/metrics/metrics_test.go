@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
+	"github.com/hyperaccel/lpu-node/internal/devicemetrics/devicemetricstest"
 	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
@@ -75,6 +76,9 @@ func TestDeviceMetrics(t *testing.T) {
 	m := New(Options{Node: "n1", Devices: mon, Telemetry: sysfs, Holders: holders, Version: "1.2.3"})
 	url := serve(t, m, nil, nil)
 	_, body := daemontest.Get(url + "/metrics")
+	// Every series shows in this scrape (holders known, telemetry read):
+	// the chart's tests check alerts and panels against this list.
+	devicemetricstest.Check(t, "lpu-device-plugin", body)
 	snap, _ := mon.Snapshot()
 	dev1, ok := snap.Inventory.Device("lpu1")
 	if !ok {

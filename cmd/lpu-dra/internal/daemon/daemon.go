@@ -1,6 +1,7 @@
 // Package daemon builds lpu-dra's parts on the node (internal/node) and
 // runs them: the health monitor, the DRA driver behind the kubelet plugin
-// helper, the slice publisher and the metrics endpoint.
+// helper, the slice publisher, the metrics endpoint (with the node-level
+// device series of internal/devicemetrics) and the NFD feature file.
 package daemon
 
 import (
@@ -21,9 +22,11 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/driver"
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/devicemetrics"
 	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 	"github.com/hyperaccel/lpu-node/internal/node"
+	"github.com/hyperaccel/lpu-node/internal/nfd"
 	"github.com/hyperaccel/lpu-node/internal/nodemode"
 	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -74,6 +77,7 @@ func Run(ctx context.Context, p Params) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return mon.Run(ctx) })
 	g.Go(func() error { return k.run(ctx, mon, drv) })
+	reportNode(ctx, g, n, opts, p.Version, mon, metrics, log)
 	if addr := cfg.Metrics.Address; addr != "" {
 		g.Go(func() error {
 			return metricsserver.Serve(ctx, addr, metricsserver.Handler(metrics.Registry, k.healthz, k.readyz), log)
@@ -159,6 +163,16 @@ func (k *kubelet) readyz() error {
 		return nil
 	default:
 		return errors.New("devices not discovered or slices not published yet")
+	}
+}
+
+// reportNode gives a DRA node the node-level reporting of a device-plugin
+// node: the device series on lpu-dra's registry and the NFD feature file.
+func reportNode(ctx context.Context, g *errgroup.Group, n *node.Node, opts *Options, version string, mon *health.Monitor, m *driver.Metrics, log *slog.Logger) {
+	m.Registry.MustRegister(devicemetrics.New(devicemetrics.Options{Node: opts.NodeName, Daemon: "lpu-dra", Version: version,
+		Devices: mon, Telemetry: n.Discoverer, Logger: log}))
+	if path := opts.NFD.Path(n.Simulated, n.Root, log); path != "" {
+		g.Go(func() error { return nfd.Keep(ctx, mon, path, n.Config.ResourceName, log) })
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/cmdline"
+	"github.com/hyperaccel/lpu-node/internal/nfd"
 	"github.com/hyperaccel/lpu-node/internal/startup"
 )
 
@@ -19,6 +20,7 @@ type Options struct {
 	Kubeconfig  string // "" means in-cluster config
 	PluginDir   string // "": <kubelet.rootDir>/plugins/lpu.hyperaccel.ai
 	RegistryDir string // "": <kubelet.rootDir>/plugins_registry
+	NFD         nfd.Flag // --nfd-features-file
 
 	cdiDir string
 }
@@ -34,7 +36,9 @@ func Command(o *Options) *cmdline.Command {
 		Absolute().Sets(func(cfg *config.Config) { cfg.CDI.SpecDir = o.cdiDir })
 	c.String(&o.PluginDir, "plugin-dir", "LPU_PLUGIN_DIR", "", "kubelet plugin `DIR` for the driver's socket (default <kubelet.rootDir>/plugins/lpu.hyperaccel.ai, /var/lib/kubelet/plugins/lpu.hyperaccel.ai)").Absolute()
 	c.String(&o.RegistryDir, "registry-dir", "LPU_REGISTRY_DIR", "", "kubelet plugin registry `DIR` (default <kubelet.rootDir>/plugins_registry, /var/lib/kubelet/plugins_registry)").Absolute()
-	o.Declare(c, "metrics-addr", "simulate", "version")
+	o.Declare(c, "metrics-addr", "simulate")
+	o.NFD.Declare(c)
+	o.Declare(c, "version")
 	return c
 }
 
@@ -51,7 +55,8 @@ and prepares claims as per-claim CDI specs.
 Usage:
   lpu-dra [--config FILE] --node-name NAME [--kubeconfig FILE] [--root DIR]
           [--state-dir DIR] [--cdi-dir DIR] [--plugin-dir DIR] [--registry-dir DIR]
-          [--metrics-addr HOST:PORT] [--simulate N] [--version] [--help]
+          [--metrics-addr HOST:PORT] [--simulate N] [--nfd-features-file FILE]
+          [--version] [--help]
 
 Every flag but --version has an environment twin (in brackets). Precedence:
 flag > environment > config file > built-in default.
@@ -61,6 +66,8 @@ Flags:
 
 const outro = `
 --state-dir holds lpu-dra's checkpoint of prepared claims (dra-checkpoint.json).
+--nfd-features-file is the device plugin's flag: the same file, the same
+content, so NFD labels a DRA node as it labels a device-plugin node.
 lpu-dra refuses to start while lpu-device-plugin serves the node (its socket
 in the config's kubelet.devicePluginDir answers): one mode per node.
 

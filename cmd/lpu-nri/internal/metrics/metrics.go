@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/hyperaccel/lpu-node/internal/devicemetrics"
 	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 )
 
@@ -103,10 +104,7 @@ func New() *Metrics {
 			Help: "CDI spec files written because the inventory or driver version changed (CDI mode).",
 		}),
 	}
-	m.Build = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "lpu_build_info",
-		Help: "Always 1; the labels carry the daemon's build version and Go version.",
-	}, []string{"daemon", "version", "goversion"})
+	m.Build = devicemetrics.NewBuildInfo() // the same gauge as the allocators'
 	for _, r := range Reasons {
 		m.Refusals.WithLabelValues(r)
 	}

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hyperaccel/lpu-node/internal/devicemetrics/devicemetricstest"
 )
 
 func TestServe(t *testing.T) {
@@ -48,6 +50,8 @@ func TestServe(t *testing.T) {
 	m.Connected.Set(1)
 	m.Build.WithLabelValues("lpu-nri", "1.2.3", "go1.26").Set(1)
 	_, body := get("/metrics")
+	// The chart's tests check alerts and panels against this list.
+	devicemetricstest.Check(t, "lpu-nri", body)
 	for _, want := range []string{
 		"lpu_nri_injections_total 3",
 		`lpu_nri_refusals_total{reason="bad-seal"} 1`,

@@ -23,9 +23,9 @@ const maxValue = 63
 
 // Lifetime is how long NFD keeps the labels of a feature file after it was
 // written (its "# +expiry-time" directive); Refresh is how often a running
-// device plugin rewrites the file, well inside Lifetime. A node whose device
-// plugin is gone (uninstalled, crashed for good) loses the labels within an
-// hour instead of advertising LPUs forever.
+// writer (the device plugin or lpu-dra) rewrites the file, well inside
+// Lifetime. A node whose writer is gone (uninstalled, crashed for good)
+// loses the labels within an hour instead of advertising LPUs forever.
 const (
 	Lifetime = time.Hour
 	Refresh  = Lifetime / 4

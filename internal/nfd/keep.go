@@ -1,0 +1,92 @@
+package nfd
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/hyperaccel/lpu-node/internal/cmdline"
+	"github.com/hyperaccel/lpu-node/internal/health"
+	"github.com/hyperaccel/lpu-node/internal/logchange"
+)
+
+// Source is the inventory the file follows; *health.Monitor implements it.
+type Source interface {
+	Ready() <-chan struct{}
+	Snapshot() (health.Snapshot, <-chan struct{})
+}
+
+// Flag is --nfd-features-file, declared once (Declare) for every daemon
+// that writes the file.
+type Flag struct {
+	// File is the flag's value; "" disables the file.
+	File string
+	// Given is true when the flag or its environment twin was given
+	// (otherwise Path picks the default by mode).
+	Given bool
+}
+
+// Declare adds --nfd-features-file (twin LPU_NFD_FEATURES_FILE) to c.
+func (f *Flag) Declare(c *cmdline.Command) {
+	c.String(&f.File, "nfd-features-file", "LPU_NFD_FEATURES_FILE", DefaultPath, "`FILE` for the Node Feature Discovery feature file; empty disables (default "+DefaultPath+", or inside the simulated tree with --simulate; the default is skipped when its directory does not exist)").
+		MarkGiven(&f.Given)
+}
+
+// Path picks the feature file: the flag when given ("" disables);
+// otherwise the default, inside the simulated tree under root when
+// simulated, else only when its directory exists (NFD installed).
+func (f Flag) Path(simulated bool, root string, log *slog.Logger) string {
+	if f.Given {
+		return f.File
+	}
+	if simulated {
+		return filepath.Join(root, f.File)
+	}
+	if _, err := os.Stat(filepath.Dir(f.File)); err != nil {
+		log.Info("not writing the NFD feature file: its directory is absent (NFD not installed?)", "file", f.File)
+		return ""
+	}
+	return f.File
+}
+
+// Keep keeps the feature file at path in line with src's inventory until
+// ctx ends: written once the first discovery ran, rewritten when the
+// features change and every Refresh (renewing the expiry). A failing
+// write is logged once per change and retried; Keep returns nil.
+func Keep(ctx context.Context, src Source, path, resource string, log *slog.Logger) error {
+	select {
+	case <-src.Ready():
+	case <-ctx.Done():
+		return nil
+	}
+	var last []string
+	var errs logchange.Errors
+	written, due := false, false
+	refresh := time.NewTicker(Refresh) // renews the file's expiry
+	defer refresh.Stop()
+	for {
+		snap, changed := src.Snapshot()
+		if lines := Features(resource, snap.Inventory); !written || due || !slices.Equal(lines, last) {
+			ok, err := Write(path, Expiring(lines, time.Now().Add(Lifetime)))
+			if errs.Note(err) == logchange.Failed {
+				log.Warn("cannot write the NFD feature file", "file", path, "err", err)
+			}
+			if err == nil {
+				if ok && (!written || !slices.Equal(lines, last)) {
+					log.Info("wrote the NFD feature file", "file", path, "features", lines)
+				}
+				last, written, due = lines, true, false
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-refresh.C:
+			due = true
+		}
+	}
+}
