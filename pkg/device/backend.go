@@ -1,9 +1,41 @@
 package device
 
 import (
+	"context"
 	"fmt"
 	"strings"
 )
+
+// backend is one discovery layout: what Sysfs asks of it. Sysfs resolves
+// the topology itself, once, for every backend.
+type backend interface {
+	// discover finds the LPUs, their health and the driver version.
+	discover(ctx context.Context) (*Inventory, error)
+	// probe re-reads what decides the health of one LPU (a valid ID).
+	probe(id string) Health
+	// telemetry reads the telemetry of one LPU (a valid ID).
+	telemetry(id string) (Telemetry, error)
+	// watchPaths are the paths under the root worth watching.
+	watchPaths() []string
+	// attrRings are the rings the layout's own attributes give; found
+	// is false when it has none.
+	attrRings(devs []Device) (rings [][]string, found bool, err error)
+	// indexRingWarning is logged when the rings of more than one LPU
+	// fall back to index order; "" logs nothing.
+	indexRingWarning() string
+}
+
+// newBackend returns the backend d selects (d has its defaults).
+func newBackend(t *tree, d Discovery, stateDir string) backend {
+	switch d.Backend {
+	case BackendXilinx:
+		return newXilinxBackend(t, d.Xilinx, stateDir)
+	case BackendPCI:
+		return newPCIBackend(t, d.PCI, stateDir)
+	default:
+		return &lpuBackend{t}
+	}
+}
 
 // Discovery backends, the values of Discovery.Backend (and of the config's
 // discovery.backend). Each yields the same Inventory.
