@@ -199,81 +199,100 @@ func tableResolver(devs []Device) Resolver {
 // attribute (or unreadable ones) is put on a ring of its own, after the
 // others, and a warning is logged.
 func (b *lpuBackend) attrRings(devs []Device) (rings [][]string, found bool, err error) {
-	type attrs struct{ ring, pos int64 }
-	var with, without, orphans []string
-	got := make(map[string]attrs, len(devs))
-	for _, d := range devs {
-		ring, okRing, err := b.ringAttr(d.ID, attrRingID)
-		if err != nil {
-			return nil, true, err
-		}
-		pos, okPos, err := b.ringAttr(d.ID, attrRingPos)
-		if err != nil {
-			return nil, true, err
-		}
-		switch {
-		case okRing && okPos:
-			with = append(with, d.ID)
-			got[d.ID] = attrs{ring, pos}
-		case !okRing && !okPos && !d.Health.Healthy:
-			orphans = append(orphans, d.ID)
-		case !okRing && !okPos:
-			without = append(without, d.ID)
-		case okRing:
-			return nil, true, fmt.Errorf("ring attributes: %s has %s but no %s", d.ID, hostAttr(d.ID, attrRingID), hostAttr(d.ID, attrRingPos))
-		default:
-			return nil, true, fmt.Errorf("ring attributes: %s has %s but no %s", d.ID, hostAttr(d.ID, attrRingPos), hostAttr(d.ID, attrRingID))
-		}
+	got, with, without, orphans, err := b.readRingAttrs(devs)
+	if err != nil {
+		return nil, true, err
 	}
 	if len(with) == 0 {
 		return nil, false, nil
 	}
-	var gone map[string]bool
 	if len(orphans) > 0 {
 		b.warn("unhealthy devices without ring attributes are put on rings of their own",
 			"ids", strings.Join(orphans, ","))
-		gone = make(map[string]bool, len(orphans))
-		for _, id := range orphans {
-			gone[id] = true
-		}
 	}
 	if len(without) > 0 {
 		return nil, true, fmt.Errorf("ring attributes: %s have %s and %s but %s do not (all devices or none)",
 			strings.Join(with, ", "), attrRingID, attrRingPos, strings.Join(without, ", "))
 	}
+	rings, err = ringsFromAttrs(devs, got)
+	if err != nil {
+		return nil, true, err
+	}
+	for _, id := range orphans {
+		rings = append(rings, []string{id})
+	}
+	return rings, true, nil
+}
+
+// ringPlace is a device's ring_id and ring_position.
+type ringPlace struct{ ring, pos int64 }
+
+// readRingAttrs reads the ring attributes of every device: got holds the
+// devices with both (listed in with), without those with neither,
+// orphans the unhealthy ones with neither. A device with one of the two
+// is an error.
+func (b *lpuBackend) readRingAttrs(devs []Device) (got map[string]ringPlace, with, without, orphans []string, err error) {
+	got = make(map[string]ringPlace, len(devs))
+	for _, d := range devs {
+		ring, okRing, err := b.ringAttr(d.ID, attrRingID)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		pos, okPos, err := b.ringAttr(d.ID, attrRingPos)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		switch {
+		case okRing && okPos:
+			with = append(with, d.ID)
+			got[d.ID] = ringPlace{ring, pos}
+		case !okRing && !okPos && !d.Health.Healthy:
+			orphans = append(orphans, d.ID)
+		case !okRing && !okPos:
+			without = append(without, d.ID)
+		case okRing:
+			return nil, nil, nil, nil, fmt.Errorf("ring attributes: %s has %s but no %s", d.ID, hostAttr(d.ID, attrRingID), hostAttr(d.ID, attrRingPos))
+		default:
+			return nil, nil, nil, nil, fmt.Errorf("ring attributes: %s has %s but no %s", d.ID, hostAttr(d.ID, attrRingPos), hostAttr(d.ID, attrRingID))
+		}
+	}
+	return got, with, without, orphans, nil
+}
+
+// ringsFromAttrs orders the devices in got into rings by ring_id, members
+// by ring_position (0..n-1, no gaps, no duplicates).
+func ringsFromAttrs(devs []Device, got map[string]ringPlace) ([][]string, error) {
 	byRing := map[int64][]string{}
 	var ringIDs []int64
 	for _, d := range devs {
-		if gone[d.ID] {
-			continue
+		a, ok := got[d.ID]
+		if !ok {
+			continue // an orphan
 		}
-		a := got[d.ID]
-		if _, ok := byRing[a.ring]; !ok {
+		if _, seen := byRing[a.ring]; !seen {
 			ringIDs = append(ringIDs, a.ring)
 		}
 		byRing[a.ring] = append(byRing[a.ring], d.ID)
 	}
 	slices.Sort(ringIDs)
+	var rings [][]string
 	for _, rid := range ringIDs {
 		members := byRing[rid]
 		ring := make([]string, len(members))
 		for _, id := range members {
 			p := got[id].pos
 			if p >= int64(len(members)) {
-				return nil, true, fmt.Errorf("ring attributes: %s has ring_id %d ring_position %d, but ring %d has %d devices (positions 0..%d)",
+				return nil, fmt.Errorf("ring attributes: %s has ring_id %d ring_position %d, but ring %d has %d devices (positions 0..%d)",
 					id, rid, p, rid, len(members), len(members)-1)
 			}
 			if ring[p] != "" {
-				return nil, true, fmt.Errorf("ring attributes: %s and %s both have ring_id %d ring_position %d", ring[p], id, rid, p)
+				return nil, fmt.Errorf("ring attributes: %s and %s both have ring_id %d ring_position %d", ring[p], id, rid, p)
 			}
 			ring[p] = id
 		}
 		rings = append(rings, ring)
 	}
-	for _, id := range orphans {
-		rings = append(rings, []string{id})
-	}
-	return rings, true, nil
+	return rings, nil
 }
 
 // ringAttr reads one ring attribute; ok is false when the file is absent or
