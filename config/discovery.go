@@ -132,17 +132,20 @@ func (d Discovery) DeviceDiscovery() device.Discovery {
 }
 
 // DiscoveryOptions are the pkg/device options both daemons build their
-// discoverer with: the backend and the topology section. On a simulated
-// node (simulated true) the backend is simulate.backend, the layout
-// --simulate wrote.
+// discoverer with: the backend, the topology section and the state
+// directory (where the PCI backends keep their address → ID map). On a
+// simulated node (simulated true) the backend is simulate.backend, the
+// layout --simulate wrote, and regular files stand in for device nodes.
 func (c *Config) DiscoveryOptions(simulated bool) []device.Option {
 	t := c.Topology
 	d := c.Discovery
+	opts := []device.Option{
+		device.WithTopology(t.Source, slices.Clone(t.Rings), t.NetworkTable),
+		device.WithStateDir(c.StateDir),
+	}
 	if simulated {
 		d.Backend = c.Simulate.Backend
+		opts = append(opts, device.WithSimulated())
 	}
-	return []device.Option{
-		device.WithDiscovery(d.DeviceDiscovery()),
-		device.WithTopology(t.Source, slices.Clone(t.Rings), t.NetworkTable),
-	}
+	return append(opts, device.WithDiscovery(d.DeviceDiscovery()))
 }

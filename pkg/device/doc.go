@@ -62,14 +62,24 @@
 // # Layout of the xilinx backend (Orion)
 //
 // Under /sys/bus/pci/devices, functions of vendor XilinxOptions.Vendor
-// (0x10ee): user functions (device 0x505d, an empty user_pf file, driver
-// xocl) and management functions (0x505c, mgmt_pf, driver xclmgmt), paired
-// by address without the function digit. Other functions are ignored; an
-// entry whose vendor or device cannot be read is skipped with a warning,
-// never an aborted scan. IDs: cards with a user function by ascending user
-// function address (the order hyperdex-smi and XRT use), then cards with
-// only a management function, which are unhealthy ("no shell flashed");
-// the address → ID map is logged when it changes.
+// (0x10ee): user functions (device 0x505d; an empty user_pf file and
+// driver xocl when bound) and management functions (0x505c; mgmt_pf and
+// driver xclmgmt when bound), paired by address without the function
+// digit, recognised by device ID whatever their binding. Other functions
+// are ignored; an entry whose vendor or device cannot be read is skipped
+// with a warning, never an aborted scan.
+//
+// IDs (both PCI backends) are stable: at the first discovery, the rank of
+// each card's address among every card present (on Orion the card address
+// DDDD:BB:DD orders like the user functions, the order hyperdex-smi and
+// XRT use); then each address keeps its ID, in memory and, with
+// WithStateDir, in <stateDir>/device-ids-<backend>.json across restarts.
+// A card seen later takes the next ID above every ID given; an ID is never
+// given to another card. So a user function that xocl fails to probe, is
+// unbound from, or binds late keeps its card's ID (unhealthy: "not bound
+// to xocl"), and flashing a management-only card ("no shell flashed": no
+// user function on the bus) renumbers nothing. The address → ID map is
+// logged when it changes.
 //
 //	<user>/ready                    0x1 healthy (base prefix allowed)
 //	<user>/dev_offline, device_bad_state   0, when present
@@ -96,7 +106,7 @@
 // # Layout of the pci backend (Bertha)
 //
 // Functions under /sys/bus/pci/devices with PCIOptions.Vendor (0x1eff) and
-// Class (0x120000), IDs in ascending address order; the node is
+// Class (0x120000), IDs by address as above; the node is
 // <function>/<ClassDir>/<name>/dev, injected as /dev/<name>. The driver
 // numbers nodes in probe order, so an ID never comes from a node name.
 // Health: the function is present, the node is right, the optional

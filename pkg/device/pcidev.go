@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -12,31 +13,42 @@ import (
 // node is <function>/<class dir>/<name>/dev (Bertha: /dev/haN).
 type pciBackend struct {
 	pciCards
-	o PCIOptions
+	o   PCIOptions
+	ids *idMap
 }
 
 var _ backend = (*pciBackend)(nil)
 
-func newPCIBackend(t *tree, o PCIOptions, _ string) *pciBackend {
-	return &pciBackend{pciCards: pciCards{tree: t, name: BackendPCI}, o: o}
+func newPCIBackend(t *tree, o PCIOptions, stateDir string) *pciBackend {
+	return &pciBackend{pciCards: pciCards{tree: t, name: BackendPCI}, o: o, ids: newIDMap(stateDir, BackendPCI)}
 }
 
-// discover: IDs follow ascending PCI address: the driver numbers its nodes
-// in probe order, which need not be bus order, so an ID is never derived
-// from a node name.
+// discover: IDs follow the PCI address (see idMap): the driver numbers
+// its nodes in probe order, which need not be bus order, so an ID is never
+// derived from a node name.
 func (b *pciBackend) discover(ctx context.Context) (*Inventory, error) {
 	fns, err := b.scanPCI(b.o.Vendor, b.o.Class)
 	if err != nil {
 		return nil, err
 	}
-	cards := make([]card, len(fns))
-	inv := &Inventory{Devices: make([]Device, 0, len(fns))}
+	keys := make([]string, len(fns))
 	for i, f := range fns {
+		keys[i] = f.addr
+	}
+	index := b.ids.assign(b.tree, keys)
+	cards := make([]card, 0, len(fns))
+	for _, k := range keys {
+		if i, ok := index[k]; ok {
+			cards = append(cards, card{id: ID(i), index: i, user: k})
+		}
+	}
+	slices.SortFunc(cards, func(a, b card) int { return a.index - b.index })
+	inv := &Inventory{Devices: make([]Device, 0, len(cards))}
+	for _, c := range cards {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		cards[i] = card{id: ID(i), index: i, user: f.addr}
-		inv.Devices = append(inv.Devices, b.device(cards[i]))
+		inv.Devices = append(inv.Devices, b.device(c))
 	}
 	b.store(cards)
 	if len(fns) > 0 {

@@ -44,27 +44,28 @@ var mgmtClassDirs = []string{"xrt_mgmt", "xclmgmt"}
 // functions paired by card address.
 type xilinxBackend struct {
 	pciCards
-	o XilinxOptions
+	o   XilinxOptions
+	ids *idMap
 }
 
 var _ backend = (*xilinxBackend)(nil)
 
-func newXilinxBackend(t *tree, o XilinxOptions, _ string) *xilinxBackend {
-	return &xilinxBackend{pciCards: pciCards{tree: t, name: BackendXilinx}, o: o}
+func newXilinxBackend(t *tree, o XilinxOptions, stateDir string) *xilinxBackend {
+	return &xilinxBackend{pciCards: pciCards{tree: t, name: BackendXilinx}, o: o, ids: newIDMap(stateDir, BackendXilinx)}
 }
 
 // xilinxCards scans the bus for the configured user and management
-// functions and pairs them by card address. IDs: cards with a user
-// function first, by its address (the order hyperdex-smi and XRT number
-// them), then cards with only a management function (no shell flashed),
-// by address, so flashing one never renumbers the others.
+// functions, bound to their drivers or not, and pairs them by card
+// address. IDs come from the card address (see idMap): the rank among the
+// cards present at the first discovery, the order hyperdex-smi and XRT
+// number them, then kept, so neither an unbound user function nor a card
+// flashed later renumbers the others.
 func (b *xilinxBackend) xilinxCards() ([]card, error) {
 	fns, err := b.scanPCI(b.o.Vendor, "")
 	if err != nil {
 		return nil, err
 	}
 	byKey := map[string]*card{}
-	var keys []string
 	for _, f := range fns {
 		role := b.role(f)
 		if role == nil {
@@ -74,7 +75,6 @@ func (b *xilinxBackend) xilinxCards() ([]card, error) {
 		if c == nil {
 			c = &card{}
 			byKey[cardKey(f.addr)] = c
-			keys = append(keys, cardKey(f.addr))
 		}
 		if *role(c) != "" {
 			b.warn("ignoring second PCI function of one role on a card", "address", f.addr, "kept", *role(c))
@@ -82,34 +82,29 @@ func (b *xilinxBackend) xilinxCards() ([]card, error) {
 		}
 		*role(c) = f.addr
 	}
+	keys := sortedKeys(byKey)
+	index := b.ids.assign(b.tree, keys)
 	cards := make([]card, 0, len(keys))
 	for _, k := range keys {
-		cards = append(cards, *byKey[k])
-	}
-	slices.SortStableFunc(cards, func(a, b card) int {
-		if (a.user == "") != (b.user == "") {
-			if a.user == "" {
-				return 1
-			}
-			return -1
+		if i, ok := index[k]; ok {
+			c := *byKey[k]
+			c.index, c.id = i, ID(i)
+			cards = append(cards, c)
 		}
-		return strings.Compare(a.primary(), b.primary())
-	})
-	for i := range cards {
-		cards[i].index = i
-		cards[i].id = ID(i)
 	}
+	slices.SortFunc(cards, func(a, b card) int { return a.index - b.index })
 	b.instanceConflicts(cards)
 	return cards, nil
 }
 
 // role says which field of a card a function fills: its user or
-// management function, nil for neither.
+// management function (by device ID alone: an unbound function has none
+// of its driver's files), nil for neither.
 func (b *xilinxBackend) role(f pciFunc) func(*card) *string {
-	switch {
-	case f.device == b.o.UserDevice && b.exists(hostFn(f.addr, fileUserPF)):
+	switch f.device {
+	case b.o.UserDevice:
 		return func(c *card) *string { return &c.user }
-	case f.device == b.o.MgmtDevice && b.exists(hostFn(f.addr, fileMgmtPF)):
+	case b.o.MgmtDevice:
 		return func(c *card) *string { return &c.mgmt }
 	}
 	return nil
@@ -247,6 +242,10 @@ func (b *xilinxBackend) device(c card) Device {
 func (b *xilinxBackend) userFunction(c card, d *Device, why *reasons) {
 	u := c.user
 	d.NUMANode = b.numaAt(c.id, hostFn(u, attrNUMA))
+	if !b.exists(hostFn(u, fileUserPF)) {
+		why.add(fmt.Sprintf("user function %s not bound to %s: no %s (probe failure, unbind, or not bound yet)", u, xoclDriver, hostFn(u, fileUserPF)))
+		return
+	}
 	d.Model = b.textAt(c.id, hostFn(u, fileBoardName))
 	why.add(b.xoclDriver(u))
 	why.add(b.flag(u, fileReady, 1, true))
@@ -286,6 +285,10 @@ const (
 func (b *xilinxBackend) mgmtNode(c card, d *Device, why *reasons) {
 	if c.mgmt == "" {
 		why.add(fmt.Sprintf("management function of card %s missing (its node is injected; discovery.xilinx.managementNodes)", cardKey(c.user)))
+		return
+	}
+	if !b.exists(hostFn(c.mgmt, fileMgmtPF)) {
+		why.add(fmt.Sprintf("management function %s not bound to %s: no %s", c.mgmt, xclmgmtNode, hostFn(c.mgmt, fileMgmtPF)))
 		return
 	}
 	inst, err := b.instance(c.mgmt)
