@@ -44,7 +44,9 @@ type Xilinx struct {
 type PCI struct {
 	Vendor   string `json:"vendor"`   // default 0x1eff
 	Class    string `json:"class"`    // default 0x120000
-	ClassDir string `json:"classDir"` // the function's subdirectory holding <name>/dev; default ha
+	// ClassDir is the function's subdirectory holding <name>/dev; default
+	// "": the first subdirectory that holds one (the name is not public).
+	ClassDir string `json:"classDir"`
 	// HealthAttribute is a file relative to the PCI function's directory
 	// whose content must equal HealthValue; "" (default) checks none.
 	HealthAttribute string `json:"healthAttribute"`
@@ -74,7 +76,6 @@ func (c *Config) applyDiscoveryDefaults() {
 	}
 	setString(&d.PCI.Vendor, device.DefaultPCIVendor)
 	setString(&d.PCI.Class, device.DefaultPCIClass)
-	setString(&d.PCI.ClassDir, device.DefaultPCIClassDir)
 	setString(&d.PCI.HealthValue, "1")
 	setString(&c.Simulate.Backend, d.Backend)
 }

@@ -65,11 +65,11 @@ const (
 )
 
 // Defaults of the pci backend, from what is public about Bertha. The class
-// directory is not public; "ha" follows the node names (unverified).
+// directory is not public: by default every subdirectory of the function
+// is scanned for <dir>/<name>/dev (PCIOptions.ClassDir).
 const (
-	DefaultPCIVendor   = "0x1eff"
-	DefaultPCIClass    = "0x120000"
-	DefaultPCIClassDir = "ha"
+	DefaultPCIVendor = "0x1eff"
+	DefaultPCIClass  = "0x120000"
 )
 
 // Discovery selects and configures the discovery backend (the config's
@@ -99,7 +99,10 @@ type XilinxOptions struct {
 type PCIOptions struct {
 	Vendor   string // PCI vendor, "0x1eff"
 	Class    string // PCI class, "0x120000" (processing accelerator)
-	ClassDir string // the function's subdirectory holding the node's directory, "ha"
+	// ClassDir is the function's subdirectory holding the node's
+	// directory. "" (default): the first subdirectory holding
+	// <name>/dev, as go-halib finds it.
+	ClassDir string
 	// HealthAttribute is a file, relative to the PCI function's directory,
 	// whose trimmed content must equal HealthValue for the LPU to be
 	// healthy. Empty: not checked.
@@ -135,7 +138,6 @@ func (d Discovery) withDefaults() Discovery {
 	set(&d.Xilinx.MgmtDevice, DefaultXilinxMgmtDevice)
 	set(&d.PCI.Vendor, DefaultPCIVendor)
 	set(&d.PCI.Class, DefaultPCIClass)
-	set(&d.PCI.ClassDir, DefaultPCIClassDir)
 	set(&d.PCI.HealthValue, "1")
 	for _, p := range []*string{&d.Xilinx.Vendor, &d.Xilinx.UserDevice, &d.Xilinx.MgmtDevice, &d.PCI.Vendor, &d.PCI.Class} {
 		*p = strings.ToLower(*p)
@@ -164,7 +166,7 @@ func CheckDiscovery(d Discovery) error {
 	if !isHexID(d.PCI.Class, 6) {
 		return fmt.Errorf("discovery pci class %q: want 0x and 6 hex digits", clip(d.PCI.Class))
 	}
-	if !isPlainName(d.PCI.ClassDir) {
+	if d.PCI.ClassDir != "" && !isPlainName(d.PCI.ClassDir) {
 		return fmt.Errorf("discovery pci classDir %q: want one path element", clip(d.PCI.ClassDir))
 	}
 	if a := d.PCI.HealthAttribute; a != "" {

@@ -117,16 +117,48 @@ func (b *pciBackend) device(c card) Device {
 
 // node finds and checks the function's device node.
 func (b *pciBackend) node(addr string, d *Device, why *reasons) {
-	cls := PCIDevicesDir + "/" + addr + "/" + b.o.ClassDir
-	name := b.nodeName(cls)
-	if name == "" {
+	fn := PCIDevicesDir + "/" + addr
+	cls, name := b.findNode(fn)
+	switch {
+	case name != "":
+	case b.o.ClassDir != "":
 		why.add(fmt.Sprintf("device node unknown: %s has no directory with a dev attribute", cls))
+		return
+	default:
+		why.add(fmt.Sprintf("device node unknown: %s has no <dir>/<name>/dev (set discovery.pci.classDir?)", fn))
 		return
 	}
 	n, bad := b.readNode(cls+"/"+name+"/"+attrDev, DevDir+"/"+name, "")
 	d.Nodes = []Node{n}
 	d.Path, d.Major, d.Minor = n.Path, n.Major, n.Minor
 	why.add(bad)
+}
+
+// findNode returns the class directory and node name of a function: under
+// the configured ClassDir, else (the name is not public; go-halib does the
+// same) the first subdirectory, by name, holding <name>/dev. Only real
+// directories with plain names count, never a link (driver, subsystem).
+// The directory found is logged once.
+func (b *pciBackend) findNode(fn string) (cls, name string) {
+	if b.o.ClassDir != "" {
+		cls = fn + "/" + b.o.ClassDir
+		return cls, b.nodeName(cls)
+	}
+	entries, err := os.ReadDir(b.under(fn))
+	if err != nil {
+		return "", ""
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !isNodeName(e.Name()) || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		cls = fn + "/" + e.Name()
+		if name = b.nodeName(cls); name != "" {
+			b.note("found the device node's class directory", "function", fn, "classDir", e.Name())
+			return cls, name
+		}
+	}
+	return "", ""
 }
 
 // healthAttribute checks the configured health attribute, "" when healthy

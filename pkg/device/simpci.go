@@ -18,6 +18,10 @@ const (
 	SimHAMajor      = 236
 )
 
+// simPCIClassDir is the class directory the simulated Bertha functions
+// hold their node's directory in (the real name is not public).
+const simPCIClassDir = "ha"
+
 // simXilinxBuses are the bus numbers of the first eight simulated Orion
 // cards: pairs under four root ports, not contiguous, as on a real host.
 var simXilinxBuses = [...]int{0x17, 0x18, 0x31, 0x32, 0xb1, 0xb2, 0xca, 0xcb}
@@ -312,9 +316,9 @@ func simulatePCI(w *simWriter, spec SimSpec) {
 		k := spec.Devices - 1 - i // probe order
 		w.pciFunction(addr, DefaultPCIVendor, "0x0b00", DefaultPCIClass, "ha", numa)
 		name := fmt.Sprintf("ha%d", k)
-		w.file(fmt.Sprintf("%s/%s/%s/%s", pciDevDir(addr), DefaultPCIClassDir, name, attrDev), fmt.Sprintf("%d:%d\n", spec.Major, k), 0o644)
+		w.file(fmt.Sprintf("%s/%s/%s/%s", pciDevDir(addr), simPCIClassDir, name, attrDev), fmt.Sprintf("%d:%d\n", spec.Major, k), 0o644)
 		w.create(DevDir+"/"+name, "", 0o666)
-		w.keepOnly(pciDevDir(addr)+"/"+DefaultPCIClassDir, name) // a rerun with another count renumbers
+		w.keepOnly(pciDevDir(addr)+"/"+simPCIClassDir, name) // a rerun with another count renumbers
 	}
 	w.pciFunction("0000:00:1f.3", "0x8086", "0xa348", "0x040300", "snd_hda_intel", 0)
 	w.pciFunction("0000:3a:00.0", DefaultPCIVendor, "0x0b01", "0x058000", "ha", 0)

@@ -492,9 +492,14 @@ func TestPCIBackend(t *testing.T) {
 		reason string
 	}{
 		"healthy": {},
-		"node directory missing": {
+		"node directory missing, class directory configured": {
 			setup:  func(t *testing.T, root string) { must(t, os.RemoveAll(fn(root, addr1)+"/ha")) },
+			opts:   device.PCIOptions{ClassDir: "ha"},
 			reason: "device node unknown: /sys/bus/pci/devices/0000:3c:00.0/ha has no directory with a dev attribute",
+		},
+		"node directory missing, class directory scanned": {
+			setup:  func(t *testing.T, root string) { must(t, os.RemoveAll(fn(root, addr1)+"/ha")) },
+			reason: "device node unknown: /sys/bus/pci/devices/0000:3c:00.0 has no <dir>/<name>/dev",
 		},
 		"device node missing": {
 			setup:  func(t *testing.T, root string) { rm(t, filepath.Join(root, "/dev/ha1")) },
