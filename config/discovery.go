@@ -80,6 +80,21 @@ func (c *Config) applyDiscoveryDefaults() {
 	setString(&c.Simulate.Backend, d.Backend)
 }
 
+// defaultMounts are the injection mounts of a backend when the file names
+// none: go-halib's user-mode driver on Bertha (pci), else /usr/lib/lpu.
+// Host paths that do not exist are skipped at injection.
+func defaultMounts(backend string) []Mount {
+	paths := []string{DefaultMountPath}
+	if backend == BackendPCI {
+		paths = device.PCIDriverFiles
+	}
+	ms := make([]Mount, len(paths))
+	for i, p := range paths {
+		ms[i] = Mount{HostPath: p, ContainerPath: p}
+	}
+	return ms
+}
+
 // validateDiscovery checks the discovery and simulate sections.
 func (v *validator) discovery(c *Config) {
 	v.oneOf("discovery.backend", c.Discovery.Backend, AllowedBackends)

@@ -72,6 +72,15 @@ const (
 	DefaultPCIClass  = "0x120000"
 )
 
+// PCIDriverFiles are the files of Bertha's user-mode driver that go-halib's
+// users expect in the container: the pci backend's default read-only
+// mounts (config injection.mounts).
+var PCIDriverFiles = []string{
+	"/usr/local/lib/libha_driver.so",
+	"/usr/local/include/ha_driver.h",
+	"/usr/local/lib/pkgconfig/libha_driver.pc",
+}
+
 // Discovery selects and configures the discovery backend (the config's
 // discovery section). The zero value is the lpu backend.
 type Discovery struct {

@@ -337,5 +337,8 @@ func simulatePCI(w *simWriter, spec SimSpec) {
 		return ok && err == nil && k >= spec.Devices
 	})
 	w.file("/sys/module/ha/version", spec.DriverVersion+"\n", 0o644)
+	for _, f := range PCIDriverFiles {
+		w.file(f, "simulated Bertha user-mode driver placeholder, written by lpu-node\n", 0o644)
+	}
 	w.file(DefaultNetworkTable, simTable(spec.Devices, spec.Devices/spec.Rings), 0o644)
 }
