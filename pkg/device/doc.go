@@ -88,8 +88,10 @@
 //	<user>/numa_node                NUMANode
 //	<user>/rom.<x>/VBNV             Firmware: the shell; must equal XilinxOptions.Shell when set
 //	<user>/xmc.<x>/serial_num       Serial
-//	<user>/xmc.<x>/xmc_fpga_temp    telemetry, °C; else hwmon/hwmonN/temp4_input, m°C
-//	<user>/xmc.<x>/xmc_power        telemetry, µW
+//	<user>/xmc.<x>/xmc_fpga_temp    telemetry, °C; else the hwmon named *_user (else the first by number
+//	                                with a temp*_input): temp4_input or its first temp*_input, m°C
+//	<user>/xmc.<x>/xmc_power        telemetry, µW; an exact 0 (°C, m°C, µW) is missing: XMC reads 0 when
+//	                                its mailbox to the management side fails
 //	<user>/drm/renderDN/dev         the primary node /dev/dri/renderDN
 //	<mgmt>/instance                 decimal instance number
 //	<mgmt>/xrt_mgmt/xclmgmt<inst>/dev   the node /dev/xclmgmt<inst> (xclmgmt/ in old XRT)

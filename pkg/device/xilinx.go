@@ -353,7 +353,12 @@ type sensors struct {
 	errs []error
 }
 
-// read reads host and parses it; false when the file is absent.
+// errNoReading is what a parser returns for a value that is no reading:
+// XMC's 0 when its mailbox failed.
+var errNoReading = errors.New("no reading")
+
+// read reads host and parses it; false when the file is absent or holds
+// no reading.
 func (r *sensors) read(host string, parse func(string) error) bool {
 	v, err := readAttr(r.under(host))
 	switch {
@@ -362,7 +367,9 @@ func (r *sensors) read(host string, parse func(string) error) bool {
 	case err != nil:
 		r.errs = append(r.errs, errors.New(describeErr("read", host, err)))
 	default:
-		if err := parse(v); err != nil {
+		if err := parse(v); errors.Is(err, errNoReading) {
+			return false
+		} else if err != nil {
 			r.errs = append(r.errs, fmt.Errorf("%s: value %q: %w", host, clip(v), err))
 		}
 	}
@@ -395,35 +402,86 @@ func (b *xilinxBackend) telemetry(id string) (Telemetry, error) {
 	return t, errors.Join(r.errs...)
 }
 
-// temperature reads the card's temperature from xmc, else hwmon.
+// temperature reads the card's temperature from xmc, else hwmon. A
+// reading of exactly 0 is no reading: the user function's sensors come
+// from the management side over a mailbox and read 0 when it fails.
 func (b *xilinxBackend) temperature(r *sensors, u, xmc string, t *Telemetry) bool {
 	if xmc != "" && r.read(hostFn(u, xmc, fileXMCTemp), func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < -273 || n > 1000 {
+		switch {
+		case err != nil || n < -273 || n > 1000:
 			return errors.New("want integer degrees Celsius from -273 to 1000")
+		case n == 0:
+			return errNoReading
 		}
 		t.TemperatureCelsius = float64(n)
 		return nil
 	}) {
 		return true
 	}
-	hw := b.numberedEntry(hostFn(u, hwmonDir), hwmonDir)
-	return hw != "" && r.read(hostFn(u, hwmonDir, hw, fileHwmonTemp), func(v string) error {
+	hw := b.hwmonTemp(u)
+	return hw != "" && r.read(hw, func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < -273150 || n > 1000000 {
+		switch {
+		case err != nil || n < -273150 || n > 1000000:
 			return errors.New("want integer millidegrees Celsius from -273150 to 1000000")
+		case n == 0:
+			return errNoReading
 		}
 		t.TemperatureCelsius = float64(n) / 1000
 		return nil
 	})
 }
 
+// hwmonTemp is the host path of the temperature file of the user
+// function's hwmon: the one XRT's xmc registers (name "<VBNV>_user"), else
+// the first by number with a temp*_input. XRT registers up to three
+// (xmc, sysmon, microblaze); "" when none has a temperature.
+func (b *xilinxBackend) hwmonTemp(u string) string {
+	dir := hostFn(u, hwmonDir)
+	first := ""
+	for _, hw := range b.numberedEntries(dir, hwmonDir) {
+		f := b.tempInput(dir + "/" + hw)
+		if f == "" {
+			continue
+		}
+		if strings.HasSuffix(b.textAt("", dir+"/"+hw+"/name"), "_user") {
+			return f
+		}
+		if first == "" {
+			first = f
+		}
+	}
+	return first
+}
+
+// tempInput is an hwmon's temperature file: temp4_input (xmc's FPGA
+// temperature), else its first temp*_input; "" when none.
+func (b *xilinxBackend) tempInput(hwDir string) string {
+	if b.exists(hwDir + "/" + fileHwmonTemp) {
+		return hwDir + "/" + fileHwmonTemp
+	}
+	entries, err := os.ReadDir(b.under(hwDir))
+	if err != nil {
+		return ""
+	}
+	for _, e := range entries {
+		if n := e.Name(); strings.HasPrefix(n, "temp") && strings.HasSuffix(n, "_input") {
+			return hwDir + "/" + n
+		}
+	}
+	return ""
+}
+
 // power reads the card's power from xmc.
 func (b *xilinxBackend) power(r *sensors, u, xmc string, t *Telemetry) bool {
 	return xmc != "" && r.read(hostFn(u, xmc, fileXMCPower), func(v string) error {
 		n, err := parseUint(v)
-		if err != nil {
+		switch {
+		case err != nil:
 			return err
+		case n == 0:
+			return errNoReading // a failed mailbox, as for temperature
 		}
 		t.PowerWatts = float64(n) / 1e6
 		return nil
