@@ -93,6 +93,7 @@
 //	<user>/xmc.<x>/xmc_power        telemetry, µW; an exact 0 (°C, m°C, µW) is missing: XMC reads 0 when
 //	                                its mailbox to the management side fails
 //	<user>/drm/renderDN/dev         the primary node /dev/dri/renderDN
+//	<mgmt>/ready                    1 healthy, when present and the management node is injected
 //	<mgmt>/instance                 decimal instance number
 //	<mgmt>/xrt_mgmt/xclmgmt<inst>/dev   the node /dev/xclmgmt<inst> (xclmgmt/ in old XRT)
 //	/sys/module/xocl/version        DriverVersion, the part before ","

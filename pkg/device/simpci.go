@@ -158,6 +158,7 @@ func (w *simWriter) xilinxCard(spec SimSpec, i int) {
 	w.file(u+"/drm/card"+strconv.Itoa(i)+"/"+attrDev, fmt.Sprintf("%d:%d\n", SimRenderMajor, i), 0o644)
 	for _, a := range []struct{ path, value string }{
 		{u + "/" + fileReady, "0x1"},
+		{m + "/" + fileReady, "1"}, // xclmgmt prints %d, xocl 0x%llx
 		{u + "/" + fileDevOffline, "0"},
 		{u + "/" + fileBadState, "0"},
 		{xmc + "/" + fileXMCTemp, strconv.Itoa(41 + i%4)},

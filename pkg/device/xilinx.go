@@ -291,6 +291,8 @@ func (b *xilinxBackend) mgmtNode(c card, d *Device, why *reasons) {
 		why.add(fmt.Sprintf("management function %s not bound to %s: no %s", c.mgmt, xclmgmtNode, hostFn(c.mgmt, fileMgmtPF)))
 		return
 	}
+	// xclmgmt prints ready as %d; absent in old XRT releases.
+	why.add(b.flag(c.mgmt, fileReady, 1, false))
 	inst, err := b.instance(c.mgmt)
 	if err != nil {
 		why.add("management instance " + err.Error())

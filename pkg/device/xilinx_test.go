@@ -217,6 +217,15 @@ func TestXilinxFaults(t *testing.T) {
 			reason: "no shell flashed: card 0000:31:00 has management function 0000:31:00.0 but no user function",
 			nodes:  1,
 		},
+		"management side not ready": {
+			setup:  func(t *testing.T, root string) { write(t, fn(root, mgmt2)+"/ready", "0\n") },
+			reason: "ready 0 in /sys/bus/pci/devices/0000:31:00.0/ready, want 1",
+		},
+		"management side not ready, its node not injected": {
+			setup: func(t *testing.T, root string) { write(t, fn(root, mgmt2)+"/ready", "0\n") },
+			opts:  device.XilinxOptions{Shell: device.DefaultXilinxShell, NoManagementNodes: true},
+			nodes: 1,
+		},
 		"two cards claim one instance": {
 			setup:  func(t *testing.T, root string) { write(t, fn(root, mgmt2)+"/instance", "6144\n") },
 			id:     "lpu1",
