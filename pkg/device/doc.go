@@ -53,8 +53,10 @@
 //	/dev/lpuN                       the device node: a character device whose number is dev
 //
 // Device nodes of every backend must be character devices with the number
-// sysfs gives; a regular file may stand in for one only under a root other
-// than "/" (a simulated node, a test tree), never on a host.
+// sysfs gives; a regular file may stand in for one only on a simulated
+// node (WithSimulated, set by --simulate, or a root Simulate or devicetest
+// wrote in this process: MarkSimulated), never on a real root, "/" or
+// "/host" alike.
 //
 // Every attribute read is bounded (MaxAttrBytes) and trimmed of surrounding
 // whitespace.

@@ -125,6 +125,7 @@ func Simulate(root string, spec SimSpec) error {
 	if err != nil {
 		return err
 	}
+	MarkSimulated(root)
 	w := simWriter{root: root}
 	perRing := spec.Devices / spec.Rings
 	switch spec.Backend {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"sync"
 )
 
 // Host paths of the layout this package reads (see the package doc).
@@ -97,6 +98,28 @@ func WithSimulated() Option {
 	return func(s *Sysfs) { s.simulated = true }
 }
 
+// simulatedRoots are the roots MarkSimulated recorded in this process.
+var simulatedRoots sync.Map // cleaned absolute root → struct{}
+
+// MarkSimulated records that root holds a simulated node written by this
+// process (Simulate does it; devicetest's trees too), so every Sysfs on it
+// accepts stand-in device nodes as WithSimulated does. Nothing outside the
+// process can mark a root: a host's root is never taken for a simulation.
+func MarkSimulated(root string) {
+	if abs, err := filepath.Abs(root); err == nil {
+		simulatedRoots.Store(abs, struct{}{})
+	}
+}
+
+func isMarkedSimulated(root string) bool {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return false
+	}
+	_, ok := simulatedRoots.Load(abs)
+	return ok
+}
+
 // NewSysfs returns a discoverer reading the layout under root ("/" in
 // production).
 func NewSysfs(root string, opts ...Option) *Sysfs {
@@ -108,7 +131,7 @@ func NewSysfs(root string, opts ...Option) *Sysfs {
 	for _, o := range opts {
 		o(s)
 	}
-	s.standIns = s.simulated || root != "/"
+	s.standIns = s.simulated || isMarkedSimulated(root)
 	s.b = newBackend(s.tree, s.disc, s.stateDir)
 	return s
 }

@@ -56,10 +56,12 @@ const Model = "LPU Test Card"
 
 // NewTree writes one device per row under a new t.TempDir() and returns that
 // directory, the root to discover under. It always creates /sys/class/lpu
-// (empty without rows), /dev and the driver version.
+// (empty without rows), /dev and the driver version. Its device nodes are
+// regular files, so it marks the root simulated (device.MarkSimulated).
 func NewTree(t testing.TB, rows ...Row) string {
 	t.Helper()
 	root := t.TempDir()
+	device.MarkSimulated(root)
 	mkdir(t, filepath.Join(root, device.ClassDir))
 	mkdir(t, filepath.Join(root, device.DevDir))
 	WriteFile(t, root, device.ModuleVersion, DriverVersion+"\n")
