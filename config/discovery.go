@@ -47,6 +47,9 @@ type PCI struct {
 	// ClassDir is the function's subdirectory holding <name>/dev; default
 	// "": the first subdirectory that holds one (the name is not public).
 	ClassDir string `json:"classDir"`
+	// Driver is the name /proc/devices must register the node's major
+	// under; default "": the driver the function is bound to.
+	Driver string `json:"driver"`
 	// HealthAttribute is a file relative to the PCI function's directory
 	// whose content must equal HealthValue; "" (default) checks none.
 	HealthAttribute string `json:"healthAttribute"`
@@ -114,6 +117,9 @@ func (v *validator) discovery(c *Config) {
 	if device.CheckDiscovery(device.Discovery{PCI: device.PCIOptions{ClassDir: d.PCI.ClassDir}}) != nil {
 		v.add("discovery.pci.classDir", d.PCI.ClassDir, "must be one directory name")
 	}
+	if device.CheckDiscovery(device.Discovery{PCI: device.PCIOptions{Driver: d.PCI.Driver}}) != nil {
+		v.add("discovery.pci.driver", d.PCI.Driver, "must be a driver name")
+	}
 	if device.CheckDiscovery(device.Discovery{PCI: device.PCIOptions{HealthAttribute: d.PCI.HealthAttribute}}) != nil {
 		v.add("discovery.pci.healthAttribute", d.PCI.HealthAttribute, "must be a relative path inside the PCI function's directory")
 	}
@@ -134,7 +140,7 @@ func (d Discovery) DeviceDiscovery() device.Discovery {
 			Shell: device.DefaultXilinxShell,
 		},
 		PCI: device.PCIOptions{
-			Vendor: d.PCI.Vendor, Class: d.PCI.Class, ClassDir: d.PCI.ClassDir,
+			Vendor: d.PCI.Vendor, Class: d.PCI.Class, ClassDir: d.PCI.ClassDir, Driver: d.PCI.Driver,
 			HealthAttribute: d.PCI.HealthAttribute, HealthValue: d.PCI.HealthValue,
 		},
 	}

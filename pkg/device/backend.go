@@ -112,6 +112,9 @@ type PCIOptions struct {
 	// directory. "" (default): the first subdirectory holding
 	// <name>/dev, as go-halib finds it.
 	ClassDir string
+	// Driver is the name the node's major must be registered under in
+	// /proc/devices. "" (default): the driver the function is bound to.
+	Driver string
 	// HealthAttribute is a file, relative to the PCI function's directory,
 	// whose trimmed content must equal HealthValue for the LPU to be
 	// healthy. Empty: not checked.
@@ -177,6 +180,9 @@ func CheckDiscovery(d Discovery) error {
 	}
 	if d.PCI.ClassDir != "" && !isPlainName(d.PCI.ClassDir) {
 		return fmt.Errorf("discovery pci classDir %q: want one path element", clip(d.PCI.ClassDir))
+	}
+	if d.PCI.Driver != "" && !isNodeName(d.PCI.Driver) {
+		return fmt.Errorf("discovery pci driver %q: want a driver name", clip(d.PCI.Driver))
 	}
 	if a := d.PCI.HealthAttribute; a != "" {
 		for _, el := range strings.Split(a, "/") {

@@ -150,7 +150,7 @@ func (b *lpuBackend) check(id string) (major, minor int64, h Health) {
 	if err := b.checkNode(node, major, minor, known); err != nil {
 		reasons = append(reasons, err.Error())
 	} else if known {
-		if err := b.checkMajor(node, major, lpuDriverName); err != nil {
+		if err := b.checkMajor(node, major, lpuDriver); err != nil {
 			reasons = append(reasons, err.Error())
 		}
 	}
@@ -159,10 +159,6 @@ func (b *lpuBackend) check(id string) (major, minor int64, h Health) {
 	}
 	return major, minor, Health{Reason: strings.Join(reasons, "; ")}
 }
-
-// lpuDriverName is the driver checkMajor wants for /dev/lpuN: "" (not
-// checked) until /proc/devices is checked.
-const lpuDriverName = ""
 
 func (b *lpuBackend) watchPaths() []string {
 	var paths []string

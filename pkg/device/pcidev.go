@@ -128,7 +128,14 @@ func (b *pciBackend) node(addr string, d *Device, why *reasons) {
 		why.add(fmt.Sprintf("device node unknown: %s has no <dir>/<name>/dev (set discovery.pci.classDir?)", fn))
 		return
 	}
-	n, bad := b.readNode(cls+"/"+name+"/"+attrDev, DevDir+"/"+name, "")
+	driver := b.o.Driver
+	if driver == "" {
+		driver = b.boundDriver(addr)
+	}
+	if driver == "" {
+		why.add(fmt.Sprintf("%s bound to no driver: the major of %s is not checked (set discovery.pci.driver)", addr, DevDir+"/"+name))
+	}
+	n, bad := b.readNode(cls+"/"+name+"/"+attrDev, DevDir+"/"+name, driver)
 	d.Nodes = []Node{n}
 	d.Path, d.Major, d.Minor = n.Path, n.Major, n.Minor
 	why.add(bad)

@@ -22,6 +22,10 @@ const (
 // hold their node's directory in (the real name is not public).
 const simPCIClassDir = "ha"
 
+// simPCIDriver is the driver the simulated Bertha functions are bound to,
+// and the name of its major in /proc/devices.
+const simPCIDriver = "ha"
+
 // simXilinxBuses are the bus numbers of the first eight simulated Orion
 // cards: pairs under four root ports, not contiguous, as on a real host.
 var simXilinxBuses = [...]int{0x17, 0x18, 0x31, 0x32, 0xb1, 0xb2, 0xca, 0xcb}
@@ -315,7 +319,7 @@ func simulatePCI(w *simWriter, spec SimSpec) {
 			numa = 1
 		}
 		k := spec.Devices - 1 - i // probe order
-		w.pciFunction(addr, DefaultPCIVendor, "0x0b00", DefaultPCIClass, "ha", numa)
+		w.pciFunction(addr, DefaultPCIVendor, "0x0b00", DefaultPCIClass, simPCIDriver, numa)
 		name := fmt.Sprintf("ha%d", k)
 		w.file(fmt.Sprintf("%s/%s/%s/%s", pciDevDir(addr), simPCIClassDir, name, attrDev), fmt.Sprintf("%d:%d\n", spec.Major, k), 0o644)
 		w.create(DevDir+"/"+name, "", 0o666)

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -141,12 +142,45 @@ func Simulate(root string, spec SimSpec) error {
 		w.file(ModuleVersion, spec.DriverVersion+"\n", 0o644)
 		w.file(DefaultNetworkTable, simTable(spec.Devices, perRing), 0o644)
 	}
+	w.file(ProcDevices, simProcDevices(spec), 0o644)
 	w.file(SimLibrary, "simulated LPU driver library placeholder, written by lpu-node\n", 0o644)
 	w.file(SimTool, simTool, 0o755)
 	if w.err != nil {
 		return fmt.Errorf("simulate under %s: %w", root, w.err)
 	}
 	return nil
+}
+
+// simProcDevices is the simulated node's /proc/devices: a few of the
+// kernel's own majors, and the simulated drivers' under the names
+// discovery checks them against.
+func simProcDevices(spec SimSpec) string {
+	drivers := map[string][]struct {
+		major int64
+		name  string
+	}{
+		BackendLPU:    {{spec.Major, lpuDriver}},
+		BackendXilinx: {{spec.Major, xclmgmtDriverName}, {SimRenderMajor, renderDriverName}},
+		BackendPCI:    {{spec.Major, simPCIDriver}},
+	}[spec.Backend]
+	char := map[int64][]string{1: {"mem"}, 4: {"/dev/vc/0", "tty", "ttyS"}, 5: {"/dev/tty", "/dev/console", "/dev/ptmx"}, 10: {"misc"}}
+	for _, d := range drivers {
+		char[d.major] = append(char[d.major], d.name)
+	}
+	majors := make([]int64, 0, len(char))
+	for m := range char {
+		majors = append(majors, m)
+	}
+	slices.Sort(majors)
+	var b strings.Builder
+	b.WriteString("Character devices:\n")
+	for _, m := range majors {
+		for _, name := range char[m] {
+			fmt.Fprintf(&b, "%3d %s\n", m, name)
+		}
+	}
+	b.WriteString("\nBlock devices:\n  7 loop\n  8 sd\n259 blkext\n")
+	return b.String()
 }
 
 const simTool = `#!/bin/sh

@@ -274,11 +274,11 @@ func (b *xilinxBackend) userFunction(c card, d *Device, why *reasons) {
 	d.Nodes = append(d.Nodes, n)
 }
 
-// Drivers checkMajor wants for the xilinx nodes: "" (not checked) until
-// /proc/devices is checked.
+// The names /proc/devices registers the xilinx nodes' majors under: DRM's
+// for render nodes, xclmgmt's for management nodes.
 const (
-	renderDriverName  = ""
-	xclmgmtDriverName = ""
+	renderDriverName  = "drm"
+	xclmgmtDriverName = xclmgmtNode
 )
 
 // mgmtNode reads the management node of a card into d.
