@@ -42,8 +42,8 @@ type Xilinx struct {
 
 // PCI configures the pci backend.
 type PCI struct {
-	Vendor   string `json:"vendor"`   // default 0x1eff
-	Class    string `json:"class"`    // default 0x120000
+	Vendor string `json:"vendor"` // default 0x1eff
+	Class  string `json:"class"`  // default 0x120000
 	// ClassDir is the function's subdirectory holding <name>/dev; default
 	// "": the first subdirectory that holds one (the name is not public).
 	ClassDir string `json:"classDir"`

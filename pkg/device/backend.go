@@ -106,8 +106,8 @@ type XilinxOptions struct {
 // PCIOptions configure the pci backend. Empty fields take the defaults
 // except the health attribute, which is optional.
 type PCIOptions struct {
-	Vendor   string // PCI vendor, "0x1eff"
-	Class    string // PCI class, "0x120000" (processing accelerator)
+	Vendor string // PCI vendor, "0x1eff"
+	Class  string // PCI class, "0x120000" (processing accelerator)
 	// ClassDir is the function's subdirectory holding the node's
 	// directory. "" (default): the first subdirectory holding
 	// <name>/dev, as go-halib finds it.
