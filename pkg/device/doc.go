@@ -121,7 +121,14 @@
 // # Health
 //
 // A device is healthy when its dev attribute parses, its status is READY or
-// BUSY and its device node is right (lpu backend; the others below). Otherwise Health.Reason says why, e.g.
+// BUSY and its device node is right (lpu backend; the others below). A
+// node is right when it is a character device of the number sysfs gives
+// and /proc/devices (ProcDevices, under the root; on a real root without
+// one, the process's own: the list is global to the kernel) registers its
+// major under the driver's name: "lpu" for /dev/lpuN, "drm" for render
+// nodes, "xclmgmt" for management nodes, PCIOptions.Driver (default: the
+// bound driver) for the pci backend. So dev = 1:1 with /dev/lpu3 = c 1:1
+// (that is /dev/mem) is unhealthy. Otherwise Health.Reason says why, e.g.
 // `status "ECC_ERROR"` or "device node /dev/lpu3 missing"; several reasons
 // are joined with "; ". A broken device is reported unhealthy, never dropped,
 // and does not stop discovery of the others. Discover fails (wrapping
