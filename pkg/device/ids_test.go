@@ -197,3 +197,20 @@ func equalMaps(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// TestPCIIDsStableAcrossRestarts: a Bertha function gone from the bus at
+// a restart does not shift the others' IDs.
+func TestPCIIDsStableAcrossRestarts(t *testing.T) {
+	root, _ := pciNode(t, 3)
+	state := t.TempDir()
+	pci := func() *device.Sysfs {
+		return device.NewSysfs(root, device.WithLogger(quiet), device.WithStateDir(state),
+			device.WithDiscovery(device.Discovery{Backend: device.BackendPCI}))
+	}
+	want := addresses(t, pci())
+	rm(t, fn(root, device.SimPCIAddress(0)))
+	delete(want, "lpu0")
+	if got := addresses(t, pci()); !equalMaps(got, want) {
+		t.Fatalf("after a restart without function 0: %v, want %v", got, want)
+	}
+}
