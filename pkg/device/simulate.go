@@ -38,7 +38,24 @@ type SimSpec struct {
 	// (an Orion node) or BackendPCI (a Bertha node). Firmware, when set,
 	// is the xilinx cards' shell name; Model applies to lpu only.
 	Backend string
+	// Faults are states of real hosts to write into cards of an Orion
+	// node, by card index (xilinx only; see SimFault).
+	Faults map[int]SimFault
 }
+
+// SimFault is a state an Orion card can be simulated in.
+type SimFault string
+
+// The faults Simulate can write into an Orion card.
+const (
+	// SimUnbound: the user function is on the bus but not bound to xocl
+	// (probe failure, unbind, late bind): only the PCI core's attributes,
+	// no user_pf, no driver link, no render node.
+	SimUnbound SimFault = "unbound"
+	// SimHotReset: the card mid hot reset: user_pf kept; ready, drm and
+	// the rom subdevice gone, and the render node with them.
+	SimHotReset SimFault = "hot-reset"
+)
 
 // simDefaultFirmware is the firmware_version of simulated LPUs.
 const simDefaultFirmware = "1.8.2-sim"
@@ -66,6 +83,9 @@ func (spec SimSpec) validate() (SimSpec, error) {
 			spec.Major = DefaultMajor
 		}
 	}
+	if err := spec.checkFaults(); err != nil {
+		return spec, err
+	}
 	if spec.Major < 1 || spec.Major > MaxMajor {
 		return spec, fmt.Errorf("simulate: major %d: want 1 to %d", spec.Major, MaxMajor)
 	}
@@ -87,6 +107,17 @@ func (spec SimSpec) validate() (SimSpec, error) {
 		}
 	}
 	return spec, nil
+}
+
+// checkFaults checks that every fault is a known one on a card of an
+// Orion node.
+func (spec SimSpec) checkFaults() error {
+	for i, f := range spec.Faults {
+		if spec.Backend != BackendXilinx || i < 0 || i >= spec.Devices || f != SimUnbound && f != SimHotReset {
+			return fmt.Errorf("simulate: fault %q on card %d: want %s or %s on a card of a xilinx node", clip(string(f)), i, SimUnbound, SimHotReset)
+		}
+	}
+	return nil
 }
 
 // SimulatedRoot is the discovery root of the simulated node a daemon run
