@@ -24,9 +24,6 @@ type tree struct {
 	// simulated node (WithSimulated, or a root Simulate or devicetest
 	// wrote in this process), never inferred from the root's path.
 	standIns bool
-	// procDevices is the host path of the kernel's device-number
-	// registrations, read under the root.
-	procDevices string
 
 	warned  sync.Map // warning text → struct{}: each distinct warning is logged once
 	nWarned atomic.Int64
