@@ -1,14 +1,15 @@
 package device
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -66,11 +67,13 @@ func (t *tree) checkMajor(nodePath string, major int64, driver string) error {
 	if driver == "" {
 		return nil
 	}
-	majors, err := t.registeredMajors()
+	buf := procBufs.Get().(*[maxProcDevicesBytes]byte)
+	defer procBufs.Put(buf)
+	data, err := t.readProcDevices(buf[:])
 	if err != nil {
 		return fmt.Errorf("major %d of %s: %w", major, nodePath, err)
 	}
-	names := majors[major]
+	names := majorNames(data, major)
 	switch {
 	case slices.Contains(names, driver):
 		return nil
@@ -82,41 +85,52 @@ func (t *tree) checkMajor(nodePath string, major int64, driver string) error {
 	}
 }
 
-// registeredMajors reads the character majors of /proc/devices.
-func (t *tree) registeredMajors() (map[int64][]string, error) {
-	data, err := readBounded(t.under(ProcDevices), maxProcDevicesBytes)
+// procBufs recycles the read buffers of checkMajor: ProbeHealth runs it
+// on every poll.
+var procBufs = sync.Pool{New: func() any { return new([maxProcDevicesBytes]byte) }}
+
+// readProcDevices reads /proc/devices under the root into buf (on a real
+// root without one, the process's own). A longer file is cut at len(buf).
+func (t *tree) readProcDevices(buf []byte) ([]byte, error) {
+	f, err := openRegular(t.under(ProcDevices))
 	if errors.Is(err, fs.ErrNotExist) && !t.standIns && t.root != "/" {
-		data, err = readBounded(ProcDevices, maxProcDevicesBytes)
+		f, err = openRegular(ProcDevices)
 	}
 	if err != nil {
 		return nil, errors.New(describeErr("read", ProcDevices, err))
 	}
-	return parseProcDevices(data), nil
+	defer f.Close()
+	n, err := io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, errors.New(describeErr("read", ProcDevices, err))
+	}
+	return buf[:n], nil
 }
 
-// parseProcDevices returns the "Character devices:" section of
-// /proc/devices as major → driver names (a major may be registered more
+// majorNames returns the drivers the "Character devices:" section of
+// /proc/devices registers major under (a major may be registered more
 // than once, for different minor ranges). Lines that do not parse are
 // skipped.
-func parseProcDevices(data []byte) map[int64][]string {
-	majors := map[int64][]string{}
+func majorNames(data []byte, major int64) []string {
+	var names []string
 	inChar := false
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasSuffix(line, ":") {
-			inChar = line == "Character devices:"
+	for len(data) > 0 {
+		var line []byte
+		line, data, _ = bytes.Cut(data, []byte("\n"))
+		line = bytes.TrimSpace(line)
+		if bytes.HasSuffix(line, []byte(":")) {
+			inChar = string(line) == "Character devices:"
 			continue
 		}
-		num, name, ok := strings.Cut(line, " ")
+		num, name, ok := bytes.Cut(line, []byte(" "))
 		if !inChar || !ok {
 			continue
 		}
-		n, err := parseDecimal(num, MaxMajor)
-		if name = strings.TrimSpace(name); err != nil || name == "" {
-			continue
+		if n, err := parseDecimal(string(num), MaxMajor); err == nil && n == major {
+			if name = bytes.TrimSpace(name); len(name) > 0 {
+				names = append(names, string(name))
+			}
 		}
-		majors[n] = append(majors[n], name)
 	}
-	return majors
+	return names
 }
