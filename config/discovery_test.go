@@ -104,3 +104,16 @@ func TestPCIDefaultMounts(t *testing.T) {
 		})
 	}
 }
+
+func TestPCIDriverConfig(t *testing.T) {
+	c, err := Load(writeFile(t, "version: v1\ndiscovery: {backend: pci, pci: {driver: bertha}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Discovery.DeviceDiscovery().PCI.Driver; got != "bertha" {
+		t.Fatalf("driver %q, want bertha", got)
+	}
+	if _, err := Load(writeFile(t, "version: v1\ndiscovery: {pci: {driver: \"a/b\"}}\n")); err == nil || !strings.Contains(err.Error(), `discovery.pci.driver: "a/b" must be a driver name`) {
+		t.Fatalf("err %v", err)
+	}
+}

@@ -581,14 +581,17 @@ func TestCheckDiscovery(t *testing.T) {
 		d   device.Discovery
 		err string
 	}{
-		"zero is lpu":      {},
-		"xilinx defaults":  {d: device.Discovery{Backend: device.BackendXilinx}},
-		"unknown backend":  {d: device.Discovery{Backend: "gpu"}, err: `discovery backend "gpu": want lpu, xilinx, pci`},
-		"bad vendor":       {d: device.Discovery{Xilinx: device.XilinxOptions{Vendor: "10ee"}}, err: `xilinx vendor "10ee"`},
-		"upper case is ok": {d: device.Discovery{PCI: device.PCIOptions{Vendor: "0x1EFF"}}},
-		"short class":      {d: device.Discovery{PCI: device.PCIOptions{Class: "0x12"}}, err: `pci class "0x12"`},
-		"class dir escape": {d: device.Discovery{PCI: device.PCIOptions{ClassDir: ".."}}, err: `pci classDir ".."`},
-		"health attr up":   {d: device.Discovery{PCI: device.PCIOptions{HealthAttribute: "../x"}}, err: "healthAttribute"},
+		"zero is lpu":       {},
+		"xilinx defaults":   {d: device.Discovery{Backend: device.BackendXilinx}},
+		"unknown backend":   {d: device.Discovery{Backend: "gpu"}, err: `discovery backend "gpu": want lpu, xilinx, pci`},
+		"bad vendor":        {d: device.Discovery{Xilinx: device.XilinxOptions{Vendor: "10ee"}}, err: `xilinx vendor "10ee"`},
+		"upper case is ok":  {d: device.Discovery{PCI: device.PCIOptions{Vendor: "0x1EFF"}}},
+		"short class":       {d: device.Discovery{PCI: device.PCIOptions{Class: "0x12"}}, err: `pci class "0x12"`},
+		"class dir escape":  {d: device.Discovery{PCI: device.PCIOptions{ClassDir: ".."}}, err: `pci classDir ".."`},
+		"health attr up":    {d: device.Discovery{PCI: device.PCIOptions{HealthAttribute: "../x"}}, err: "healthAttribute"},
+		"class dir scanned": {d: device.Discovery{Backend: device.BackendPCI, PCI: device.PCIOptions{ClassDir: ""}}},
+		"driver name":       {d: device.Discovery{PCI: device.PCIOptions{Driver: "ha"}}},
+		"driver path":       {d: device.Discovery{PCI: device.PCIOptions{Driver: "a/b"}}, err: `pci driver "a/b"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
