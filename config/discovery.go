@@ -36,9 +36,14 @@ type Xilinx struct {
 
 // PCI configures the pci backend.
 type PCI struct {
-	Vendor   string `json:"vendor"`   // default 0x1eff
-	Class    string `json:"class"`    // default 0x120000
-	ClassDir string `json:"classDir"` // the function's subdirectory holding <name>/dev; default ha
+	Vendor string `json:"vendor"` // default 0x1eff
+	Class  string `json:"class"`  // default 0x120000
+	// ClassDir is the function's subdirectory holding <name>/dev; default
+	// "": the first subdirectory that holds one (the name is not public).
+	ClassDir string `json:"classDir"`
+	// Driver is the name /proc/devices must register the node's major
+	// under; default "": the driver the function is bound to.
+	Driver string `json:"driver"`
 	// HealthAttribute is a file relative to the PCI function's directory
 	// whose content must equal HealthValue; "" (default) checks none.
 	HealthAttribute string `json:"healthAttribute"`
@@ -68,9 +73,23 @@ func (c *Config) applyDiscoveryDefaults() {
 	}
 	setString(&d.PCI.Vendor, device.DefaultPCIVendor)
 	setString(&d.PCI.Class, device.DefaultPCIClass)
-	setString(&d.PCI.ClassDir, device.DefaultPCIClassDir)
 	setString(&d.PCI.HealthValue, "1")
 	setString(&c.Simulate.Backend, d.Backend)
+}
+
+// defaultMounts are the injection mounts of a backend when the file names
+// none: go-halib's user-mode driver on Bertha (pci), else /usr/lib/lpu.
+// Host paths that do not exist are skipped at injection.
+func defaultMounts(backend string) []Mount {
+	paths := []string{DefaultMountPath}
+	if backend == BackendPCI {
+		paths = device.PCIDriverFiles
+	}
+	ms := make([]Mount, len(paths))
+	for i, p := range paths {
+		ms[i] = Mount{HostPath: p, ContainerPath: p}
+	}
+	return ms
 }
 
 // validateDiscovery checks the discovery and simulate sections.
@@ -92,6 +111,9 @@ func (v *validator) discovery(c *Config) {
 	if device.CheckDiscovery(device.Discovery{PCI: device.PCIOptions{ClassDir: d.PCI.ClassDir}}) != nil {
 		v.add("discovery.pci.classDir", d.PCI.ClassDir, "must be one directory name")
 	}
+	if device.CheckDiscovery(device.Discovery{PCI: device.PCIOptions{Driver: d.PCI.Driver}}) != nil {
+		v.add("discovery.pci.driver", d.PCI.Driver, "must be a driver name")
+	}
 	if device.CheckDiscovery(device.Discovery{PCI: device.PCIOptions{HealthAttribute: d.PCI.HealthAttribute}}) != nil {
 		v.add("discovery.pci.healthAttribute", d.PCI.HealthAttribute, "must be a relative path inside the PCI function's directory")
 	}
@@ -112,7 +134,7 @@ func (d Discovery) DeviceDiscovery() device.Discovery {
 			Shell: device.DefaultXilinxShell,
 		},
 		PCI: device.PCIOptions{
-			Vendor: d.PCI.Vendor, Class: d.PCI.Class, ClassDir: d.PCI.ClassDir,
+			Vendor: d.PCI.Vendor, Class: d.PCI.Class, ClassDir: d.PCI.ClassDir, Driver: d.PCI.Driver,
 			HealthAttribute: d.PCI.HealthAttribute, HealthValue: d.PCI.HealthValue,
 		},
 	}
@@ -126,17 +148,20 @@ func (d Discovery) DeviceDiscovery() device.Discovery {
 }
 
 // DiscoveryOptions are the pkg/device options both daemons build their
-// discoverer with: the backend and the topology section. On a simulated
-// node (simulated true) the backend is simulate.backend, the layout
-// --simulate wrote.
+// discoverer with: the backend, the topology section and the state
+// directory (where the PCI backends keep their address → ID map). On a
+// simulated node (simulated true) the backend is simulate.backend, the
+// layout --simulate wrote, and regular files stand in for device nodes.
 func (c *Config) DiscoveryOptions(simulated bool) []device.Option {
 	t := c.Topology
 	d := c.Discovery
+	opts := []device.Option{
+		device.WithTopology(t.Source, slices.Clone(t.Rings), t.NetworkTable),
+		device.WithStateDir(c.StateDir),
+	}
 	if simulated {
 		d.Backend = c.Simulate.Backend
+		opts = append(opts, device.WithSimulated())
 	}
-	return []device.Option{
-		device.WithDiscovery(d.DeviceDiscovery()),
-		device.WithTopology(t.Source, slices.Clone(t.Rings), t.NetworkTable),
-	}
+	return append(opts, device.WithDiscovery(d.DeviceDiscovery()))
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -69,5 +70,50 @@ func TestDiscoveryConfig(t *testing.T) {
 			}
 			tc.check(t, c)
 		})
+	}
+}
+
+// TestPCIDefaultMounts: a Bertha node's containers get go-halib's user-mode
+// driver by default; an explicit list (empty too) still wins, and the
+// other backends keep /usr/lib/lpu.
+func TestPCIDefaultMounts(t *testing.T) {
+	libha := []Mount{
+		{HostPath: "/usr/local/lib/libha_driver.so", ContainerPath: "/usr/local/lib/libha_driver.so"},
+		{HostPath: "/usr/local/include/ha_driver.h", ContainerPath: "/usr/local/include/ha_driver.h"},
+		{HostPath: "/usr/local/lib/pkgconfig/libha_driver.pc", ContainerPath: "/usr/local/lib/pkgconfig/libha_driver.pc"},
+	}
+	tests := map[string]struct {
+		yaml string
+		want []Mount
+	}{
+		"pci":                {yaml: "discovery: {backend: pci}\n", want: libha},
+		"pci, explicit list": {yaml: "discovery: {backend: pci}\ninjection: {mounts: [{hostPath: /opt/ha}]}\n", want: []Mount{{HostPath: "/opt/ha", ContainerPath: "/opt/ha"}}},
+		"pci, no mounts":     {yaml: "discovery: {backend: pci}\ninjection: {mounts: []}\n", want: []Mount{}},
+		"xilinx":             {yaml: "discovery: {backend: xilinx}\n", want: []Mount{{HostPath: DefaultMountPath, ContainerPath: DefaultMountPath}}},
+		"lpu":                {yaml: "", want: []Mount{{HostPath: DefaultMountPath, ContainerPath: DefaultMountPath}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, err := Load(writeFile(t, "version: v1\n"+tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(c.Injection.Mounts, tc.want) {
+				t.Fatalf("mounts %+v, want %+v", c.Injection.Mounts, tc.want)
+			}
+		})
+	}
+}
+
+func TestPCIDriverConfig(t *testing.T) {
+	c, err := Load(writeFile(t, "version: v1\ndiscovery: {backend: pci, pci: {driver: bertha}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Discovery.DeviceDiscovery().PCI.Driver; got != "bertha" {
+		t.Fatalf("driver %q, want bertha", got)
+	}
+	if _, err := Load(writeFile(t, "version: v1\ndiscovery: {pci: {driver: \"a/b\"}}\n")); err == nil || !strings.Contains(err.Error(), `discovery.pci.driver: "a/b" must be a driver name`) {
+		t.Fatalf("err %v", err)
 	}
 }

@@ -59,7 +59,7 @@ func (c *Config) applyDefaults() {
 	setString(&c.Allocation.Policy, PolicyBestEffort)
 	setString(&c.Injection.Mode, InjectionAuto)
 	if c.Injection.Mounts == nil {
-		c.Injection.Mounts = []Mount{{HostPath: DefaultMountPath, ContainerPath: DefaultMountPath}}
+		c.Injection.Mounts = defaultMounts(c.Discovery.Backend)
 	}
 	for i := range c.Injection.Mounts {
 		setString(&c.Injection.Mounts[i].ContainerPath, c.Injection.Mounts[i].HostPath)

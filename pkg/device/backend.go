@@ -1,9 +1,41 @@
 package device
 
 import (
+	"context"
 	"fmt"
 	"strings"
 )
+
+// backend is one discovery layout: what Sysfs asks of it. Sysfs resolves
+// the topology itself, once, for every backend.
+type backend interface {
+	// discover finds the LPUs, their health and the driver version.
+	discover(ctx context.Context) (*Inventory, error)
+	// probe re-reads what decides the health of one LPU (a valid ID).
+	probe(id string) Health
+	// telemetry reads the telemetry of one LPU (a valid ID).
+	telemetry(id string) (Telemetry, error)
+	// watchPaths are the paths under the root worth watching.
+	watchPaths() []string
+	// attrRings are the rings the layout's own attributes give; found
+	// is false when it has none.
+	attrRings(devs []Device) (rings [][]string, found bool, err error)
+	// indexRingWarning is logged when the rings of more than one LPU
+	// fall back to index order; "" logs nothing.
+	indexRingWarning() string
+}
+
+// newBackend returns the backend d selects (d has its defaults).
+func newBackend(t *tree, d Discovery, stateDir string) backend {
+	switch d.Backend {
+	case BackendXilinx:
+		return newXilinxBackend(t, d.Xilinx, stateDir)
+	case BackendPCI:
+		return newPCIBackend(t, d.PCI, stateDir)
+	default:
+		return &lpuBackend{t}
+	}
+}
 
 // Discovery backends, the values of Discovery.Backend (and of the config's
 // discovery.backend). Each yields the same Inventory.
@@ -33,12 +65,21 @@ const (
 )
 
 // Defaults of the pci backend, from what is public about Bertha. The class
-// directory is not public; "ha" follows the node names (unverified).
+// directory is not public: by default every subdirectory of the function
+// is scanned for <dir>/<name>/dev (PCIOptions.ClassDir).
 const (
-	DefaultPCIVendor   = "0x1eff"
-	DefaultPCIClass    = "0x120000"
-	DefaultPCIClassDir = "ha"
+	DefaultPCIVendor = "0x1eff"
+	DefaultPCIClass  = "0x120000"
 )
+
+// PCIDriverFiles are the files of Bertha's user-mode driver that go-halib's
+// users expect in the container: the pci backend's default read-only
+// mounts (config injection.mounts).
+var PCIDriverFiles = []string{
+	"/usr/local/lib/libha_driver.so",
+	"/usr/local/include/ha_driver.h",
+	"/usr/local/lib/pkgconfig/libha_driver.pc",
+}
 
 // Discovery selects and configures the discovery backend (the config's
 // discovery section). The zero value is the lpu backend.
@@ -65,9 +106,15 @@ type XilinxOptions struct {
 // PCIOptions configure the pci backend. Empty fields take the defaults
 // except the health attribute, which is optional.
 type PCIOptions struct {
-	Vendor   string // PCI vendor, "0x1eff"
-	Class    string // PCI class, "0x120000" (processing accelerator)
-	ClassDir string // the function's subdirectory holding the node's directory, "ha"
+	Vendor string // PCI vendor, "0x1eff"
+	Class  string // PCI class, "0x120000" (processing accelerator)
+	// ClassDir is the function's subdirectory holding the node's
+	// directory. "" (default): the first subdirectory holding
+	// <name>/dev, as go-halib finds it.
+	ClassDir string
+	// Driver is the name the node's major must be registered under in
+	// /proc/devices. "" (default): the driver the function is bound to.
+	Driver string
 	// HealthAttribute is a file, relative to the PCI function's directory,
 	// whose trimmed content must equal HealthValue for the LPU to be
 	// healthy. Empty: not checked.
@@ -103,7 +150,6 @@ func (d Discovery) withDefaults() Discovery {
 	set(&d.Xilinx.MgmtDevice, DefaultXilinxMgmtDevice)
 	set(&d.PCI.Vendor, DefaultPCIVendor)
 	set(&d.PCI.Class, DefaultPCIClass)
-	set(&d.PCI.ClassDir, DefaultPCIClassDir)
 	set(&d.PCI.HealthValue, "1")
 	for _, p := range []*string{&d.Xilinx.Vendor, &d.Xilinx.UserDevice, &d.Xilinx.MgmtDevice, &d.PCI.Vendor, &d.PCI.Class} {
 		*p = strings.ToLower(*p)
@@ -132,8 +178,11 @@ func CheckDiscovery(d Discovery) error {
 	if !isHexID(d.PCI.Class, 6) {
 		return fmt.Errorf("discovery pci class %q: want 0x and 6 hex digits", clip(d.PCI.Class))
 	}
-	if !isPlainName(d.PCI.ClassDir) {
+	if d.PCI.ClassDir != "" && !isPlainName(d.PCI.ClassDir) {
 		return fmt.Errorf("discovery pci classDir %q: want one path element", clip(d.PCI.ClassDir))
+	}
+	if d.PCI.Driver != "" && !isNodeName(d.PCI.Driver) {
+		return fmt.Errorf("discovery pci driver %q: want a driver name", clip(d.PCI.Driver))
 	}
 	if a := d.PCI.HealthAttribute; a != "" {
 		for _, el := range strings.Split(a, "/") {

@@ -53,8 +53,10 @@
 //	/dev/lpuN                       the device node: a character device whose number is dev
 //
 // Device nodes of every backend must be character devices with the number
-// sysfs gives; a regular file may stand in for one only under a root other
-// than "/" (a simulated node, a test tree), never on a host.
+// sysfs gives; a regular file may stand in for one only on a simulated
+// node (WithSimulated, set by --simulate, or a root Simulate or devicetest
+// wrote in this process: MarkSimulated), never on a real root, "/" or
+// "/host" alike.
 //
 // Every attribute read is bounded (MaxAttrBytes) and trimmed of surrounding
 // whitespace.
@@ -62,14 +64,24 @@
 // # Layout of the xilinx backend (Orion)
 //
 // Under /sys/bus/pci/devices, functions of vendor XilinxOptions.Vendor
-// (0x10ee): user functions (device 0x505d, an empty user_pf file, driver
-// xocl) and management functions (0x505c, mgmt_pf, driver xclmgmt), paired
-// by address without the function digit. Other functions are ignored; an
-// entry whose vendor or device cannot be read is skipped with a warning,
-// never an aborted scan. IDs: cards with a user function by ascending user
-// function address (the order hyperdex-smi and XRT use), then cards with
-// only a management function, which are unhealthy ("no shell flashed");
-// the address → ID map is logged when it changes.
+// (0x10ee): user functions (device 0x505d; an empty user_pf file and
+// driver xocl when bound) and management functions (0x505c; mgmt_pf and
+// driver xclmgmt when bound), paired by address without the function
+// digit, recognised by device ID whatever their binding. Other functions
+// are ignored; an entry whose vendor or device cannot be read is skipped
+// with a warning, never an aborted scan.
+//
+// IDs (both PCI backends) are stable: at the first discovery, the rank of
+// each card's address among every card present (on Orion the card address
+// DDDD:BB:DD orders like the user functions, the order hyperdex-smi and
+// XRT use); then each address keeps its ID, in memory and, with
+// WithStateDir, in <stateDir>/device-ids-<backend>.json across restarts.
+// A card seen later takes the next ID above every ID given; an ID is never
+// given to another card. So a user function that xocl fails to probe, is
+// unbound from, or binds late keeps its card's ID (unhealthy: "not bound
+// to xocl"), and flashing a management-only card ("no shell flashed": no
+// user function on the bus) renumbers nothing. The address → ID map is
+// logged when it changes.
 //
 //	<user>/ready                    0x1 healthy (base prefix allowed)
 //	<user>/dev_offline, device_bad_state   0, when present
@@ -78,9 +90,12 @@
 //	<user>/numa_node                NUMANode
 //	<user>/rom.<x>/VBNV             Firmware: the shell; must equal XilinxOptions.Shell when set
 //	<user>/xmc.<x>/serial_num       Serial
-//	<user>/xmc.<x>/xmc_fpga_temp    telemetry, °C; else hwmon/hwmonN/temp4_input, m°C
-//	<user>/xmc.<x>/xmc_power        telemetry, µW
+//	<user>/xmc.<x>/xmc_fpga_temp    telemetry, °C; else the hwmon named *_user (else the first by number
+//	                                with a temp*_input): temp4_input or its first temp*_input, m°C
+//	<user>/xmc.<x>/xmc_power        telemetry, µW; an exact 0 (°C, m°C, µW) is missing: XMC reads 0 when
+//	                                its mailbox to the management side fails
 //	<user>/drm/renderDN/dev         the primary node /dev/dri/renderDN
+//	<mgmt>/ready                    1 healthy, when present and the management node is injected
 //	<mgmt>/instance                 decimal instance number
 //	<mgmt>/xrt_mgmt/xclmgmt<inst>/dev   the node /dev/xclmgmt<inst> (xclmgmt/ in old XRT)
 //	/sys/module/xocl/version        DriverVersion, the part before ","
@@ -96,7 +111,7 @@
 // # Layout of the pci backend (Bertha)
 //
 // Functions under /sys/bus/pci/devices with PCIOptions.Vendor (0x1eff) and
-// Class (0x120000), IDs in ascending address order; the node is
+// Class (0x120000), IDs by address as above; the node is
 // <function>/<ClassDir>/<name>/dev, injected as /dev/<name>. The driver
 // numbers nodes in probe order, so an ID never comes from a node name.
 // Health: the function is present, the node is right, the optional
@@ -106,7 +121,14 @@
 // # Health
 //
 // A device is healthy when its dev attribute parses, its status is READY or
-// BUSY and its device node is right (lpu backend; the others below). Otherwise Health.Reason says why, e.g.
+// BUSY and its device node is right (lpu backend; the others below). A
+// node is right when it is a character device of the number sysfs gives
+// and /proc/devices (ProcDevices, under the root; on a real root without
+// one, the process's own: the list is global to the kernel) registers its
+// major under the driver's name: "lpu" for /dev/lpuN, "drm" for render
+// nodes, "xclmgmt" for management nodes, PCIOptions.Driver (default: the
+// bound driver) for the pci backend. So dev = 1:1 with /dev/lpu3 = c 1:1
+// (that is /dev/mem) is unhealthy. Otherwise Health.Reason says why, e.g.
 // `status "ECC_ERROR"` or "device node /dev/lpu3 missing"; several reasons
 // are joined with "; ". A broken device is reported unhealthy, never dropped,
 // and does not stop discovery of the others. Discover fails (wrapping

@@ -129,12 +129,13 @@ func FuzzXilinxAttributes(f *testing.F) {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 0, 64)
 			return err == nil && n == want && len(v) <= device.MaxAttrBytes
 		}
-		_, _, devErr := device.ParseDev(strings.TrimSpace(dev))
+		major, _, devErr := device.ParseDev(strings.TrimSpace(dev))
 		want := is(ready, 1) && is(offline, 0) && is(bad, 0) &&
 			strings.TrimSpace(shell) == device.DefaultXilinxShell && devErr == nil && len(dev) <= device.MaxAttrBytes &&
-			strings.TrimSpace(inst) == "5888"
-		// Any dev number passes: under a test root a plain file stands in
-		// for the node, so only its parse is checked.
+			strings.TrimSpace(inst) == "5888" && major == device.SimRenderMajor
+		// Any minor passes: under a simulated root a plain file stands in
+		// for the node, so only the parse and the major's driver (drm in
+		// the simulated /proc/devices) are checked.
 		if d.Health.Healthy != want {
 			t.Fatalf("healthy %v, want %v: %q", d.Health.Healthy, want, d.Health.Reason)
 		}

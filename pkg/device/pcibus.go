@@ -1,15 +1,14 @@
 package device
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // Host paths the PCI backends (xilinx, pci) read.
@@ -60,6 +59,80 @@ func (c card) functions() []string {
 // does not walk the bus on every poll.
 type cardIndex struct{ byID map[string]card }
 
+// pciCards is the state both PCI backends keep: the cards of the last
+// scan and the address → ID map last logged.
+type pciCards struct {
+	*tree
+	name    string // the backend, for the log
+	last    atomic.Pointer[cardIndex]
+	lastMap atomic.Pointer[string]
+}
+
+// store keeps the cards of a scan and logs the address → ID map when it
+// differs from the last one logged (at start and whenever cards come and
+// go).
+func (p *pciCards) store(cards []card) {
+	idx := &cardIndex{byID: make(map[string]card, len(cards))}
+	pairs := make([]string, len(cards))
+	for i, c := range cards {
+		idx.byID[c.id] = c
+		pairs[i] = c.primary() + "=" + c.id
+	}
+	p.last.Store(idx)
+	m := strings.Join(pairs, ",")
+	if old := p.lastMap.Swap(&m); old == nil || *old != m {
+		p.log.Info("PCI address to LPU ID map", "backend", p.name, "map", m)
+	}
+}
+
+// cardFor returns the card the last scan gave id, running scan when there
+// was none yet.
+func (p *pciCards) cardFor(id string, scan func() error) (card, bool) {
+	idx := p.last.Load()
+	if idx == nil {
+		if err := scan(); err != nil {
+			return card{}, false
+		}
+		if idx = p.last.Load(); idx == nil {
+			return card{}, false
+		}
+	}
+	c, ok := idx.byID[id]
+	return c, ok
+}
+
+// watch is watchPaths of the PCI backends: the bus, each LPU's function
+// directories, /dev, then extra host directories.
+func (p *pciCards) watch(extra ...string) []string {
+	var paths []string
+	add := func(host string) {
+		if fi, err := os.Stat(p.under(host)); err == nil && fi.IsDir() {
+			paths = append(paths, p.under(host))
+		}
+	}
+	add(PCIDevicesDir)
+	if idx := p.last.Load(); idx != nil {
+		cards := make([]card, 0, len(idx.byID))
+		for _, c := range idx.byID {
+			cards = append(cards, c)
+		}
+		slices.SortFunc(cards, func(a, b card) int { return a.index - b.index })
+		for _, c := range cards {
+			for _, a := range c.functions() {
+				add(PCIDevicesDir + "/" + a)
+			}
+		}
+	}
+	add(DevDir)
+	for _, h := range extra {
+		add(h)
+	}
+	return paths
+}
+
+// attrRings: the PCI layouts have no ring attributes.
+func (p *pciCards) attrRings([]Device) ([][]string, bool, error) { return nil, false, nil }
+
 // cardKey is the address of a card: its function address without ".F".
 func cardKey(addr string) string { return addr[:len(addr)-2] }
 
@@ -73,8 +146,8 @@ func hostFn(addr string, rel ...string) string {
 // that is not a PCI address is skipped; one whose vendor, device or class
 // cannot be read is skipped with a warning naming it: one broken entry
 // never stops the scan. Only an unreadable directory is an error.
-func (s *Sysfs) scanPCI(vendor, class string) ([]pciFunc, error) {
-	entries, err := os.ReadDir(s.under(PCIDevicesDir))
+func (t *tree) scanPCI(vendor, class string) ([]pciFunc, error) {
+	entries, err := os.ReadDir(t.under(PCIDevicesDir))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s missing: sysfs not mounted under the discovery root? %w", PCIDevicesDir, err)
@@ -87,182 +160,33 @@ func (s *Sysfs) scanPCI(vendor, class string) ([]pciFunc, error) {
 		if !isPCIAddress(addr) || addr != e.Name() {
 			continue
 		}
-		v, err := readAttr(s.under(hostFn(addr, "vendor")))
+		v, err := readAttr(t.under(hostFn(addr, "vendor")))
 		if err != nil {
-			s.warn("skipping PCI entry", "address", addr, "err", describeErr("read", hostFn(addr, "vendor"), err))
+			t.warn("skipping PCI entry", "address", addr, "err", describeErr("read", hostFn(addr, "vendor"), err))
 			continue
 		}
 		if !strings.EqualFold(v, vendor) {
 			continue
 		}
 		if class != "" {
-			c, err := readAttr(s.under(hostFn(addr, "class")))
+			c, err := readAttr(t.under(hostFn(addr, "class")))
 			if err != nil {
-				s.warn("skipping PCI entry", "address", addr, "err", describeErr("read", hostFn(addr, "class"), err))
+				t.warn("skipping PCI entry", "address", addr, "err", describeErr("read", hostFn(addr, "class"), err))
 				continue
 			}
 			if !strings.EqualFold(c, class) {
 				continue
 			}
 		}
-		d, err := readAttr(s.under(hostFn(addr, "device")))
+		d, err := readAttr(t.under(hostFn(addr, "device")))
 		if err != nil {
-			s.warn("skipping PCI entry", "address", addr, "err", describeErr("read", hostFn(addr, "device"), err))
+			t.warn("skipping PCI entry", "address", addr, "err", describeErr("read", hostFn(addr, "device"), err))
 			continue
 		}
 		fns = append(fns, pciFunc{addr: addr, device: strings.ToLower(d)})
 	}
 	slices.SortFunc(fns, func(a, b pciFunc) int { return strings.Compare(a.addr, b.addr) })
 	return fns, nil
-}
-
-// exists reports whether hostPath exists under the root (lstat).
-func (s *Sysfs) exists(hostPath string) bool {
-	_, err := os.Lstat(s.under(hostPath))
-	return err == nil
-}
-
-// prefixed returns the name of the first directory (by name) in hostDir
-// named "<name>.<something>": XRT's subdevices are "rom.u.<inst>",
-// "xmc.u.<inst>" with an instance that varies by version, and a plain file
-// "rom" may sit beside them, so a bare prefix never matches. "" when none.
-func (s *Sysfs) prefixed(hostDir, name string) string {
-	entries, err := os.ReadDir(s.under(hostDir))
-	if err != nil {
-		return ""
-	}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), name+".") && len(e.Name()) > len(name)+1 {
-			if fi, err := os.Stat(filepath.Join(s.under(hostDir), e.Name())); err == nil && fi.IsDir() {
-				return e.Name()
-			}
-		}
-	}
-	return ""
-}
-
-// numberedEntry returns the first entry of hostDir named prefix followed by
-// a decimal (renderD128, ha0), "" when none.
-func (s *Sysfs) numberedEntry(hostDir, prefix string) string {
-	entries, err := os.ReadDir(s.under(hostDir))
-	if err != nil {
-		return ""
-	}
-	for _, e := range entries {
-		if rest, ok := strings.CutPrefix(e.Name(), prefix); ok {
-			if _, err := parseDecimal(rest, 1<<20); err == nil {
-				return e.Name()
-			}
-		}
-	}
-	return ""
-}
-
-// readNode reads the dev attribute of a node's sysfs directory and checks
-// the node at nodePath. It returns the node (numbers 0 when unknown) and a
-// health reason, "" when the node is usable.
-func (s *Sysfs) readNode(devAttr, nodePath string) (Node, string) {
-	n := Node{Path: nodePath}
-	v, err := readAttr(s.under(devAttr))
-	if err != nil {
-		return n, "dev attribute " + describeErr("read", devAttr, err)
-	}
-	ma, mi, err := ParseDev(v)
-	if err != nil {
-		return n, fmt.Sprintf("dev attribute %s: %v", devAttr, err)
-	}
-	n.Major, n.Minor = ma, mi
-	if err := s.checkNode(nodePath, ma, mi, true); err != nil {
-		return n, err.Error()
-	}
-	return n, ""
-}
-
-// numaOf reads a PCI function's numa_node; -1 when absent or bad (warned).
-func (s *Sysfs) numaOf(id, addr string) int {
-	host := hostFn(addr, attrNUMA)
-	v, err := readAttr(s.under(host))
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			s.warn("ignoring numa_node", "device", id, "err", describeErr("read", host, err))
-		}
-		return -1
-	}
-	n, err := parseNUMA(v)
-	if err != nil {
-		s.warn("ignoring numa_node", "device", id, "file", host, "value", clip(v), "err", err)
-	}
-	return n
-}
-
-// textAt reads a free-text attribute at a host path; "" when absent.
-func (s *Sysfs) textAt(id, host string) string {
-	v, err := readAttr(s.under(host))
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			s.warn("ignoring attribute", "device", id, "err", describeErr("read", host, err))
-		}
-		return ""
-	}
-	return cleanText(v)
-}
-
-// cardFor returns the card the last scan gave id, scanning when there was
-// none yet.
-func (s *Sysfs) cardFor(id string) (card, bool) {
-	idx := s.cards.Load()
-	if idx == nil {
-		if _, err := s.Discover(context.Background()); err != nil {
-			return card{}, false
-		}
-		idx = s.cards.Load()
-		if idx == nil {
-			return card{}, false
-		}
-	}
-	c, ok := idx.byID[id]
-	return c, ok
-}
-
-// logCards logs the address → ID map when it differs from the last one
-// logged (at start and whenever cards come and go).
-func (s *Sysfs) logCards(cards []card) {
-	pairs := make([]string, len(cards))
-	for i, c := range cards {
-		pairs[i] = c.primary() + "=" + c.id
-	}
-	m := strings.Join(pairs, ",")
-	if old := s.lastMap.Swap(&m); old == nil || *old != m {
-		s.log.Info("PCI address to LPU ID map", "backend", s.disc.Backend, "map", m)
-	}
-}
-
-// watchPCI is WatchPaths of the PCI backends.
-func (s *Sysfs) watchPCI() []string {
-	var paths []string
-	add := func(host string) {
-		if fi, err := os.Stat(s.under(host)); err == nil && fi.IsDir() {
-			paths = append(paths, s.under(host))
-		}
-	}
-	add(PCIDevicesDir)
-	if idx := s.cards.Load(); idx != nil {
-		ids := make([]string, 0, len(idx.byID))
-		for id := range idx.byID {
-			ids = append(ids, id)
-		}
-		slices.SortFunc(ids, func(a, b string) int { return idx.byID[a].index - idx.byID[b].index })
-		for _, id := range ids {
-			for _, a := range idx.byID[id].functions() {
-				add(PCIDevicesDir + "/" + a)
-			}
-		}
-	}
-	add(DevDir)
-	if s.disc.Backend == BackendXilinx {
-		add(DRIDir)
-	}
-	return paths
 }
 
 // parseBase0 parses an integer attribute the way the driver prints it

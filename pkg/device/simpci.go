@@ -18,6 +18,21 @@ const (
 	SimHAMajor      = 236
 )
 
+// simPCIClassDir is the class directory the simulated Bertha functions
+// hold their node's directory in (the real name is not public).
+const simPCIClassDir = "ha"
+
+// simPCIDriver is the driver the simulated Bertha functions are bound to,
+// and the name of its major in /proc/devices.
+const simPCIDriver = "ha"
+
+// PCI classes of the simulated U55C functions: processing accelerators
+// (0x1200), management and user programming interfaces.
+const (
+	simU55CMgmtClass = "0x120000"
+	simU55CUserClass = "0x120001"
+)
+
 // simXilinxBuses are the bus numbers of the first eight simulated Orion
 // cards: pairs under four root ports, not contiguous, as on a real host.
 var simXilinxBuses = [...]int{0x17, 0x18, 0x31, 0x32, 0xb1, 0xb2, 0xca, 0xcb}
@@ -83,24 +98,75 @@ func SimXilinxRings(devices, rings int) [][]string {
 // xrt_mgmt/xclmgmt<instance>/dev; user function .1 with user_pf, ready,
 // dev_offline, device_bad_state, board_name, logic_uuids, numa_node,
 // rom.u.<n>/VBNV and timestamp, xmc.u.<n> serial, temperature and power,
-// hwmon, drm/renderD<128+i>/dev, driver links), plain files for
-// /dev/dri/renderD* and /dev/xclmgmt*, the xocl version, a network table at
-// DefaultNetworkTable keyed by PCI addresses (mixing user and management
-// functions) whose rings do not follow address order, and the distractors
-// of a real host: another vendor's device, a Xilinx management-only
-// function of another model, and a plain rom file beside rom.u.*.
+// hwmon, drm/renderD<128+i>/dev and drm/card<i+1>, driver links; classes
+// 0x120000 and 0x120001), plain files for /dev/dri/renderD* and
+// /dev/xclmgmt*, the xocl version, a matching /proc/devices, a network
+// table at DefaultNetworkTable keyed by PCI addresses (mixing user and
+// management functions) whose rings do not follow address order, and the
+// distractors of a real host: another vendor's device, a Xilinx
+// management-only function of another model, a plain rom file beside
+// rom.u.*, and the BMC's VGA holding DRM's card0. spec.Faults turn cards
+// into unbound or hot-reset ones (SimFault); a rerun without them
+// restores the cards.
 func simulateXilinx(w *simWriter, spec SimSpec) {
 	for i := 0; i < spec.Devices; i++ {
 		w.xilinxCard(spec, i)
+		switch spec.Faults[i] {
+		case SimUnbound:
+			w.unbindUser(i)
+		case SimHotReset:
+			w.hotReset(i)
+		}
 	}
-	// Distractors.
+	// Distractors, and the BMC's VGA, which takes DRM's card0.
 	w.pciFunction("0000:00:1f.3", "0x8086", "0xa348", "0x040300", "snd_hda_intel", 0)
+	w.pciFunction(simBMCVGA, "0x1a03", "0x2000", "0x030000", "ast", 0)
+	w.file(pciDevDir(simBMCVGA)+"/drm/card0/"+attrDev, fmt.Sprintf("%d:0\n", SimRenderMajor), 0o644)
 	w.pciFunction("0000:5e:00.0", DefaultXilinxVendor, "0x5004", "0x058000", "xclmgmt", 0)
 	w.file(pciDevDir("0000:5e:00.0")+"/"+fileMgmtPF, "", 0o644)
 	w.pruneXilinx(spec.Devices)
 	w.file(XoclVersion, "2.15.225,adf27adb3cfadc6e4c41d6db814159f1329b24f3\n", 0o644)
 	w.file("/sys/module/xclmgmt/version", "2.15.225,adf27adb3cfadc6e4c41d6db814159f1329b24f3\n", 0o644)
 	w.file(DefaultNetworkTable, simXilinxTable(spec), 0o644)
+}
+
+// simBMCVGA is the simulated BMC's VGA function (ASPEED), whose DRM
+// driver takes card0 before xocl registers any card.
+const simBMCVGA = "0000:03:00.0"
+
+// unbindUser turns a simulated user function into one xocl is not bound
+// to: only the PCI core's attributes stay.
+func (w *simWriter) unbindUser(i int) {
+	if w.err != nil {
+		return
+	}
+	user := SimXilinxAddress(i)
+	dir := pciDevDir(user)
+	entries, err := os.ReadDir(filepath.Join(w.root, dir))
+	if err != nil {
+		w.fail(err)
+		return
+	}
+	for _, e := range entries {
+		switch e.Name() {
+		case "vendor", "device", "class", attrNUMA:
+		default:
+			w.fail(os.RemoveAll(filepath.Join(w.root, dir, e.Name())))
+		}
+	}
+	w.remove("/sys/bus/pci/drivers/" + xoclDriver + "/" + user)
+	w.remove(fmt.Sprintf("%s/%s%d", DRIDir, renderPrefix, 128+i))
+}
+
+// hotReset puts a simulated user function mid hot reset: user_pf stays,
+// ready, drm and rom.u.* go, and the render node with them.
+func (w *simWriter) hotReset(i int) {
+	w.remove(fmt.Sprintf("%s/%s%d", DRIDir, renderPrefix, 128+i))
+	dir := filepath.Join(w.root, pciDevDir(SimXilinxAddress(i)))
+	rom, _ := filepath.Glob(filepath.Join(dir, subROM+".u.*"))
+	for _, p := range append(rom, filepath.Join(dir, fileReady), filepath.Join(dir, "drm")) {
+		w.fail(os.RemoveAll(p))
+	}
 }
 
 // pciDevDir is the real directory of a simulated PCI function.
@@ -131,13 +197,13 @@ func (w *simWriter) xilinxCard(spec SimSpec, i int) {
 		numa = 1
 	}
 	inst := xclmgmtInstance(mgmt)
-	w.pciFunction(mgmt, DefaultXilinxVendor, DefaultXilinxMgmtDevice, "0x058000", "xclmgmt", numa)
+	w.pciFunction(mgmt, DefaultXilinxVendor, DefaultXilinxMgmtDevice, simU55CMgmtClass, "xclmgmt", numa)
 	m := pciDevDir(mgmt)
 	w.file(m+"/"+fileMgmtPF, "", 0o644)
 	w.file(m+"/"+fileInstance, strconv.Itoa(inst)+"\n", 0o644)
 	w.file(fmt.Sprintf("%s/xrt_mgmt/%s%d/dev", m, xclmgmtNode, inst), fmt.Sprintf("%d:%d\n", spec.Major, i), 0o644)
 
-	w.pciFunction(user, DefaultXilinxVendor, DefaultXilinxUserDevice, "0x058000", xoclDriver, numa)
+	w.pciFunction(user, DefaultXilinxVendor, DefaultXilinxUserDevice, simU55CUserClass, xoclDriver, numa)
 	u := pciDevDir(user)
 	uinst := xclmgmtInstance(user)
 	w.file(u+"/"+fileUserPF, "", 0o644)
@@ -151,9 +217,12 @@ func (w *simWriter) xilinxCard(spec SimSpec, i int) {
 	w.file(xmc+"/"+fileSerialNum, fmt.Sprintf("XFL1SIM%05d\n", i), 0o644)
 	render := fmt.Sprintf("%s%d", renderPrefix, 128+i)
 	w.file(u+"/drm/"+render+"/"+attrDev, fmt.Sprintf("%d:%d\n", SimRenderMajor, 128+i), 0o644)
-	w.file(u+"/drm/card"+strconv.Itoa(i)+"/"+attrDev, fmt.Sprintf("%d:%d\n", SimRenderMajor, i), 0o644)
+	// DRM numbers cards and render nodes independently; the BMC's VGA
+	// holds card0, so card<K> is not renderD<N>-128.
+	w.file(u+"/drm/card"+strconv.Itoa(i+1)+"/"+attrDev, fmt.Sprintf("%d:%d\n", SimRenderMajor, i+1), 0o644)
 	for _, a := range []struct{ path, value string }{
 		{u + "/" + fileReady, "0x1"},
+		{m + "/" + fileReady, "1"}, // xclmgmt prints %d, xocl 0x%llx
 		{u + "/" + fileDevOffline, "0"},
 		{u + "/" + fileBadState, "0"},
 		{xmc + "/" + fileXMCTemp, strconv.Itoa(41 + i%4)},
@@ -220,7 +289,7 @@ func (w *simWriter) pruneXilinx(n int) {
 	w.prunePCI(func(addr string) bool {
 		return addr[8:] == "00.0" || addr[8:] == "00.1"
 	}, func(addr string) bool {
-		return keep[cardKey(addr)] || addr == "0000:5e:00.0"
+		return keep[cardKey(addr)] || addr == "0000:5e:00.0" || addr == simBMCVGA
 	}, func(name string) bool {
 		if rest, ok := strings.CutPrefix(name, renderPrefix); ok {
 			m, err := strconv.Atoi(rest)
@@ -310,11 +379,11 @@ func simulatePCI(w *simWriter, spec SimSpec) {
 			numa = 1
 		}
 		k := spec.Devices - 1 - i // probe order
-		w.pciFunction(addr, DefaultPCIVendor, "0x0b00", DefaultPCIClass, "ha", numa)
+		w.pciFunction(addr, DefaultPCIVendor, "0x0b00", DefaultPCIClass, simPCIDriver, numa)
 		name := fmt.Sprintf("ha%d", k)
-		w.file(fmt.Sprintf("%s/%s/%s/%s", pciDevDir(addr), DefaultPCIClassDir, name, attrDev), fmt.Sprintf("%d:%d\n", spec.Major, k), 0o644)
+		w.file(fmt.Sprintf("%s/%s/%s/%s", pciDevDir(addr), simPCIClassDir, name, attrDev), fmt.Sprintf("%d:%d\n", spec.Major, k), 0o644)
 		w.create(DevDir+"/"+name, "", 0o666)
-		w.keepOnly(pciDevDir(addr)+"/"+DefaultPCIClassDir, name) // a rerun with another count renumbers
+		w.keepOnly(pciDevDir(addr)+"/"+simPCIClassDir, name) // a rerun with another count renumbers
 	}
 	w.pciFunction("0000:00:1f.3", "0x8086", "0xa348", "0x040300", "snd_hda_intel", 0)
 	w.pciFunction("0000:3a:00.0", DefaultPCIVendor, "0x0b01", "0x058000", "ha", 0)
@@ -333,5 +402,8 @@ func simulatePCI(w *simWriter, spec SimSpec) {
 		return ok && err == nil && k >= spec.Devices
 	})
 	w.file("/sys/module/ha/version", spec.DriverVersion+"\n", 0o644)
+	for _, f := range PCIDriverFiles {
+		w.file(f, "simulated Bertha user-mode driver placeholder, written by lpu-node\n", 0o644)
+	}
 	w.file(DefaultNetworkTable, simTable(spec.Devices, spec.Devices/spec.Rings), 0o644)
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -37,7 +38,24 @@ type SimSpec struct {
 	// (an Orion node) or BackendPCI (a Bertha node). Firmware, when set,
 	// is the xilinx cards' shell name; Model applies to lpu only.
 	Backend string
+	// Faults are states of real hosts to write into cards of an Orion
+	// node, by card index (xilinx only; see SimFault).
+	Faults map[int]SimFault
 }
+
+// SimFault is a state an Orion card can be simulated in.
+type SimFault string
+
+// The faults Simulate can write into an Orion card.
+const (
+	// SimUnbound: the user function is on the bus but not bound to xocl
+	// (probe failure, unbind, late bind): only the PCI core's attributes,
+	// no user_pf, no driver link, no render node.
+	SimUnbound SimFault = "unbound"
+	// SimHotReset: the card mid hot reset: user_pf kept; ready, drm and
+	// the rom subdevice gone, and the render node with them.
+	SimHotReset SimFault = "hot-reset"
+)
 
 // simDefaultFirmware is the firmware_version of simulated LPUs.
 const simDefaultFirmware = "1.8.2-sim"
@@ -65,6 +83,9 @@ func (spec SimSpec) validate() (SimSpec, error) {
 			spec.Major = DefaultMajor
 		}
 	}
+	if err := spec.checkFaults(); err != nil {
+		return spec, err
+	}
 	if spec.Major < 1 || spec.Major > MaxMajor {
 		return spec, fmt.Errorf("simulate: major %d: want 1 to %d", spec.Major, MaxMajor)
 	}
@@ -86,6 +107,17 @@ func (spec SimSpec) validate() (SimSpec, error) {
 		}
 	}
 	return spec, nil
+}
+
+// checkFaults checks that every fault is a known one on a card of an
+// Orion node.
+func (spec SimSpec) checkFaults() error {
+	for i, f := range spec.Faults {
+		if spec.Backend != BackendXilinx || i < 0 || i >= spec.Devices || f != SimUnbound && f != SimHotReset {
+			return fmt.Errorf("simulate: fault %q on card %d: want %s or %s on a card of a xilinx node", clip(string(f)), i, SimUnbound, SimHotReset)
+		}
+	}
+	return nil
 }
 
 // SimulatedRoot is the discovery root of the simulated node a daemon run
@@ -125,6 +157,7 @@ func Simulate(root string, spec SimSpec) error {
 	if err != nil {
 		return err
 	}
+	MarkSimulated(root)
 	w := simWriter{root: root}
 	perRing := spec.Devices / spec.Rings
 	switch spec.Backend {
@@ -140,12 +173,45 @@ func Simulate(root string, spec SimSpec) error {
 		w.file(ModuleVersion, spec.DriverVersion+"\n", 0o644)
 		w.file(DefaultNetworkTable, simTable(spec.Devices, perRing), 0o644)
 	}
+	w.file(ProcDevices, simProcDevices(spec), 0o644)
 	w.file(SimLibrary, "simulated LPU driver library placeholder, written by lpu-node\n", 0o644)
 	w.file(SimTool, simTool, 0o755)
 	if w.err != nil {
 		return fmt.Errorf("simulate under %s: %w", root, w.err)
 	}
 	return nil
+}
+
+// simProcDevices is the simulated node's /proc/devices: a few of the
+// kernel's own majors, and the simulated drivers' under the names
+// discovery checks them against.
+func simProcDevices(spec SimSpec) string {
+	drivers := map[string][]struct {
+		major int64
+		name  string
+	}{
+		BackendLPU:    {{spec.Major, lpuDriver}},
+		BackendXilinx: {{spec.Major, xclmgmtDriverName}, {SimRenderMajor, renderDriverName}},
+		BackendPCI:    {{spec.Major, simPCIDriver}},
+	}[spec.Backend]
+	char := map[int64][]string{1: {"mem"}, 4: {"/dev/vc/0", "tty", "ttyS"}, 5: {"/dev/tty", "/dev/console", "/dev/ptmx"}, 10: {"misc"}}
+	for _, d := range drivers {
+		char[d.major] = append(char[d.major], d.name)
+	}
+	majors := make([]int64, 0, len(char))
+	for m := range char {
+		majors = append(majors, m)
+	}
+	slices.Sort(majors)
+	var b strings.Builder
+	b.WriteString("Character devices:\n")
+	for _, m := range majors {
+		for _, name := range char[m] {
+			fmt.Fprintf(&b, "%3d %s\n", m, name)
+		}
+	}
+	b.WriteString("\nBlock devices:\n  7 loop\n  8 sd\n259 blkext\n")
+	return b.String()
 }
 
 const simTool = `#!/bin/sh

@@ -18,37 +18,17 @@ const (
 	AttrPower       = "power_microwatts"         // unsigned integer
 )
 
-// Telemetry reads the telemetry attributes of one device. Files that do not
-// exist are listed (by file name) in Telemetry.Missing and leave their field
-// zero. An unreadable or unparsable file is an error naming its host path
-// and value; the fields that did parse are still returned alongside it. A
-// device whose sysfs directory does not exist is an error.
-//
-// The xilinx backend reads temperature and power from the card's xmc.u.*
-// (or hwmon) files and the memory total from the model; utilisation and
-// memory used have no sysfs source there and are always Missing, so
-// metrics leave them out rather than report a made-up zero. The pci
-// backend reports everything Missing (Bertha reads telemetry through the
-// vendor library).
-func (s *Sysfs) Telemetry(id string) (Telemetry, error) {
+// telemetry reads the telemetry files of /sys/class/lpu/<id>.
+func (b *lpuBackend) telemetry(id string) (Telemetry, error) {
 	var t Telemetry
-	if _, err := ParseID(id); err != nil {
-		return t, err
-	}
-	switch s.disc.Backend {
-	case BackendXilinx:
-		return s.telemetryXilinx(id)
-	case BackendPCI:
-		return s.telemetryPCI(id)
-	}
 	dir := ClassDir + "/" + id
-	if _, err := os.Stat(s.under(dir)); err != nil {
+	if _, err := os.Stat(b.under(dir)); err != nil {
 		return t, fmt.Errorf("telemetry of %s: %s", id, describeErr("stat", dir, err))
 	}
 	var errs []error
 	read := func(name string, parse func(string) error) {
 		host := hostAttr(id, name)
-		v, err := readAttr(s.under(host))
+		v, err := readAttr(b.under(host))
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			t.Missing = append(t.Missing, name)

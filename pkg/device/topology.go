@@ -22,28 +22,12 @@ const (
 // MaxRingAttr bounds ring_id and ring_position values.
 const MaxRingAttr = 1<<16 - 1
 
-// topology resolves the rings of the discovered devices.
+// topology resolves the rings of the discovered devices: one resolution
+// for every backend.
 func (s *Sysfs) topology(devs []Device) ([][]string, error) {
 	switch s.source {
 	case TopologyAuto:
-		if len(s.rings) > 0 {
-			return checkRings(s.rings, devs)
-		}
-		if s.table != "" {
-			rings, err := s.tableRings(devs)
-			if !errors.Is(err, fs.ErrNotExist) {
-				return rings, err
-			}
-			s.warn("network table absent, trying sysfs ring attributes", "file", s.table)
-		}
-		rings, found, err := s.sysfsRings(devs)
-		if err != nil || found {
-			return rings, err
-		}
-		if s.disc.Backend == BackendXilinx && len(devs) > 1 {
-			s.warn("no network table and no rings configured: the LPUs form one ring in PCI address order, which is right only when the cards are cabled in that order (set topology.networkTable or topology.rings)")
-		}
-		return indexRings(devs), nil
+		return s.autoTopology(devs)
 	case TopologyConfig:
 		if len(s.rings) == 0 {
 			return nil, errors.New("topology source config: no rings configured")
@@ -55,7 +39,7 @@ func (s *Sysfs) topology(devs []Device) ([][]string, error) {
 		}
 		return s.tableRings(devs)
 	case TopologySysfs:
-		rings, found, err := s.sysfsRings(devs)
+		rings, found, err := s.b.attrRings(devs)
 		if err == nil && !found && len(devs) > 0 {
 			return nil, fmt.Errorf("topology source sysfs: no device has %s and %s", attrRingID, attrRingPos)
 		}
@@ -63,9 +47,31 @@ func (s *Sysfs) topology(devs []Device) ([][]string, error) {
 	case TopologyIndex:
 		return indexRings(devs), nil
 	default:
-		return nil, fmt.Errorf("topology source %q: want %s, %s, %s, %s or %s",
-			clip(s.source), TopologyAuto, TopologyConfig, TopologyTable, TopologySysfs, TopologyIndex)
+		return nil, checkSource(s.source)
 	}
+}
+
+// autoTopology takes the first source whose input exists: config, table,
+// the backend's ring attributes, index.
+func (s *Sysfs) autoTopology(devs []Device) ([][]string, error) {
+	if len(s.rings) > 0 {
+		return checkRings(s.rings, devs)
+	}
+	if s.table != "" {
+		rings, err := s.tableRings(devs)
+		if !errors.Is(err, fs.ErrNotExist) {
+			return rings, err
+		}
+		s.warn("network table absent, trying sysfs ring attributes", "file", s.table)
+	}
+	rings, found, err := s.b.attrRings(devs)
+	if err != nil || found {
+		return rings, err
+	}
+	if w := s.b.indexRingWarning(); w != "" && len(devs) > 1 {
+		s.warn(w)
+	}
+	return indexRings(devs), nil
 }
 
 // indexRings is one ring of all devices in index order (none when there are
@@ -185,87 +191,32 @@ func tableResolver(devs []Device) Resolver {
 	}
 }
 
-// sysfsRings builds rings from the ring_id and ring_position attributes.
+// attrRings builds rings from the ring_id and ring_position attributes.
 // found is false when no device has them. Every device must have both or
 // none; positions of a ring must be 0..n-1 without gaps or duplicates. Rings
 // are ordered by ring_id, members by ring_position. One exception keeps a
 // broken device from breaking the node: an unhealthy device with neither
 // attribute (or unreadable ones) is put on a ring of its own, after the
 // others, and a warning is logged.
-func (s *Sysfs) sysfsRings(devs []Device) (rings [][]string, found bool, err error) {
-	if s.disc.Backend != BackendLPU {
-		return nil, false, nil // ring attributes are part of the lpu layout only
-	}
-	type attrs struct{ ring, pos int64 }
-	var with, without, orphans []string
-	got := make(map[string]attrs, len(devs))
-	for _, d := range devs {
-		ring, okRing, err := s.ringAttr(d.ID, attrRingID)
-		if err != nil {
-			return nil, true, err
-		}
-		pos, okPos, err := s.ringAttr(d.ID, attrRingPos)
-		if err != nil {
-			return nil, true, err
-		}
-		switch {
-		case okRing && okPos:
-			with = append(with, d.ID)
-			got[d.ID] = attrs{ring, pos}
-		case !okRing && !okPos && !d.Health.Healthy:
-			orphans = append(orphans, d.ID)
-		case !okRing && !okPos:
-			without = append(without, d.ID)
-		case okRing:
-			return nil, true, fmt.Errorf("ring attributes: %s has %s but no %s", d.ID, hostAttr(d.ID, attrRingID), hostAttr(d.ID, attrRingPos))
-		default:
-			return nil, true, fmt.Errorf("ring attributes: %s has %s but no %s", d.ID, hostAttr(d.ID, attrRingPos), hostAttr(d.ID, attrRingID))
-		}
+func (b *lpuBackend) attrRings(devs []Device) (rings [][]string, found bool, err error) {
+	got, with, without, orphans, err := b.readRingAttrs(devs)
+	if err != nil {
+		return nil, true, err
 	}
 	if len(with) == 0 {
 		return nil, false, nil
 	}
-	var gone map[string]bool
 	if len(orphans) > 0 {
-		s.warn("unhealthy devices without ring attributes are put on rings of their own",
+		b.warn("unhealthy devices without ring attributes are put on rings of their own",
 			"ids", strings.Join(orphans, ","))
-		gone = make(map[string]bool, len(orphans))
-		for _, id := range orphans {
-			gone[id] = true
-		}
 	}
 	if len(without) > 0 {
 		return nil, true, fmt.Errorf("ring attributes: %s have %s and %s but %s do not (all devices or none)",
 			strings.Join(with, ", "), attrRingID, attrRingPos, strings.Join(without, ", "))
 	}
-	byRing := map[int64][]string{}
-	var ringIDs []int64
-	for _, d := range devs {
-		if gone[d.ID] {
-			continue
-		}
-		a := got[d.ID]
-		if _, ok := byRing[a.ring]; !ok {
-			ringIDs = append(ringIDs, a.ring)
-		}
-		byRing[a.ring] = append(byRing[a.ring], d.ID)
-	}
-	slices.Sort(ringIDs)
-	for _, rid := range ringIDs {
-		members := byRing[rid]
-		ring := make([]string, len(members))
-		for _, id := range members {
-			p := got[id].pos
-			if p >= int64(len(members)) {
-				return nil, true, fmt.Errorf("ring attributes: %s has ring_id %d ring_position %d, but ring %d has %d devices (positions 0..%d)",
-					id, rid, p, rid, len(members), len(members)-1)
-			}
-			if ring[p] != "" {
-				return nil, true, fmt.Errorf("ring attributes: %s and %s both have ring_id %d ring_position %d", ring[p], id, rid, p)
-			}
-			ring[p] = id
-		}
-		rings = append(rings, ring)
+	rings, err = ringsFromAttrs(devs, got)
+	if err != nil {
+		return nil, true, err
 	}
 	for _, id := range orphans {
 		rings = append(rings, []string{id})
@@ -273,16 +224,87 @@ func (s *Sysfs) sysfsRings(devs []Device) (rings [][]string, found bool, err err
 	return rings, true, nil
 }
 
+// ringPlace is a device's ring_id and ring_position.
+type ringPlace struct{ ring, pos int64 }
+
+// readRingAttrs reads the ring attributes of every device: got holds the
+// devices with both (listed in with), without those with neither,
+// orphans the unhealthy ones with neither. A device with one of the two
+// is an error.
+func (b *lpuBackend) readRingAttrs(devs []Device) (got map[string]ringPlace, with, without, orphans []string, err error) {
+	got = make(map[string]ringPlace, len(devs))
+	for _, d := range devs {
+		ring, okRing, err := b.ringAttr(d.ID, attrRingID)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		pos, okPos, err := b.ringAttr(d.ID, attrRingPos)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		switch {
+		case okRing && okPos:
+			with = append(with, d.ID)
+			got[d.ID] = ringPlace{ring, pos}
+		case !okRing && !okPos && !d.Health.Healthy:
+			orphans = append(orphans, d.ID)
+		case !okRing && !okPos:
+			without = append(without, d.ID)
+		case okRing:
+			return nil, nil, nil, nil, fmt.Errorf("ring attributes: %s has %s but no %s", d.ID, hostAttr(d.ID, attrRingID), hostAttr(d.ID, attrRingPos))
+		default:
+			return nil, nil, nil, nil, fmt.Errorf("ring attributes: %s has %s but no %s", d.ID, hostAttr(d.ID, attrRingPos), hostAttr(d.ID, attrRingID))
+		}
+	}
+	return got, with, without, orphans, nil
+}
+
+// ringsFromAttrs orders the devices in got into rings by ring_id, members
+// by ring_position (0..n-1, no gaps, no duplicates).
+func ringsFromAttrs(devs []Device, got map[string]ringPlace) ([][]string, error) {
+	byRing := map[int64][]string{}
+	var ringIDs []int64
+	for _, d := range devs {
+		a, ok := got[d.ID]
+		if !ok {
+			continue // an orphan
+		}
+		if _, seen := byRing[a.ring]; !seen {
+			ringIDs = append(ringIDs, a.ring)
+		}
+		byRing[a.ring] = append(byRing[a.ring], d.ID)
+	}
+	slices.Sort(ringIDs)
+	var rings [][]string
+	for _, rid := range ringIDs {
+		members := byRing[rid]
+		ring := make([]string, len(members))
+		for _, id := range members {
+			p := got[id].pos
+			if p >= int64(len(members)) {
+				return nil, fmt.Errorf("ring attributes: %s has ring_id %d ring_position %d, but ring %d has %d devices (positions 0..%d)",
+					id, rid, p, rid, len(members), len(members)-1)
+			}
+			if ring[p] != "" {
+				return nil, fmt.Errorf("ring attributes: %s and %s both have ring_id %d ring_position %d", ring[p], id, rid, p)
+			}
+			ring[p] = id
+		}
+		rings = append(rings, ring)
+	}
+	return rings, nil
+}
+
 // ringAttr reads one ring attribute; ok is false when the file is absent or
 // unreadable. A value that is not a decimal up to MaxRingAttr is an error.
-func (s *Sysfs) ringAttr(id, name string) (v int64, ok bool, err error) {
+func (b *lpuBackend) ringAttr(id, name string) (v int64, ok bool, err error) {
 	host := hostAttr(id, name)
-	text, err := readAttr(s.under(host))
+	text, err := readAttr(b.under(host))
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			// A broken device must not break the topology of the others:
 			// unreadable counts as absent, and the all-or-none rule decides.
-			s.warn("ignoring ring attribute", "device", id, "err", describeErr("read", host, err))
+			b.warn("ignoring ring attribute", "device", id, "err", describeErr("read", host, err))
 		}
 		return 0, false, nil
 	}

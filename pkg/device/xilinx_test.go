@@ -211,11 +211,20 @@ func TestXilinxFaults(t *testing.T) {
 			opts:  device.XilinxOptions{Shell: device.DefaultXilinxShell, NoManagementNodes: true},
 			nodes: 1,
 		},
-		"management-only card: no shell flashed, numbered last": {
+		// Issue 21: a card keeps its address rank (it was numbered last).
+		"management-only card: no shell flashed, keeps its address rank": {
 			setup:  func(t *testing.T, root string) { rm(t, fn(root, card2)) },
-			id:     "lpu3",
 			reason: "no shell flashed: card 0000:31:00 has management function 0000:31:00.0 but no user function",
 			nodes:  1,
+		},
+		"management side not ready": {
+			setup:  func(t *testing.T, root string) { write(t, fn(root, mgmt2)+"/ready", "0\n") },
+			reason: "ready 0 in /sys/bus/pci/devices/0000:31:00.0/ready, want 1",
+		},
+		"management side not ready, its node not injected": {
+			setup: func(t *testing.T, root string) { write(t, fn(root, mgmt2)+"/ready", "0\n") },
+			opts:  device.XilinxOptions{Shell: device.DefaultXilinxShell, NoManagementNodes: true},
+			nodes: 1,
 		},
 		"two cards claim one instance": {
 			setup:  func(t *testing.T, root string) { write(t, fn(root, mgmt2)+"/instance", "6144\n") },
@@ -492,9 +501,14 @@ func TestPCIBackend(t *testing.T) {
 		reason string
 	}{
 		"healthy": {},
-		"node directory missing": {
+		"node directory missing, class directory configured": {
 			setup:  func(t *testing.T, root string) { must(t, os.RemoveAll(fn(root, addr1)+"/ha")) },
+			opts:   device.PCIOptions{ClassDir: "ha"},
 			reason: "device node unknown: /sys/bus/pci/devices/0000:3c:00.0/ha has no directory with a dev attribute",
+		},
+		"node directory missing, class directory scanned": {
+			setup:  func(t *testing.T, root string) { must(t, os.RemoveAll(fn(root, addr1)+"/ha")) },
+			reason: "device node unknown: /sys/bus/pci/devices/0000:3c:00.0 has no <dir>/<name>/dev",
 		},
 		"device node missing": {
 			setup:  func(t *testing.T, root string) { rm(t, filepath.Join(root, "/dev/ha1")) },
@@ -567,14 +581,17 @@ func TestCheckDiscovery(t *testing.T) {
 		d   device.Discovery
 		err string
 	}{
-		"zero is lpu":      {},
-		"xilinx defaults":  {d: device.Discovery{Backend: device.BackendXilinx}},
-		"unknown backend":  {d: device.Discovery{Backend: "gpu"}, err: `discovery backend "gpu": want lpu, xilinx, pci`},
-		"bad vendor":       {d: device.Discovery{Xilinx: device.XilinxOptions{Vendor: "10ee"}}, err: `xilinx vendor "10ee"`},
-		"upper case is ok": {d: device.Discovery{PCI: device.PCIOptions{Vendor: "0x1EFF"}}},
-		"short class":      {d: device.Discovery{PCI: device.PCIOptions{Class: "0x12"}}, err: `pci class "0x12"`},
-		"class dir escape": {d: device.Discovery{PCI: device.PCIOptions{ClassDir: ".."}}, err: `pci classDir ".."`},
-		"health attr up":   {d: device.Discovery{PCI: device.PCIOptions{HealthAttribute: "../x"}}, err: "healthAttribute"},
+		"zero is lpu":       {},
+		"xilinx defaults":   {d: device.Discovery{Backend: device.BackendXilinx}},
+		"unknown backend":   {d: device.Discovery{Backend: "gpu"}, err: `discovery backend "gpu": want lpu, xilinx, pci`},
+		"bad vendor":        {d: device.Discovery{Xilinx: device.XilinxOptions{Vendor: "10ee"}}, err: `xilinx vendor "10ee"`},
+		"upper case is ok":  {d: device.Discovery{PCI: device.PCIOptions{Vendor: "0x1EFF"}}},
+		"short class":       {d: device.Discovery{PCI: device.PCIOptions{Class: "0x12"}}, err: `pci class "0x12"`},
+		"class dir escape":  {d: device.Discovery{PCI: device.PCIOptions{ClassDir: ".."}}, err: `pci classDir ".."`},
+		"health attr up":    {d: device.Discovery{PCI: device.PCIOptions{HealthAttribute: "../x"}}, err: "healthAttribute"},
+		"class dir scanned": {d: device.Discovery{Backend: device.BackendPCI, PCI: device.PCIOptions{ClassDir: ""}}},
+		"driver name":       {d: device.Discovery{PCI: device.PCIOptions{Driver: "ha"}}},
+		"driver path":       {d: device.Discovery{PCI: device.PCIOptions{Driver: "a/b"}}, err: `pci driver "a/b"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -56,10 +57,12 @@ const Model = "LPU Test Card"
 
 // NewTree writes one device per row under a new t.TempDir() and returns that
 // directory, the root to discover under. It always creates /sys/class/lpu
-// (empty without rows), /dev and the driver version.
+// (empty without rows), /dev and the driver version. Its device nodes are
+// regular files, so it marks the root simulated (device.MarkSimulated).
 func NewTree(t testing.TB, rows ...Row) string {
 	t.Helper()
 	root := t.TempDir()
+	device.MarkSimulated(root)
 	mkdir(t, filepath.Join(root, device.ClassDir))
 	mkdir(t, filepath.Join(root, device.DevDir))
 	WriteFile(t, root, device.ModuleVersion, DriverVersion+"\n")
@@ -120,6 +123,31 @@ func AddDevice(t testing.TB, root string, r Row) {
 	if !r.NoNode {
 		write(t, filepath.Join(root, device.DevDir, id), "")
 	}
+	if major, _, err := device.ParseDev(strings.TrimSpace(attrs["dev"])); err == nil {
+		RegisterMajor(t, root, major, "lpu")
+	}
+}
+
+// RegisterMajor adds "major driver" to the tree's /proc/devices (its
+// character devices), as the kernel does when a driver registers; the
+// lpu driver's majors of every row are registered by AddDevice.
+func RegisterMajor(t testing.TB, root string, major int64, driver string) {
+	t.Helper()
+	path := filepath.Join(root, device.ProcDevices)
+	old, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	text := string(old)
+	if text == "" {
+		text = "Character devices:\n  1 mem\n\nBlock devices:\n  7 loop\n"
+	}
+	line := fmt.Sprintf("%3d %s\n", major, driver)
+	if strings.Contains(text, line) {
+		return
+	}
+	before, after, _ := strings.Cut(text, "\nBlock devices:")
+	WriteFile(t, root, device.ProcDevices, before+line+"\nBlock devices:"+after)
 }
 
 // SetStatus replaces the status attribute of a device atomically.
