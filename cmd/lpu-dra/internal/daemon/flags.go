@@ -17,9 +17,9 @@ import (
 type Options struct {
 	startup.Flags
 	NodeName    string
-	Kubeconfig  string // "" means in-cluster config
-	PluginDir   string // "": <kubelet.rootDir>/plugins/lpu.hyperaccel.ai
-	RegistryDir string // "": <kubelet.rootDir>/plugins_registry
+	Kubeconfig  string   // "" means in-cluster config
+	PluginDir   string   // "": <kubelet.rootDir>/plugins/lpu.hyperaccel.ai
+	RegistryDir string   // "": <kubelet.rootDir>/plugins_registry
 	NFD         nfd.Flag // --nfd-features-file
 
 	cdiDir string
