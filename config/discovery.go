@@ -82,7 +82,7 @@ func (c *Config) applyDiscoveryDefaults() {
 // Host paths that do not exist are skipped at injection.
 func defaultMounts(backend string) []Mount {
 	paths := []string{DefaultMountPath}
-	if backend == BackendPCI {
+	if backend == device.BackendPCI {
 		paths = device.PCIDriverFiles
 	}
 	ms := make([]Mount, len(paths))
