@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"github.com/hyperaccel/lpu-node/internal/atomicfile"
 )
 
 // MaxSimDevices bounds SimSpec.Devices.
@@ -295,13 +297,11 @@ func (w *simWriter) file(hostPath, content string, perm fs.FileMode) {
 			return
 		}
 	}
-	tmp, err := writeTemp(path, content, perm)
-	if err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		w.fail(err)
 		return
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Write(path, []byte(content), atomicfile.WithMode(perm), atomicfile.WithoutSync()); err != nil {
 		w.fail(err)
 	}
 }
@@ -340,13 +340,7 @@ func (w *simWriter) symlink(target, hostPath string) {
 		w.fail(err)
 		return
 	}
-	tmp := tmpName(path)
-	if err := os.Symlink(target, tmp); err != nil {
-		w.fail(err)
-		return
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Symlink(target, path, atomicfile.WithoutSync()); err != nil {
 		w.fail(err)
 	}
 }
