@@ -62,11 +62,13 @@ func TestReplayAfterChurn(t *testing.T) {
 
 	// Every slot taken by a running pod (the victim and these, which
 	// evict the churned pods' IDs): new IDs are refused.
+	// (Recorded in one append, as Synchronize seeds running containers.)
+	running := map[string]string{}
 	for i := range ledger.MaxEntries - 1 {
-		p := pod(fmt.Sprintf("live-%d", i), nil)
-		if _, _, err := f.p.Decide(ctx, p, ctr(p.GetName(), seal(t, f.key, "lpu1"))); err != nil {
-			t.Fatalf("live pod %d: %v", i, err)
-		}
+		running[fmt.Sprintf("%032x", i)] = fmt.Sprintf("uid-live-%d", i)
+	}
+	if _, err := f.p.ledger.Seed(running); err != nil || f.p.ledger.Len() != ledger.MaxEntries {
+		t.Fatalf("seed live pods: %v, len %d", err, f.p.ledger.Len())
 	}
 	before := counter(t, f.p.Metrics().Refusals.WithLabelValues(metrics.ReasonReplayed))
 	late := pod("late", nil)
