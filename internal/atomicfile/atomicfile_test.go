@@ -113,8 +113,11 @@ func asNobody(t *testing.T, fn func()) {
 	t.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	prev, _ := unix.SetfsuidRetUid(65534)
-	defer unix.Setfsuid(prev)
+	prev, err := unix.SetfsuidRetUid(65534)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unix.Setfsuid(prev) }()
 	fn()
 }
 
@@ -129,7 +132,7 @@ func TestWriteFailureKeepsOld(t *testing.T) {
 				if err := os.Chmod(dir, 0o555); err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { os.Chmod(dir, 0o755) })
+				t.Cleanup(func() { _ = os.Chmod(dir, 0o755) })
 			},
 			write: func(path string) (err error) {
 				asNobody(t, func() { err = Write(path, []byte("new content")) })
