@@ -77,15 +77,9 @@ func (s *State) Holder(id string) string {
 	return ""
 }
 
-// Verify reports whether every claim UID is prepared in the checkpoint in
-// dir for the pod podUID; the error names the first claim that is not.
-func Verify(dir, podUID string, claimUIDs []string) error {
-	_, err := PodLPUs(dir, podUID, claimUIDs)
-	return err
-}
-
-// PodLPUs verifies the claims as Verify does and returns the LPUs they
-// hold, claim by claim in ring order, each once. lpu-nri calls it for a
+// PodLPUs verifies that every claim UID is prepared in the checkpoint in
+// dir for the pod podUID (the error names the first claim that is not) and
+// returns the LPUs they hold, claim by claim in ring order, each once. lpu-nri calls it for a
 // container whose CDI devices name claims: those LPUs are the container's
 // verified allocation.
 func PodLPUs(dir, podUID string, claimUIDs []string) ([]string, error) {
@@ -210,8 +204,9 @@ func Load(dir string) (*State, error) {
 	return s, nil
 }
 
-// Save writes s as dir/FileName through atomicfile (mode 0600): the old
-// checkpoint or the new one, never a mix, and durable once Save returns.
+// Save writes s as dir/FileName through atomicfile (mode 0600, the
+// daemon's uid and group: what Load's checks demand): the old checkpoint
+// or the new one, never a mix, and durable once Save returns.
 func Save(dir string, s *State) error {
 	data, err := s.Marshal()
 	if err != nil {
@@ -225,7 +220,7 @@ func Save(dir string, s *State) error {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
 	path := filepath.Join(resolved, FileName)
-	if err := atomicfile.Write(path, data); err != nil {
+	if err := atomicfile.Write(path, data, atomicfile.WithMode(0o600), atomicfile.WithOwner(os.Geteuid(), os.Getegid())); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil

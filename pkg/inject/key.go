@@ -147,7 +147,7 @@ func createKey(path string) error {
 	if _, err := io.ReadFull(rand.Reader, secret[:]); err != nil {
 		return fmt.Errorf("seal key: random: %w", err)
 	}
-	if err := atomicfile.Create(path, secret[:], atomicfile.WithMode(0o600)); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := atomicfile.Create(path, secret[:], atomicfile.WithMode(0o600), atomicfile.WithOwner(os.Geteuid(), os.Getegid())); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("seal key: %w", err)
 	}
 	return nil

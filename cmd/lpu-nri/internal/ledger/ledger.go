@@ -308,7 +308,7 @@ func (l *Ledger) compact() error {
 	if err != nil {
 		return fmt.Errorf("allocation ledger: encode: %w", err)
 	}
-	if err := atomicfile.Write(l.path, data, atomicfile.WithMode(0o600)); err != nil {
+	if err := atomicfile.Write(l.path, data, atomicfile.WithMode(0o600), stateOwner()); err != nil {
 		l.dirty = true
 		return fmt.Errorf("allocation ledger: %w", err)
 	}
@@ -322,6 +322,12 @@ func (l *Ledger) compact() error {
 	}
 	l.logLen, l.logSize, l.dirty = 0, 0, false
 	return nil
+}
+
+// stateOwner makes the snapshot the daemon's own, uid and group, whatever
+// a setgid state dir would give it: the owner statedir checks for.
+func stateOwner() atomicfile.Option {
+	return atomicfile.WithOwner(os.Geteuid(), os.Getegid())
 }
 
 // Seed records the allocation IDs of containers already running (ID to
