@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/hyperaccel/lpu-node/internal/atomicfile"
 )
 
 // Media types of a Helm chart stored in an OCI registry (Helm ≥ 3.8).
@@ -221,12 +223,5 @@ func writeLayout(out string, mtime time.Time, idx []byte, blobs map[string][]byt
 			return fmt.Errorf("write layout: %w", err)
 		}
 	}
-	tmp := out + ".tmp"
-	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, out); err != nil {
-		return fmt.Errorf("rename %s: %w", tmp, err)
-	}
-	return nil
+	return atomicfile.Write(out, buf.Bytes(), atomicfile.WithMode(0o644))
 }

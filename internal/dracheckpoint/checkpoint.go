@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/hyperaccel/lpu-node/internal/atomicfile"
+	"github.com/hyperaccel/lpu-node/internal/statedir"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
@@ -75,15 +77,9 @@ func (s *State) Holder(id string) string {
 	return ""
 }
 
-// Verify reports whether every claim UID is prepared in the checkpoint in
-// dir for the pod podUID; the error names the first claim that is not.
-func Verify(dir, podUID string, claimUIDs []string) error {
-	_, err := PodLPUs(dir, podUID, claimUIDs)
-	return err
-}
-
-// PodLPUs verifies the claims as Verify does and returns the LPUs they
-// hold, claim by claim in ring order, each once. lpu-nri calls it for a
+// PodLPUs verifies that every claim UID is prepared in the checkpoint in
+// dir for the pod podUID (the error names the first claim that is not) and
+// returns the LPUs they hold, claim by claim in ring order, each once. lpu-nri calls it for a
 // container whose CDI devices name claims: those LPUs are the container's
 // verified allocation.
 func PodLPUs(dir, podUID string, claimUIDs []string) ([]string, error) {
@@ -178,10 +174,12 @@ func (s *State) Marshal() ([]byte, error) {
 	return json.MarshalIndent(f, "", "  ")
 }
 
-// Load reads dir/FileName; a missing file is an empty state.
+// Load reads dir/FileName; a missing file is an empty state. The file and
+// the directory get the seal key's checks (statedir): a checkpoint another
+// uid could have written, or a directory others can write, is an error.
 func Load(dir string) (*State, error) {
 	path := filepath.Join(dir, FileName)
-	f, err := os.Open(path)
+	f, err := statedir.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &State{Claims: map[string]Claim{}}, nil
 	}
@@ -189,6 +187,9 @@ func Load(dir string) (*State, error) {
 		return nil, fmt.Errorf("read checkpoint %s: %w", path, err)
 	}
 	defer f.Close()
+	if _, err := statedir.Check(dir); err != nil {
+		return nil, fmt.Errorf("read checkpoint %s: %w", path, err)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint %s: %w", path, err)
@@ -203,8 +204,9 @@ func Load(dir string) (*State, error) {
 	return s, nil
 }
 
-// Save writes s as dir/FileName atomically and durably: the content is
-// fsynced before the rename and the directory after it.
+// Save writes s as dir/FileName through atomicfile (mode 0600, the
+// daemon's uid and group: what Load's checks demand): the old checkpoint
+// or the new one, never a mix, and durable once Save returns.
 func Save(dir string, s *State) error {
 	data, err := s.Marshal()
 	if err != nil {
@@ -213,38 +215,13 @@ func Save(dir string, s *State) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create state dir %s: %w", dir, err)
 	}
-	path := filepath.Join(dir, FileName)
-	tmp, err := os.CreateTemp(dir, "."+FileName+".*")
+	resolved, err := statedir.Check(dir)
 	if err != nil {
-		return fmt.Errorf("write checkpoint %s: %w", path, err)
+		return fmt.Errorf("write checkpoint: %w", err)
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("write checkpoint %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("sync checkpoint %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write checkpoint %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write checkpoint %s: %w", path, err)
-	}
-	ok = true
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync state dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync state dir %s: %w", dir, err)
+	path := filepath.Join(resolved, FileName)
+	if err := atomicfile.Write(path, data, atomicfile.WithMode(0o600), atomicfile.WithOwner(os.Geteuid(), os.Getegid())); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
 }

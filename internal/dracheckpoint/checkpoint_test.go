@@ -143,7 +143,7 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-func TestVerify(t *testing.T) {
+func TestPodLPUs(t *testing.T) {
 	dir := t.TempDir()
 	if err := Save(dir, sample()); err != nil {
 		t.Fatal(err)
@@ -163,11 +163,7 @@ func TestVerify(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := Verify(dir, tc.pod, tc.claims)
-			lpus, perr := PodLPUs(dir, tc.pod, tc.claims)
-			if (err == nil) != (perr == nil) {
-				t.Fatalf("Verify = %v but PodLPUs = %v", err, perr)
-			}
+			lpus, err := PodLPUs(dir, tc.pod, tc.claims)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -182,7 +178,56 @@ func TestVerify(t *testing.T) {
 			}
 		})
 	}
-	if err := Verify(t.TempDir(), "pod-1", []string{"uid-a"}); err == nil {
+	if _, err := PodLPUs(t.TempDir(), "pod-1", []string{"uid-a"}); err == nil {
 		t.Fatal("verified against an empty state dir")
+	}
+}
+
+// TestStateChecks: the checkpoint gets the seal key's owner/mode checks.
+func TestStateChecks(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown to another uid needs root")
+	}
+	tests := map[string]struct {
+		breakIt func(t *testing.T, dir, path string)
+		want    string
+	}{
+		"file owned by 65534": {breakIt: func(t *testing.T, _, p string) { must(t, os.Chown(p, 65534, -1)) }, want: "owned by uid 65534"},
+		"file mode 0644":      {breakIt: func(t *testing.T, _, p string) { must(t, os.Chmod(p, 0o644)) }, want: "mode 0644"},
+		"file hard-linked":    {breakIt: func(t *testing.T, _, p string) { must(t, os.Link(p, p+".x")) }, want: "more than one link"},
+		"dir owned by 65534":  {breakIt: func(t *testing.T, d, _ string) { must(t, os.Chown(d, 65534, -1)) }, want: "owned by uid 65534"},
+		"dir mode 0777":       {breakIt: func(t *testing.T, d, _ string) { must(t, os.Chmod(d, 0o777)) }, want: "lets group/others write"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			must(t, Save(dir, sample()))
+			path := filepath.Join(dir, FileName)
+			if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Fatalf("saved checkpoint: %v, %v; want mode 0600", fi, err)
+			}
+			tc.breakIt(t, dir, path)
+			if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load = %v, want %q", err, tc.want)
+			}
+			if _, err := PodLPUs(dir, "pod-1", []string{"uid-a"}); err == nil {
+				t.Error("PodLPUs trusted it")
+			}
+		})
+	}
+	dir := t.TempDir()
+	must(t, os.Chown(dir, 65534, -1))
+	if err := Save(dir, sample()); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+		t.Errorf("Save into a dir of uid 65534 = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, FileName)); err == nil {
+		t.Error("Save wrote into it")
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

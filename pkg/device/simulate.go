@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"github.com/hyperaccel/lpu-node/internal/atomicfile"
 )
 
 // MaxSimDevices bounds SimSpec.Devices.
@@ -361,13 +363,11 @@ func (w *simWriter) file(hostPath, content string, perm fs.FileMode) {
 			return
 		}
 	}
-	tmp, err := writeTemp(path, content, perm)
-	if err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		w.fail(err)
 		return
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Write(path, []byte(content), atomicfile.WithMode(perm), atomicfile.WithoutSync()); err != nil {
 		w.fail(err)
 	}
 }
@@ -406,13 +406,7 @@ func (w *simWriter) symlink(target, hostPath string) {
 		w.fail(err)
 		return
 	}
-	tmp := tmpName(path)
-	if err := os.Symlink(target, tmp); err != nil {
-		w.fail(err)
-		return
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Symlink(target, path, atomicfile.WithoutSync()); err != nil {
 		w.fail(err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/hyperaccel/lpu-node/internal/atomicfile"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
@@ -129,8 +130,8 @@ func CDIDeviceNames(ids []string) []string {
 	return out
 }
 
-// WriteSpec writes spec as dir/SpecFileName through the CDI library's
-// atomic writer (temp file + rename), after the library validated it. When
+// WriteSpec writes spec as dir/SpecFileName (WriteSpecFile: validated by
+// the CDI library, written durably through atomicfile). When
 // the file already holds the same spec it touches nothing and returns
 // changed=false, so runtimes watching the directory see no event.
 func WriteSpec(dir string, spec *specs.Spec) (changed bool, err error) {
@@ -148,14 +149,31 @@ func WriteSpec(dir string, spec *specs.Spec) (changed bool, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return false, fmt.Errorf("create cdi spec dir %s: %w", dir, err)
 	}
-	cache, err := cdi.NewCache(cdi.WithSpecDirs(dir), cdi.WithAutoRefresh(false))
-	if err != nil {
-		return false, fmt.Errorf("cdi cache %s: %w", dir, err)
-	}
-	if err := cache.WriteSpec(spec, SpecFileName); err != nil {
-		return false, fmt.Errorf("write cdi spec %s: %w", path, err)
+	if err := WriteSpecFile(path, spec); err != nil {
+		return false, err
 	}
 	return true, nil
+}
+
+// WriteSpecFile writes spec as JSON to path (mode 0600, as the CDI
+// library's own writer makes it) through atomicfile: the CDI library
+// parses and validates the complete temp file (cdi.ReadSpec, the check a
+// runtime applies when it loads the spec) before it is renamed into place,
+// so the bytes validated are the bytes installed, and the write is durable.
+// An invalid spec leaves the old file untouched.
+func WriteSpecFile(path string, spec *specs.Spec) error {
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("write cdi spec %s: encode: %w", path, err)
+	}
+	err = atomicfile.Write(path, data, atomicfile.WithVerify(func(tmp string) error {
+		_, err := cdi.ReadSpec(tmp, 0)
+		return err
+	}))
+	if err != nil {
+		return fmt.Errorf("cdi spec: %w", err)
+	}
+	return nil
 }
 
 // sameSpec reports whether path holds exactly spec (compared as JSON

@@ -322,3 +322,30 @@ func TestCDIDeviceNames(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteSpecInvalidKeepsOld: the CDI library refuses an invalid spec
+// on the temp file, so the spec in place stays as it was and no temp file
+// is left; a valid one is durable with the library's mode (0600).
+func TestWriteSpecInvalidKeepsOld(t *testing.T) {
+	dir := t.TempDir()
+	good, _ := Spec(inventory(2, 2, 0), testOpts)
+	if _, err := WriteSpec(dir, good); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, SpecFileName)
+	before, _ := os.ReadFile(path)
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("spec mode %#o, want 0600", fi.Mode().Perm())
+	}
+	bad, _ := Spec(inventory(4, 4, 0), testOpts)
+	bad.Devices[0].Name = "not/a/name"
+	if _, err := WriteSpec(dir, bad); err == nil || !strings.Contains(err.Error(), SpecFileName) {
+		t.Fatalf("invalid spec: err = %v", err)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Error("an invalid spec replaced the valid one")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("dir holds %d entries, want only the spec", len(entries))
+	}
+}

@@ -11,8 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/hyperaccel/lpu-node/internal/atomicfile"
+	"github.com/hyperaccel/lpu-node/internal/statedir"
 )
 
 // KeyFileName is the seal key's file name under the state directory.
@@ -99,7 +101,9 @@ func (k *Key) Path() string { return k.path }
 // is not a regular file, is readable or writable by group or others, is not
 // owned by the process's effective uid, has more than one link, or is not
 // exactly KeySize bytes is refused with an error naming path and mode; so
-// is a state dir that group or others can write (they could swap the key).
+// is a state dir that group or others can write or another uid owns (they
+// could swap the key); a symlinked state dir is resolved and its target
+// checked, and the key is made in the target.
 func LoadOrCreateKey(stateDir string) (*Key, error) {
 	if stateDir == "" {
 		return nil, errors.New("seal key: state dir is empty")
@@ -107,22 +111,20 @@ func LoadOrCreateKey(stateDir string) (*Key, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("seal key: create state dir %s: %w", stateDir, err)
 	}
-	if err := CheckStateDir(stateDir); err != nil {
+	dir, err := statedir.Check(stateDir)
+	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(stateDir, KeyFileName)
+	path := filepath.Join(dir, KeyFileName)
 	k, err := loadSettled(path)
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return k, err
 	}
-	if err := createKey(stateDir, path); err != nil {
+	if err := createKey(path); err != nil {
 		return nil, err
 	}
 	return loadSettled(path)
 }
-
-// errLinks marks a key file with more than one link.
-var errLinks = errors.New("more than one link")
 
 // loadSettled is loadKey that waits up to about half a second for a second
 // link to go: a daemon creating the key at the same moment links its temp
@@ -130,69 +132,38 @@ var errLinks = errors.New("more than one link")
 func loadSettled(path string) (*Key, error) {
 	for i := 0; ; i++ {
 		k, err := loadKey(path)
-		if !errors.Is(err, errLinks) || i == 50 {
+		if !errors.Is(err, statedir.ErrLinks) || i == 50 {
 			return k, err
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-// createKey writes a fresh key to a temp file and links it to path. An
+// createKey makes path hold a fresh key, exclusively and durably
+// (atomicfile.Create: a private temp file hard-linked to path). An
 // existing path (another process won the race) is not an error.
-func createKey(dir, path string) error {
+func createKey(path string) error {
 	var secret [KeySize]byte
 	if _, err := io.ReadFull(rand.Reader, secret[:]); err != nil {
 		return fmt.Errorf("seal key: random: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".seal.key.*.tmp") // mode 0600
-	if err != nil {
-		return fmt.Errorf("seal key: create temp in %s: %w", dir, err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("seal key: chmod %s: %w", tmp.Name(), err)
-	}
-	if _, err := tmp.Write(secret[:]); err != nil {
-		tmp.Close()
-		return fmt.Errorf("seal key: write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("seal key: sync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("seal key: close %s: %w", tmp.Name(), err)
-	}
-	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("seal key: link %s: %w", path, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // make the new name durable; best effort
-		d.Close()
+	if err := atomicfile.Create(path, secret[:], atomicfile.WithMode(0o600), atomicfile.WithOwner(os.Geteuid(), os.Getegid())); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("seal key: %w", err)
 	}
 	return nil
 }
 
-// CheckStateDir refuses a state dir that is not a directory, or that group
+// CheckStateDir refuses a state dir that is not a directory, that group
 // or others can write (anyone who can rename files in it can replace the
-// seal key or the readiness socket).
+// seal key or the readiness socket), or that another uid owns; a symlink
+// is resolved and its target checked (statedir.Check).
 func CheckStateDir(dir string) error {
-	st, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("state dir %s: %w", dir, err)
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("state dir %s: mode %v is not a directory", dir, st.Mode())
-	}
-	if perm := st.Mode().Perm(); perm&0o022 != 0 {
-		return fmt.Errorf("state dir %s: mode %#o lets group/others write, want at most 0755 (chmod go-w %s)", dir, perm, dir)
-	}
-	return nil
+	_, err := statedir.Check(dir)
+	return err
 }
 
 func loadKey(path string) (*Key, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := statedir.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, err
@@ -203,20 +174,6 @@ func loadKey(path string) (*Key, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("seal key %s: %w", path, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("seal key %s: mode %v is not a regular file", path, st.Mode())
-	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("seal key %s: mode %#o allows group/other access, want 0600 (chmod 600 %s)", path, perm, path)
-	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		if uid := os.Geteuid(); int(sys.Uid) != uid {
-			return nil, fmt.Errorf("seal key %s: owned by uid %d, want %d (the daemon's uid)", path, sys.Uid, uid)
-		}
-		if sys.Nlink != 1 {
-			return nil, fmt.Errorf("seal key %s: %w (%d), want 1: another name could change it", path, errLinks, sys.Nlink)
-		}
 	}
 	if st.Size() != KeySize {
 		return nil, fmt.Errorf("seal key %s: size %d bytes, want %d (mode %#o)", path, st.Size(), KeySize, st.Mode().Perm())

@@ -180,3 +180,57 @@ func TestNewKey(t *testing.T) {
 		t.Errorf("NewKey(16 bytes) err = %v", err)
 	}
 }
+
+// TestLoadOrCreateKeyStateDirOwner: a state dir another uid owns, or a
+// symlink to one, is refused before a key is made in it; a symlink to the
+// daemon's own dir is resolved and the key made in the target.
+func TestLoadOrCreateKeyStateDirOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown to another uid needs root")
+	}
+	tests := map[string]struct {
+		owner   int  // of the real directory
+		symlink bool // the state dir is a symlink to it
+		want    string
+	}{
+		"owned by 65534":            {owner: 65534, want: "owned by uid 65534"},
+		"symlink to one of 65534's": {owner: 65534, symlink: true, want: "owned by uid 65534"},
+		"symlink to our own":        {owner: 0, symlink: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			base := t.TempDir()
+			real := filepath.Join(base, "real")
+			if err := os.Mkdir(real, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(real, tc.owner, tc.owner); err != nil {
+				t.Fatal(err)
+			}
+			stateDir := real
+			if tc.symlink {
+				stateDir = filepath.Join(base, "link")
+				if err := os.Symlink(real, stateDir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			k, err := LoadOrCreateKey(stateDir)
+			_, statErr := os.Stat(filepath.Join(real, KeyFileName))
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), stateDir) {
+					t.Errorf("LoadOrCreateKey = %v, %v; want a refusal naming %s with %q", k, err, stateDir, tc.want)
+				}
+				if statErr == nil {
+					t.Error("a key was created in the refused dir")
+				}
+				return
+			}
+			if err != nil || statErr != nil {
+				t.Fatalf("LoadOrCreateKey = %v; key in target: %v", err, statErr)
+			}
+			if k.Path() != filepath.Join(real, KeyFileName) {
+				t.Errorf("key path %s, want it in the resolved dir %s", k.Path(), real)
+			}
+		})
+	}
+}

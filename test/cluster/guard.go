@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/hyperaccel/lpu-node/internal/atomicfile"
 )
 
 // Memory model, fitted to the RSS summed over the control plane and the
@@ -91,14 +93,7 @@ func (s *state) save() error {
 	if err != nil {
 		return err
 	}
-	tmp := stateFile() + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, stateFile()); err != nil {
-		return fmt.Errorf("write %s: %w", stateFile(), err)
-	}
-	return nil
+	return atomicfile.Write(stateFile(), b, atomicfile.WithMode(0o600))
 }
 
 func alive(pid int) bool {

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hyperaccel/lpu-node/internal/atomicfile"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
@@ -161,9 +162,7 @@ func SetStatus(t testing.TB, root, id, status string) {
 func WriteAttr(t testing.TB, root, id, name, content string) {
 	t.Helper()
 	path := filepath.Join(root, device.ClassDir, id, name)
-	tmp := filepath.Join(filepath.Dir(path), "."+name+".tmp")
-	write(t, tmp, content)
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.Write(path, []byte(content), atomicfile.WithMode(0o644), atomicfile.WithoutSync()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -199,17 +199,14 @@ func lookup(inv *device.Inventory, ids []string) ([]device.Device, error) {
 	return out, nil
 }
 
-// writeSpec renders and writes the claim's CDI spec atomically through the
-// CDI library.
+// writeSpec renders the claim's CDI spec and writes it durably, validated
+// by the CDI library (inject.WriteSpecFile).
 func (d *Driver) writeSpec(uid string, devs []device.Device, driverVersion string) error {
 	spec, err := inject.ClaimSpec(uid, inject.ForDevices(devs, driverVersion, d.opts.Inject))
 	if err != nil {
 		return err
 	}
-	if err := d.cdi.WriteSpec(spec, specFile(uid)); err != nil {
-		return fmt.Errorf("write cdi spec %s: %w", filepath.Join(d.opts.CDIDir, specFile(uid)), err)
-	}
-	return nil
+	return inject.WriteSpecFile(filepath.Join(d.opts.CDIDir, specFile(uid)), spec)
 }
 
 // PrepareResourceClaims prepares every claim; per-claim failures are in

@@ -668,10 +668,10 @@ func TestPrepareRecordsPods(t *testing.T) {
 	e := newEnv(t, newStatic(t, ring8()))
 	c := claim("u1", arc(0, 2))
 	e.prepare(c)
-	if err := checkpoint.Verify(e.stateDir, "pod-uid-u1", []string{"u1"}); err != nil {
+	if _, err := checkpoint.PodLPUs(e.stateDir, "pod-uid-u1", []string{"u1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkpoint.Verify(e.stateDir, "pod-uid-other", []string{"u1"}); err == nil {
+	if _, err := checkpoint.PodLPUs(e.stateDir, "pod-uid-other", []string{"u1"}); err == nil {
 		t.Fatal("a pod the claim is not reserved for verified")
 	}
 	// A second pod sharing the claim is recorded by the repeated Prepare.
@@ -679,7 +679,7 @@ func TestPrepareRecordsPods(t *testing.T) {
 	if r := e.prepare(c); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	if err := checkpoint.Verify(e.stateDir, "pod-uid-2", []string{"u1"}); err != nil {
+	if _, err := checkpoint.PodLPUs(e.stateDir, "pod-uid-2", []string{"u1"}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -83,10 +83,14 @@ func TestBounded(t *testing.T) {
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	l.now = func() time.Time { now = now.Add(time.Second); return now }
-	// Fill in memory (saving every claim would take long), then one claim
-	// past the cap saves.
+	// Fill in memory (appending every claim would take long) with IDs of
+	// pods that are gone, write it out, then one claim past the cap
+	// evicts the oldest.
 	for i := range MaxEntries {
-		l.entries[fmt.Sprintf("%032x", i)] = entry{Pod: "p", Seen: l.now()}
+		l.put(fmt.Sprintf("%032x", i), entry{Pod: "gone", Seen: l.now()})
+	}
+	if err := l.compact(); err != nil {
+		t.Fatal(err)
 	}
 	if err := l.Claim(idA, "p"); err != nil {
 		t.Fatal(err)
@@ -97,12 +101,19 @@ func TestBounded(t *testing.T) {
 	if _, ok := l.entries[fmt.Sprintf("%032x", 0)]; ok {
 		t.Error("the oldest entry was kept")
 	}
+	re, err := Open(filepath.Dir(l.Path()))
+	if err != nil {
+		t.Fatalf("a full ledger does not reopen: %v", err)
+	}
+	if re.Len() != MaxEntries {
+		t.Errorf("reopened len %d, want %d", re.Len(), MaxEntries)
+	}
+	if _, ok := re.entries[fmt.Sprintf("%032x", 0)]; ok {
+		t.Error("the eviction was not recorded")
+	}
 	fi, err := os.Stat(l.Path())
 	if err != nil || fi.Size() > maxFileSize {
 		t.Errorf("file: %v, %v (limit %d)", fi, err, maxFileSize)
-	}
-	if _, err := Open(filepath.Dir(l.Path())); err != nil {
-		t.Errorf("a full ledger does not reopen: %v", err)
 	}
 }
 

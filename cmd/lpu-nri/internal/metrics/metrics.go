@@ -53,6 +53,10 @@ type Metrics struct {
 	Reconnects       prometheus.Counter   // lpu_nri_connections_total
 	SpecWrites       prometheus.Counter   // lpu_nri_cdi_spec_writes_total
 	Build            *prometheus.GaugeVec // lpu_build_info{daemon,version,goversion}, set once at start
+
+	// LedgerFull counts new allocation IDs refused because the replay
+	// ledger holds only IDs of running pods; lpu_nri_ledger_full_total.
+	LedgerFull prometheus.Counter
 }
 
 // New returns the collectors registered in a fresh registry, with the Go
@@ -104,10 +108,15 @@ func New() *Metrics {
 			Help: "CDI spec files written because the inventory or driver version changed (CDI mode).",
 		}),
 	}
+	m.LedgerFull = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "lpu_nri_ledger_full_total",
+		Help: "New allocation IDs refused because the replay ledger is full of running pods' IDs (each also a refusal with reason replayed).",
+	})
 	m.Build = devicemetrics.NewBuildInfo() // the same gauge as the allocators'
 	for _, r := range Reasons {
 		m.Refusals.WithLabelValues(r)
 	}
+	m.Registry.MustRegister(m.LedgerFull)
 	m.Registry.MustRegister(m.CreateDuration, m.Injections, m.Refusals, m.Connected,
 		m.Unallocated, m.UnallocatedFound, m.Uninjected, m.UninjectedFound, m.Reconnects, m.SpecWrites, m.Build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

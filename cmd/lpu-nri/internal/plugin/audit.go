@@ -136,9 +136,11 @@ func (p *Plugin) RemoveContainer(_ context.Context, _ *api.PodSandbox, c *api.Co
 	return nil
 }
 
-// RemovePodSandbox drops the pod and its containers from the audit's view.
+// RemovePodSandbox drops the pod and its containers from the audit's view
+// and tells the ledger the pod is no longer live.
 func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	p.audit.removePod(pod.GetId())
+	p.ledgerPodGone(pod)
 	return nil
 }
 

@@ -331,7 +331,7 @@ func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 		}
 	}
 	if p.ledger != nil && alloc.ID != "" {
-		if err := p.ledger.Claim(alloc.ID, pod.GetUid()); err != nil {
+		if err := p.claimAllocation(alloc.ID, pod.GetUid()); err != nil {
 			return nil, none, refuse(metrics.ReasonReplayed, "allocation %s of pod %s/%s: %w", alloc.ID, pod.GetNamespace(), pod.GetName(), err)
 		}
 	}

@@ -1,0 +1,322 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestChurnKeepsLivePod is the reproduced attack: a tenant churns more
+// than MaxEntries short-lived pods, each with a fresh ID, while a
+// long-running pod holds its own. The long-running pod's ID must survive,
+// on disk too, and still refuse another pod.
+func TestChurnKeepsLivePod(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Prune(map[string]bool{"victim": true}); err != nil { // Synchronize: the victim runs
+		t.Fatal(err)
+	}
+	if err := l.Claim(idA, "victim"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range MaxEntries + 100 {
+		pod := fmt.Sprintf("churn-%d", i)
+		if err := l.Claim(fmt.Sprintf("%032x", i), pod); err != nil {
+			t.Fatalf("churn claim %d: %v", i, err)
+		}
+		l.PodGone(pod) // RemovePodSandbox
+	}
+	if l.Len() != MaxEntries {
+		t.Errorf("len %d, want %d", l.Len(), MaxEntries)
+	}
+	if err := l.Claim(idA, "attacker"); !errors.Is(err, ErrOtherPod) {
+		t.Errorf("replay of the live pod's ID after churn: err=%v, want ErrOtherPod", err)
+	}
+	re, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := re.Claim(idA, "attacker"); !errors.Is(err, ErrOtherPod) {
+		t.Errorf("after reopen: err=%v, want ErrOtherPod", err)
+	}
+	if re.Len() != MaxEntries {
+		t.Errorf("reopened len %d, want %d", re.Len(), MaxEntries)
+	}
+}
+
+// fill puts n IDs of pod(i) into l and writes them out, fast.
+func fill(t *testing.T, l *Ledger, n int, pod func(i int) string) {
+	t.Helper()
+	seen := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range n {
+		l.put(fmt.Sprintf("%032x", i), entry{Pod: pod(i), Seen: seen.Add(time.Duration(i) * time.Second)})
+	}
+	if err := l.compact(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFullOfLivePods: at the cap with every ID a live pod's, a new ID is
+// refused with ErrFull, nothing is evicted, and one pod going away frees
+// exactly its slot.
+func TestFullOfLivePods(t *testing.T) {
+	l, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := func(i int) string { return fmt.Sprintf("pod-%d", i) }
+	fill(t, l, MaxEntries, pod)
+	live := map[string]bool{}
+	for i := range MaxEntries {
+		live[pod(i)] = true
+	}
+	if err := l.Prune(live); err != nil {
+		t.Fatal(err)
+	}
+	err = l.Claim(idA, "newcomer")
+	if !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), "running pods") {
+		t.Fatalf("Claim at a full ledger = %v, want ErrFull", err)
+	}
+	if l.Len() != MaxEntries {
+		t.Errorf("len %d after a refusal", l.Len())
+	}
+	if err := l.Claim(fmt.Sprintf("%032x", 7), pod(7)); err != nil {
+		t.Errorf("a known ID of its own pod: %v", err)
+	}
+	l.PodGone(pod(42))
+	if err := l.Claim(idA, "newcomer"); err != nil {
+		t.Fatalf("after a pod went: %v", err)
+	}
+	if _, ok := l.entries[fmt.Sprintf("%032x", 42)]; ok {
+		t.Error("the gone pod's ID was kept, another evicted")
+	}
+	for i := range MaxEntries {
+		if _, ok := l.entries[fmt.Sprintf("%032x", i)]; !ok && i != 42 {
+			t.Fatalf("live pod %d's ID was evicted", i)
+		}
+	}
+}
+
+// TestUpgrade: an allocations.json written by the previous lpu-nri (the
+// whole ledger, no log) loads, and new IDs go to the log, leaving the
+// snapshot alone until compaction.
+func TestUpgrade(t *testing.T) {
+	dir := t.TempDir()
+	old := `{"version":1,"allocations":{"` + idA + `":{"pod":"pod-1","seen":"2026-01-01T00:00:00Z"}}}`
+	snap := filepath.Join(dir, FileName)
+	if err := os.WriteFile(snap, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Claim(idA, "pod-2"); !errors.Is(err, ErrOtherPod) {
+		t.Errorf("old record: %v, want ErrOtherPod", err)
+	}
+	before, _ := os.Stat(snap)
+	if err := l.Claim(idB, "pod-2"); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.Stat(snap)
+	if !os.SameFile(before, after) || after.ModTime() != before.ModTime() {
+		t.Error("a new ID rewrote the snapshot")
+	}
+	log, err := os.ReadFile(filepath.Join(dir, LogName))
+	if err != nil || strings.Count(string(log), "\n") != 1 || !strings.Contains(string(log), idB) {
+		t.Errorf("log %q, %v; want one line with %s", log, err, idB)
+	}
+	re, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := re.Claim(idB, "pod-3"); !errors.Is(err, ErrOtherPod) {
+		t.Errorf("logged ID after reopen: %v", err)
+	}
+	// Open compacted: the log is empty and the snapshot, in the old
+	// format, holds both.
+	if fi, err := os.Stat(filepath.Join(dir, LogName)); err != nil || fi.Size() != 0 {
+		t.Errorf("log after reopen: %v, %v", fi, err)
+	}
+	data, _ := os.ReadFile(snap)
+	if !strings.Contains(string(data), `"version":1`) || !strings.Contains(string(data), idA) || !strings.Contains(string(data), idB) {
+		t.Errorf("snapshot %s", data)
+	}
+}
+
+// TestCompaction: the log is folded into the snapshot after compactAfter
+// records.
+func TestCompaction(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.logLen = compactAfter - 2 // as if that many were appended
+	for i := range 2 {
+		if err := l.Claim(fmt.Sprintf("%032x", i), "p"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, LogName)); err != nil || fi.Size() != 0 {
+		t.Errorf("log after compaction: %v, %v", fi, err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil || !strings.Contains(string(data), fmt.Sprintf("%032x", 1)) {
+		t.Errorf("snapshot %s, %v", data, err)
+	}
+}
+
+// TestTornLog: a crash in the middle of an append leaves a line without
+// its newline; Open ignores it (its Claim never returned) and compacts.
+// A bad complete line is an error naming the log.
+func TestTornLog(t *testing.T) {
+	good := `{"id":"` + idA + `","pod":"pod-1","seen":"2026-01-01T00:00:00Z"}` + "\n"
+	tests := map[string]struct {
+		log  string
+		want string // error; "" opens
+	}{
+		"torn tail":   {log: good + `{"id":"` + idB + `","po`},
+		"bad line":    {log: `{"id":""}` + "\n" + good, want: "line 1"},
+		"not json":    {log: good + "garbage\n", want: "line 2"},
+		"only a tear": {log: `{"id`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, LogName)
+			if err := os.WriteFile(path, []byte(tc.log), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			l, err := Open(dir)
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("Open = %v, want an error naming %s, %q", err, path, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(tc.log, good) {
+				if err := l.Claim(idA, "pod-2"); !errors.Is(err, ErrOtherPod) {
+					t.Errorf("the complete record was lost: %v", err)
+				}
+			}
+			if l.Len() > 1 {
+				t.Errorf("the torn record was applied: len %d", l.Len())
+			}
+			if err := l.Claim(idB, "pod-3"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Open(dir); err != nil {
+				t.Errorf("an append after the tear does not reopen: %v", err)
+			}
+		})
+	}
+}
+
+// TestAppendFails: a record that cannot be made durable is not applied.
+func TestAppendFails(t *testing.T) {
+	l, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.log.Close() // every write now fails
+	if err := l.Claim(idA, "pod-1"); err == nil || !strings.Contains(err.Error(), LogName) {
+		t.Fatalf("Claim = %v, want a write error naming the log", err)
+	}
+	if l.Len() != 0 {
+		t.Errorf("an unrecorded ID was kept in memory")
+	}
+}
+
+// TestStateChecks: the ledger's files and directory get the seal key's
+// owner and mode checks.
+func TestStateChecks(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown to another uid needs root")
+	}
+	tests := map[string]struct {
+		breakIt func(t *testing.T, dir string)
+		want    string
+	}{
+		"snapshot owned by 65534": {breakIt: func(t *testing.T, d string) { must(t, os.Chown(filepath.Join(d, FileName), 65534, -1)) }, want: "owned by uid 65534"},
+		"log mode 0644":           {breakIt: func(t *testing.T, d string) { must(t, os.Chmod(filepath.Join(d, LogName), 0o644)) }, want: "mode 0644"},
+		"snapshot hard-linked":    {breakIt: func(t *testing.T, d string) { must(t, os.Link(filepath.Join(d, FileName), filepath.Join(d, "x"))) }, want: "more than one link"},
+		"dir owned by 65534":      {breakIt: func(t *testing.T, d string) { must(t, os.Chown(d, 65534, -1)) }, want: "owned by uid 65534"},
+		"dir mode 0777":           {breakIt: func(t *testing.T, d string) { must(t, os.Chmod(d, 0o777)) }, want: "lets group/others write"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			l, err := Open(dir)
+			must(t, err)
+			must(t, l.compact()) // both files exist
+			l.Close()
+			for _, f := range []string{FileName, LogName} {
+				if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Mode().Perm() != 0o600 {
+					t.Fatalf("%s: %v, %v; want mode 0600", f, fi, err)
+				}
+			}
+			tc.breakIt(t, dir)
+			if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Open = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkLedgerNewID records new IDs into a ledger at MaxEntries
+// entries of pods that are gone (each new ID evicts one), through the
+// real append and fsync, and reports the p50 and p99 latency of one
+// Claim.
+func BenchmarkLedgerNewID(b *testing.B) {
+	l, err := Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	seen := time.Now() // within Retention: Prune keeps them
+	for i := range MaxEntries {
+		l.put(fmt.Sprintf("f%031x", i), entry{Pod: fmt.Sprintf("gone-%d", i), Seen: seen})
+	}
+	if err := l.compact(); err != nil {
+		b.Fatal(err)
+	}
+	if err := l.Prune(map[string]bool{"live": true}); err != nil {
+		b.Fatal(err)
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if err := l.Claim(fmt.Sprintf("%032x", i), fmt.Sprintf("pod-%d", i)); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+		l.PodGone(fmt.Sprintf("pod-%d", i))
+	}
+	b.StopTimer()
+	if l.Len() != MaxEntries {
+		b.Fatalf("len %d", l.Len())
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}

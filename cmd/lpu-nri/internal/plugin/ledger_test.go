@@ -1,0 +1,88 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nritest"
+)
+
+// TestReplayAfterChurn is the reproduced attack on the ledger: a tenant
+// churns more than ledger.MaxEntries small LPU pods (each created and
+// removed) while a long-running pod holds its allocation; the victim's
+// annotations copied into another pod must still be refused through the
+// real NRI runtime. Then, with every slot held by a running pod, a new ID
+// is refused (fail closed) and counted in lpu_nri_ledger_full_total.
+func TestReplayAfterChurn(t *testing.T) {
+	state := t.TempDir()
+	f := newFixture(t, 8, false, func(c *Config) {
+		l, err := ledger.Open(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Ledger = l
+	})
+	rt := nritest.New(t)
+	rt.Start(t)
+	f.connect(t, rt)
+	rt.WaitPlugins(t, 1)
+	create := func(p *api.PodSandbox, c *api.Container) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := rt.CreateContainer(ctx, p, c)
+		return err
+	}
+	victim := pod("victim", nil)
+	ann := seal(t, f.key, "lpu4", "lpu5")
+	if err := create(victim, ctr("victim", ann)); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range ledger.MaxEntries + 8 {
+		p := pod(fmt.Sprintf("churn-%d", i), nil)
+		if _, _, err := f.p.Decide(ctx, p, ctr(p.GetName(), seal(t, f.key, "lpu0"))); err != nil {
+			t.Fatalf("churn pod %d: %v", i, err)
+		}
+		if err := f.p.RemovePodSandbox(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	thief := pod("thief", nil)
+	err := create(thief, ctr("thief", ann))
+	if err == nil || !strings.Contains(err.Error(), "already used by another pod") {
+		t.Fatalf("replay of the long-running pod's allocation after churn: err=%v, want a refusal", err)
+	}
+
+	// Every slot taken by a running pod (the victim and these, which
+	// evict the churned pods' IDs): new IDs are refused.
+	// (Recorded in one append, as Synchronize seeds running containers.)
+	running := map[string]string{}
+	for i := range ledger.MaxEntries - 1 {
+		running[fmt.Sprintf("%032x", i)] = fmt.Sprintf("uid-live-%d", i)
+	}
+	if _, err := f.p.ledger.Seed(running); err != nil || f.p.ledger.Len() != ledger.MaxEntries {
+		t.Fatalf("seed live pods: %v, len %d", err, f.p.ledger.Len())
+	}
+	before := counter(t, f.p.Metrics().Refusals.WithLabelValues(metrics.ReasonReplayed))
+	late := pod("late", nil)
+	err = create(late, ctr("late", seal(t, f.key, "lpu2")))
+	if err == nil || !strings.Contains(err.Error(), "ledger full") {
+		t.Fatalf("new ID at a ledger full of running pods: err=%v, want a refusal", err)
+	}
+	if got := counter(t, f.p.Metrics().LedgerFull); got != 1 {
+		t.Errorf("lpu_nri_ledger_full_total = %v, want 1", got)
+	}
+	if got := counter(t, f.p.Metrics().Refusals.WithLabelValues(metrics.ReasonReplayed)); got != before+1 {
+		t.Errorf("refusals{reason=replayed} = %v, want %v", got, before+1)
+	}
+	if err := create(victim, ctr("victim", ann)); err != nil {
+		t.Errorf("the victim's restart at a full ledger: %v", err)
+	}
+}
