@@ -1,6 +1,9 @@
 package devcgroup
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Access is a set of device cgroup permissions.
 type Access uint8
@@ -106,29 +109,39 @@ func Admitted(rules []Rule, major, minor int64) Access {
 // adds its access to its key, a rule with the policy removes it from that
 // key only.
 func exceptions(rules []Rule, major, minor int64) Access {
-	type key struct{ major, minor int64 }
+	type exception struct {
+		major, minor int64
+		access       Access
+	}
 	allowAll := false
-	ex := map[key]Access{}
+	var buf [16]exception // a handful of rules: a slice beats a map
+	ex := buf[:0]
 	for _, r := range rules {
 		switch r.kind() {
 		case 'a':
 			allowAll = r.Allow
-			clear(ex)
+			ex = ex[:0]
 			continue
 		case 'c':
 		default:
 			continue // block devices never match a char device
 		}
-		k := key{number(r.Major), number(r.Minor)}
-		if r.Allow != allowAll {
-			ex[k] |= r.access()
-		} else if ex[k] &^= r.access(); ex[k] == 0 {
-			delete(ex, k)
+		maj, mnr := number(r.Major), number(r.Minor)
+		i := slices.IndexFunc(ex, func(e exception) bool { return e.major == maj && e.minor == mnr })
+		switch {
+		case r.Allow != allowAll && i < 0:
+			ex = append(ex, exception{maj, mnr, r.access()})
+		case r.Allow != allowAll:
+			ex[i].access |= r.access()
+		case i >= 0:
+			ex[i].access &^= r.access() // an empty exception matches nothing
 		}
 	}
 	var matching Access
-	for _, k := range [...]key{{major, minor}, {major, wildcard}, {wildcard, minor}, {wildcard, wildcard}} {
-		matching |= ex[k]
+	for _, e := range ex {
+		if (e.major == wildcard || e.major == major) && (e.minor == wildcard || e.minor == minor) {
+			matching |= e.access
+		}
 	}
 	if allowAll {
 		return All &^ matching // a deny exception matching an access denies it
