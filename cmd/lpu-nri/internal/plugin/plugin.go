@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,7 +90,8 @@ type Plugin struct {
 	audit        tracker
 	connMu       sync.Mutex
 	synced       atomic.Bool
-	syncs        atomic.Int64 // Synchronize calls, to tell a lost connection from a failed one
+	syncs        atomic.Int64                 // Synchronize calls, to tell a lost connection from a failed one
+	nriConn      atomic.Pointer[net.UnixConn] // the current connection to the runtime, for Live
 }
 
 // New returns a Plugin from cfg.
@@ -104,6 +106,9 @@ func New(cfg Config) (*Plugin, error) {
 		checkTimeout: cfg.CheckTimeout, m: cfg.Metrics, ready: cfg.Ready, log: cfg.Log, tracer: cfg.Tracer,
 		ledger: cfg.Ledger, acceptV1: cfg.AcceptLegacySeals, allowNS: cfg.AllowNamespaces, claims: cfg.Claims}
 	p.audit.init()
+	if l, ok := p.ready.(liveSetter); ok {
+		l.SetLive(p.Live) // readiness answers "connected" only on proof
+	}
 	if p.tracer == nil {
 		p.tracer = noop.NewTracerProvider().Tracer(trace.ScopeName)
 	}
