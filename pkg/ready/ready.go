@@ -5,6 +5,11 @@
 // The device plugin's PreStartContainer refuses to let a container start
 // unless Check returns nil: if lpu-nri is down, the socket is gone or refuses
 // connections, and the container would otherwise start without its LPUs.
+//
+// The answer is proved, not remembered: with SetLive, "connected" is said
+// only while the check passes at that moment (lpu-nri: its connection to
+// the runtime is still open), so a lpu-nri that was frozen past the
+// runtime's timeout does not say "connected" when it thaws.
 package ready
 
 import (
