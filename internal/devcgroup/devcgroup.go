@@ -173,6 +173,26 @@ func lastWins(rules []Rule, major, minor int64) Access {
 	return admitted
 }
 
+// ForMajors returns the rules that can matter to a char device of one of
+// majors, appended to buf: resets, and char rules of a wildcard major or
+// one of majors. Admitted answers the same on them for those devices, and
+// a spec's rules for other devices (containerd's standard ones) drop out.
+func ForMajors(rules []Rule, majors []int64, buf []Rule) []Rule {
+	for _, r := range rules {
+		switch r.kind() {
+		case 'a':
+		case 'c':
+			if m := number(r.Major); m != wildcard && !slices.Contains(majors, m) {
+				continue
+			}
+		default:
+			continue
+		}
+		buf = append(buf, r)
+	}
+	return buf
+}
+
 // AdmitsOther returns a minor of major outside except to which rules admit
 // some access, and whether there is one. The rules treat every minor they
 // do not name alike, so it tries the minors they name and one they do not.
@@ -185,6 +205,9 @@ func AdmitsOther(rules []Rule, major int64, except []int64) (int64, bool) {
 	for _, r := range rules {
 		if r.kind() != 'c' || r.Minor == nil || *r.Minor < 0 {
 			continue
+		}
+		if m := number(r.Major); m != wildcard && m != major {
+			continue // never matches a device of major
 		}
 		if m := *r.Minor; !skip[m] && !named[m] {
 			named[m] = true

@@ -25,7 +25,8 @@ func rulesFrom(b []byte) []Rule {
 // FuzzAdmitted checks the evaluation's invariants on arbitrary rule lists:
 // a deny-all last admits nothing, an allow-all last admits everything, an
 // exact allow last admits the device, block rules never matter to a char
-// device, and AdmitsOther agrees with asking every minor.
+// device, the rules ForMajors keeps answer the same, and AdmitsOther
+// agrees with asking every minor.
 func FuzzAdmitted(f *testing.F) {
 	f.Add([]byte{0x00, 0, 0, 7, 0x05, 1, 2, 3}, int64(1), int64(2))
 	f.Add([]byte{0x03, 0, 0, 7, 0x04, 1, 0, 7, 0x85, 1, 0, 7}, int64(1), int64(3))
@@ -49,6 +50,9 @@ func FuzzAdmitted(f *testing.F) {
 		block := Rule{Allow: true, Type: "b", Major: &major, Minor: &minor, Access: "rwm"}
 		if a := Admitted(append([]Rule{block}, append(rules[:len(rules):len(rules)], block)...), major, minor); a != got {
 			t.Fatalf("block rules changed the answer: %q, was %q", a, got)
+		}
+		if a := Admitted(ForMajors(rules, []int64{major}, nil), major, minor); a != got {
+			t.Fatalf("on the rules for major %d: %q, on all: %q", major, a, got)
 		}
 		except := []int64{minor}
 		m, ok := AdmitsOther(rules, major, except)

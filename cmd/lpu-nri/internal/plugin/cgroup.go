@@ -19,9 +19,18 @@ import (
 func cgroupRules(rules []*api.LinuxDeviceCgroup, buf []devcgroup.Rule) []devcgroup.Rule {
 	for _, r := range rules {
 		buf = append(buf, devcgroup.Rule{Allow: r.GetAllow(), Type: r.GetType(),
-			Major: r.GetMajor().Get(), Minor: r.GetMinor().Get(), Access: r.GetAccess()})
+			Major: optional(r.GetMajor()), Minor: optional(r.GetMinor()), Access: r.GetAccess()})
 	}
 	return buf
+}
+
+// optional points into o (read only), nil for none: OptionalInt64.Get
+// would copy the value to the heap for every rule.
+func optional(o *api.OptionalInt64) *int64 {
+	if o == nil {
+		return nil
+	}
+	return &o.Value
 }
 
 // finalRules returns the device cgroup rules the container gets once adj
@@ -51,6 +60,18 @@ func admittedBeyond(snap *inventory.Snapshot, rules []devcgroup.Rule, ids []stri
 	granted := want(snap, ids, gbuf[:0])
 	var out []string
 	own := snap.OwnMajors()
+	majors := slices.Clone(own) // of every LPU number
+	for _, d := range snap.Inventory.Devices {
+		for _, n := range snap.Numbers(d.ID) {
+			if !slices.Contains(majors, n.Major) {
+				majors = append(majors, n.Major)
+			}
+		}
+	}
+	rules = devcgroup.ForMajors(rules, majors, make([]devcgroup.Rule, 0, len(rules)))
+	if len(rules) == 0 {
+		return nil
+	}
 	known := map[int64][]int64{} // minors of discovered LPUs on each own major
 	for _, d := range snap.Inventory.Devices {
 		for _, n := range snap.Numbers(d.ID) {

@@ -251,3 +251,13 @@ func TestDeviceCgroupEachGuard(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkCreateContainerValid4Rules is BenchmarkCreateContainerValid4
+// with the device cgroup rules containerd writes (deny-all, the standard
+// devices): the cost of the rule check on the common path.
+func BenchmarkCreateContainerValid4Rules(b *testing.B) {
+	f := benchFixture(b)
+	c := ctr("b", seal(b, f.key, "lpu6", "lpu7", "lpu0", "lpu1"), "PATH=/bin")
+	c.Linux = &api.LinuxContainer{Resources: &api.LinuxResources{Devices: containerdRules()}}
+	benchCreate(b, f, pod("b", map[string]string{"app": "x"}), c, false)
+}
