@@ -97,10 +97,18 @@ func (r Rule) matches(major, minor int64) bool {
 	return (maj == wildcard || maj == major) && (mnr == wildcard || mnr == minor)
 }
 
+// MaxRules bounds the rules Admitted judges: more admit everything (a
+// spec's rules number a few dozen; a caller that refuses what is admitted
+// then refuses rather than spends time on an abnormal list).
+const MaxRules = 1024
+
 // Admitted returns the accesses rules admit to the character device
 // major:minor: the union of what the cgroup v1 exception list and a
 // last-matching-rule-wins filter admit (package doc).
 func Admitted(rules []Rule, major, minor int64) Access {
+	if len(rules) > MaxRules {
+		return All
+	}
 	return exceptions(rules, major, minor) | lastWins(rules, major, minor)
 }
 
@@ -116,21 +124,40 @@ func exceptions(rules []Rule, major, minor int64) Access {
 	allowAll := false
 	var buf [16]exception // a handful of rules: a slice beats a map
 	ex := buf[:0]
+	var index map[[2]int64]int // past len(buf) exceptions, their positions
+	find := func(maj, mnr int64) int {
+		if index != nil {
+			if i, ok := index[[2]int64{maj, mnr}]; ok {
+				return i
+			}
+			return -1
+		}
+		return slices.IndexFunc(ex, func(e exception) bool { return e.major == maj && e.minor == mnr })
+	}
 	for _, r := range rules {
 		switch r.kind() {
 		case 'a':
 			allowAll = r.Allow
 			ex = ex[:0]
+			clear(index)
 			continue
 		case 'c':
 		default:
 			continue // block devices never match a char device
 		}
 		maj, mnr := number(r.Major), number(r.Minor)
-		i := slices.IndexFunc(ex, func(e exception) bool { return e.major == maj && e.minor == mnr })
+		i := find(maj, mnr)
 		switch {
 		case r.Allow != allowAll && i < 0:
 			ex = append(ex, exception{maj, mnr, r.access()})
+			if index == nil && len(ex) > len(buf) {
+				index = make(map[[2]int64]int, 2*len(ex))
+				for j, e := range ex {
+					index[[2]int64{e.major, e.minor}] = j
+				}
+			} else if index != nil {
+				index[[2]int64{maj, mnr}] = len(ex) - 1
+			}
 		case r.Allow != allowAll:
 			ex[i].access |= r.access()
 		case i >= 0:
@@ -197,6 +224,13 @@ func ForMajors(rules []Rule, majors []int64, buf []Rule) []Rule {
 // some access, and whether there is one. The rules treat every minor they
 // do not name alike, so it tries the minors they name and one they do not.
 func AdmitsOther(rules []Rule, major int64, except []int64) (int64, bool) {
+	if len(rules) > MaxRules {
+		m := int64(0)
+		for slices.Contains(except, m) {
+			m++
+		}
+		return m, true
+	}
 	skip := make(map[int64]bool, len(except))
 	for _, m := range except {
 		skip[m] = true

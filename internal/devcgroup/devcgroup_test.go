@@ -2,6 +2,7 @@ package devcgroup
 
 import (
 	"testing"
+	"time"
 )
 
 func ptr(v int64) *int64 { return &v }
@@ -102,5 +103,41 @@ func TestAdmitsOther(t *testing.T) {
 func TestAccessString(t *testing.T) {
 	if got := ParseAccess("mrxw").String(); got != "rwm" {
 		t.Fatalf("ParseAccess(mrxw) = %q", got)
+	}
+}
+
+// TestManyRules: long lists are judged in linear time up to MaxRules (the
+// exceptions get an index) and answered like short ones; beyond, everything
+// is admitted.
+func TestManyRules(t *testing.T) {
+	rules := []Rule{denyAll}
+	for i := range int64(MaxRules - 3) {
+		rules = append(rules, Rule{Allow: true, Type: "c", Major: ptr(1000 + i), Minor: ptr(i), Access: "rw"})
+	}
+	own := append(rules[:len(rules):len(rules)], Rule{Allow: true, Type: "c", Major: ptr(509), Minor: ptr(2), Access: "rw"})
+	start := time.Now()
+	if got := Admitted(own, 509, 3); got != 0 {
+		t.Fatalf("Admitted(509:3) = %q", got)
+	}
+	if got := Admitted(own, 509, 2); got != Read|Write {
+		t.Fatalf("Admitted(509:2) = %q", got)
+	}
+	if m, ok := AdmitsOther(own, 509, []int64{2}); ok {
+		t.Fatalf("AdmitsOther = %d", m)
+	}
+	// Deny the first exception again after the index exists.
+	undo := append(own[:len(own):len(own)], Rule{Type: "c", Major: ptr(509), Minor: ptr(2), Access: "rwm"})
+	if got := Admitted(undo, 509, 2); got != 0 {
+		t.Fatalf("after the deny, Admitted(509:2) = %q", got)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("%d rules judged in %v", len(own), d)
+	}
+	tooMany := append(undo, denyAll, denyAll)
+	if got := Admitted(tooMany, 509, 3); got != All {
+		t.Fatalf("beyond MaxRules: %q, want everything", got)
+	}
+	if _, ok := AdmitsOther(tooMany, 509, []int64{0, 1}); !ok {
+		t.Fatal("beyond MaxRules: AdmitsOther says none")
 	}
 }
