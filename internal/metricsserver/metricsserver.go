@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,7 +32,10 @@ const (
 	IdleTimeout = 30 * time.Second
 	// MaxHeaderBytes bounds request headers; larger ones get 431.
 	MaxHeaderBytes = 8 << 10
-	// MaxConns caps open connections; one beyond is closed at once.
+	// MaxConns caps open connections. One beyond takes the slot of the
+	// oldest connection that has sent nothing yet (or idled longer than
+	// ReadHeaderTimeout), else is reset at once: a flood of silent
+	// connections cannot starve the probes.
 	MaxConns = 64
 	// ShutdownTimeout bounds the graceful shutdown when the context ends:
 	// Serve returns after it even while requests are still running.
@@ -123,7 +127,8 @@ func ServeLimited(ctx context.Context, ln net.Listener, h http.Handler, log *slo
 		IdleTimeout:       lim.IdleTimeout,
 		MaxHeaderBytes:    lim.MaxHeaderBytes,
 	}
-	lln := newLimitListener(ln, lim.MaxConns)
+	lln := newLimitListener(ln, lim.MaxConns, lim.ReadHeaderTimeout)
+	srv.ConnState = lln.connState
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lln) }()
 	if log != nil {
@@ -142,17 +147,24 @@ func ServeLimited(ctx context.Context, ln net.Listener, h http.Handler, log *slo
 	}
 }
 
-// limitListener hands out at most cap connections at a time. One beyond
-// is closed right away (with a reset, so no TIME_WAIT is left) instead of
-// waiting in the accept queue: the client sees a refusal, and the server
-// spends no goroutine on it.
+// limitListener hands out at most max connections at a time. When all are
+// taken, a newcomer takes the slot of the oldest connection that has not
+// sent a byte of a request yet (or has idled as a keep-alive connection
+// longer than idleGrace), which is reset; with none such, the newcomer is
+// reset at once instead of waiting in the accept queue (so no TIME_WAIT is
+// left and no goroutine is spent on it). Silent connections therefore
+// cannot starve a client that sends its request, such as the kubelet's
+// probes, however fast they reconnect.
 type limitListener struct {
 	net.Listener
-	slots chan struct{}
+	max       int
+	idleGrace time.Duration
+	mu        sync.Mutex
+	conns     []*limitConn // open, in accept order
 }
 
-func newLimitListener(ln net.Listener, n int) *limitListener {
-	return &limitListener{Listener: ln, slots: make(chan struct{}, n)}
+func newLimitListener(ln net.Listener, n int, idleGrace time.Duration) *limitListener {
+	return &limitListener{Listener: ln, max: n, idleGrace: idleGrace}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -161,27 +173,76 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		select {
-		case l.slots <- struct{}{}:
-			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
-		default:
-			if tc, ok := c.(*net.TCPConn); ok {
-				_ = tc.SetLinger(0)
+		lc := &limitConn{Conn: c, l: l, state: http.StateNew, since: time.Now()}
+		l.mu.Lock()
+		var victim *limitConn
+		if len(l.conns) >= l.max {
+			if victim = l.evictable(lc.since); victim == nil {
+				l.mu.Unlock()
+				reset(c)
+				continue
 			}
-			_ = c.Close()
+		}
+		l.conns = append(l.conns, lc)
+		l.mu.Unlock()
+		if victim != nil {
+			reset(victim.Conn) // its server goroutine sees the error and closes it
+		}
+		return lc, nil
+	}
+}
+
+// evictable removes and returns the oldest connection a newcomer may take
+// the slot of, nil when there is none. l.mu is held.
+func (l *limitListener) evictable(now time.Time) *limitConn {
+	for i, c := range l.conns {
+		if c.state == http.StateNew || (c.state == http.StateIdle && now.Sub(c.since) >= l.idleGrace) {
+			l.conns = append(l.conns[:i], l.conns[i+1:]...)
+			return c
 		}
 	}
+	return nil
+}
+
+// connState is the server's ConnState hook: it tells silent and idle
+// connections from those serving a request.
+func (l *limitListener) connState(c net.Conn, s http.ConnState) {
+	lc, ok := c.(*limitConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lc.state, lc.since = s, time.Now()
+}
+
+func (l *limitListener) remove(c *limitConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if i := slices.Index(l.conns, c); i >= 0 {
+		l.conns = append(l.conns[:i], l.conns[i+1:]...)
+	}
+}
+
+// reset closes c with a reset rather than a FIN.
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
 }
 
 // limitConn gives its slot back on the first Close.
 type limitConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	l     *limitListener
+	once  sync.Once
+	state http.ConnState // guarded by l.mu
+	since time.Time      // when state was entered; guarded by l.mu
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.once.Do(func() { c.l.remove(c) })
 	return err
 }

@@ -5,6 +5,11 @@
 // The device plugin's PreStartContainer refuses to let a container start
 // unless Check returns nil: if lpu-nri is down, the socket is gone or refuses
 // connections, and the container would otherwise start without its LPUs.
+//
+// The answer is proved, not remembered: with SetLive, "connected" is said
+// only while the check passes at that moment (lpu-nri: its connection to
+// the runtime is still open), so a lpu-nri that was frozen past the
+// runtime's timeout does not say "connected" when it thaws.
 package ready
 
 import (
@@ -44,6 +49,7 @@ func Path(stateDir string) string { return filepath.Join(stateDir, SocketName) }
 type Server struct {
 	ln        net.Listener
 	connected atomic.Bool
+	live      atomic.Pointer[func() error]
 	wg        sync.WaitGroup
 }
 
@@ -74,13 +80,38 @@ func (s *Server) serve() {
 			return
 		}
 		line := lineDisconnected
-		if s.connected.Load() {
+		if s.answer() {
 			line = lineConnected
 		}
 		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 		_, _ = c.Write([]byte(line + "\n"))
 		_ = c.Close()
 	}
+}
+
+// answer reports whether to say "connected": the recorded state, proved
+// now by the liveness check when there is one. A process that was frozen
+// past the runtime's timeout may still record "connected" when it thaws,
+// before it has seen the runtime close the connection; the check sees it.
+func (s *Server) answer() bool {
+	if !s.connected.Load() {
+		return false
+	}
+	if live := s.live.Load(); live != nil {
+		return (*live)() == nil
+	}
+	return true
+}
+
+// SetLive sets a check that must pass, at the moment of each answer, for
+// the socket to say "connected" (lpu-nri: the NRI connection is still
+// open). nil removes it.
+func (s *Server) SetLive(check func() error) {
+	if check == nil {
+		s.live.Store(nil)
+		return
+	}
+	s.live.Store(&check)
 }
 
 // Set records whether lpu-nri is connected to the runtime.

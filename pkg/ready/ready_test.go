@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -279,5 +280,40 @@ func TestCheckRefusesForeignSocket(t *testing.T) {
 	}
 	if err := Check(context.Background(), path); !errors.Is(err, ErrNotConnected) || !strings.Contains(err.Error(), "not trusting it") {
 		t.Errorf("socket of another uid: %v, want a refusal", err)
+	}
+}
+
+// TestLiveCheck: a recorded "connected" is answered only while the live
+// check passes at the moment of the answer.
+func TestLiveCheck(t *testing.T) {
+	path := filepath.Join(sockettest.ShortDir(t), SocketName)
+	s, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var dead atomic.Bool
+	s.SetLive(func() error {
+		if dead.Load() {
+			return errors.New("connection closed by the runtime")
+		}
+		return nil
+	})
+	s.Set(true)
+	if err := Check(context.Background(), path); err != nil {
+		t.Fatalf("connected and live: %v", err)
+	}
+	dead.Store(true)
+	if err := Check(context.Background(), path); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("connected but not live: %v, want ErrNotConnected", err)
+	}
+	s.SetLive(nil)
+	if err := Check(context.Background(), path); err != nil {
+		t.Fatalf("check removed: %v", err)
+	}
+	s.Set(false)
+	s.SetLive(func() error { return nil })
+	if err := Check(context.Background(), path); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("live but not connected: %v, want ErrNotConnected", err)
 	}
 }

@@ -99,13 +99,29 @@ func (s *Snapshot) DriverVersion() string {
 	return s.Inventory.DriverVersion
 }
 
+// IsCharType reports whether an OCI device type opens a character device:
+// "c", "u" (unbuffered char: runc makes it a char node) or none (the
+// runtime reads the type from the host node).
+func IsCharType(typ string) bool { return typ == "c" || typ == "u" || typ == "" }
+
+// OwnMajors returns the majors our own driver owns (lpu backend): any
+// minor of them opens an LPU, present or gone.
+func (s *Snapshot) OwnMajors() []int64 {
+	out := make([]int64, 0, len(s.majors))
+	for m := range s.majors {
+		out = append(out, m)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // IsLPUNode reports whether a device node seen in a container is an LPU's:
 // a character device with the number of a node of a discovered LPU (any
 // of its nodes: on Orion the render and the management node), one with a
 // major our own driver owns (lpu backend: a node of an LPU that has since
 // gone), or a path /dev/lpuN.
 func (s *Snapshot) IsLPUNode(path, typ string, major, minor int64) bool {
-	if (typ == "c" || typ == "") && s.IsLPUNumber(DevNum{major, minor}) {
+	if IsCharType(typ) && s.IsLPUNumber(DevNum{major, minor}) {
 		return true
 	}
 	if rest, ok := strings.CutPrefix(path, device.DevDir+"/"); ok {

@@ -91,6 +91,9 @@ func TestIsLPUNode(t *testing.T) {
 		"block with major":    {"/dev/sda", "b", device.DefaultMajor, false},
 		"other device":        {"/dev/fuse", "c", 10, false},
 		"path-like lookalike": {"/dev/lpu01", "c", 10, false},
+		"unbuffered char":     {"/dev/accel0", "u", device.DefaultMajor, true},
+		"untyped":             {"/dev/accel0", "", device.DefaultMajor, true},
+		"pipe with major":     {"/dev/accel0", "p", device.DefaultMajor, false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

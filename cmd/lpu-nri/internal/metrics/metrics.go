@@ -27,13 +27,14 @@ const (
 	ReasonReplayed         = "replayed"          // allocation ID first used by another pod, or not recordable
 	ReasonMismatch         = "device-mismatch"   // validator: final LPU nodes differ from the allocation
 	ReasonUnallocatedNodes = "unallocated-nodes" // privileged container carrying LPU nodes it was not allocated
+	ReasonDeviceCgroup     = "device-cgroup"     // device cgroup rules admit LPUs the container was not allocated
 )
 
 // Reasons lists every refusal reason, so each series exists from the start.
 var Reasons = []string{
 	ReasonPodAnnotation, ReasonBadSeal, ReasonBadValue, ReasonUnknownDevice,
 	ReasonUnhealthyDevice, ReasonPodResources, ReasonNoInventory, ReasonLegacySeal,
-	ReasonReplayed, ReasonMismatch, ReasonUnallocatedNodes,
+	ReasonReplayed, ReasonMismatch, ReasonUnallocatedNodes, ReasonDeviceCgroup,
 }
 
 // Metrics holds lpu-nri's collectors in their own registry.

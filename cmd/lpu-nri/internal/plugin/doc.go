@@ -23,8 +23,10 @@
 //     it, while a refusal shows the reason in the pod's events and clears
 //     once the device recovers (kubelet retries creation).
 //  5. Optionally kubelet's PodResources must report the same IDs.
-//  6. LPU nodes the container already carries (by device number) beyond
-//     its allocation refuse it, outside security.allowNamespaces.
+//  6. LPU nodes the container already carries (by device number; types c,
+//     u and none) beyond its allocation refuse it, and so do device cgroup
+//     rules admitting an LPU beyond it (cgroup.go, internal/devcgroup),
+//     outside security.allowNamespaces.
 //  7. The allocation ID must be new or the same pod's (the ledger in the
 //     state dir): a sealed allocation copied into another pod is refused.
 //
@@ -39,10 +41,11 @@
 //
 // On runtimes with NRI validators (containerd >= 2.2) the plugin also
 // validates every container's merged adjustment: its final LPU nodes, by
-// device number, must equal its verified allocation (validate.go). The
+// device number, must equal its verified allocation and its final device
+// cgroup rules may admit no other LPU (validate.go). The
 // audit (at Synchronize and every security.auditInterval, over the
 // containers tracked from lifecycle events) counts containers holding LPU
-// nodes without an allocation and containers running without the LPUs they
+// nodes, or rules admitting LPUs, without an allocation and containers running without the LPUs they
 // were allocated (audit.go).
 //
 // Apart from the optional cross-check and reading lpu-dra's checkpoint for

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,7 +90,8 @@ type Plugin struct {
 	audit        tracker
 	connMu       sync.Mutex
 	synced       atomic.Bool
-	syncs        atomic.Int64 // Synchronize calls, to tell a lost connection from a failed one
+	syncs        atomic.Int64                 // Synchronize calls, to tell a lost connection from a failed one
+	nriConn      atomic.Pointer[net.UnixConn] // the current connection to the runtime, for Live
 }
 
 // New returns a Plugin from cfg.
@@ -104,6 +106,9 @@ func New(cfg Config) (*Plugin, error) {
 		checkTimeout: cfg.CheckTimeout, m: cfg.Metrics, ready: cfg.Ready, log: cfg.Log, tracer: cfg.Tracer,
 		ledger: cfg.Ledger, acceptV1: cfg.AcceptLegacySeals, allowNS: cfg.AllowNamespaces, claims: cfg.Claims}
 	p.audit.init()
+	if l, ok := p.ready.(liveSetter); ok {
+		l.SetLive(p.Live) // readiness answers "connected" only on proof
+	}
 	if p.tracer == nil {
 		p.tracer = noop.NewTracerProvider().Tracer(trace.ScopeName)
 	}
@@ -285,7 +290,7 @@ func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 	switch {
 	case errors.Is(err, inject.ErrNoAllocation):
 		adj := inject.Unallocated().Adjustment()
-		if len(ctr.GetLinux().GetDevices()) == 0 {
+		if len(ctr.GetLinux().GetDevices()) == 0 && len(ctr.GetLinux().GetResources().GetDevices()) == 0 {
 			return adj, none, nil
 		}
 		if err := p.checkCarried(p.store.Load(), pod, ctr, nil); err != nil {
@@ -325,7 +330,7 @@ func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 			return nil, none, refuse(metrics.ReasonPodResources, "kubelet pod resources check: %w", err)
 		}
 	}
-	if len(ctr.GetLinux().GetDevices()) > 0 {
+	if len(ctr.GetLinux().GetDevices()) > 0 || len(ctr.GetLinux().GetResources().GetDevices()) > 0 {
 		if err := p.checkCarried(snap, pod, ctr, ids); err != nil {
 			return nil, none, err
 		}
@@ -387,14 +392,18 @@ func (p *Plugin) claimLPUs(pod *api.PodSandbox, claims []string) ([]string, erro
 	return p.claims(pod.GetUid(), claims)
 }
 
-// checkCarried applies the validator's check to the devices the container
-// already carries (runtimes without validators never ask): LPU nodes
-// beyond ids refuse the container (see foreignNodes).
+// checkCarried applies the validator's checks to what the container
+// already has (runtimes without validators never ask): LPU nodes beyond
+// ids (see foreignNodes), or device cgroup rules admitting LPUs beyond ids
+// (see cgroupRefusal), refuse the container.
 func (p *Plugin) checkCarried(snap *inventory.Snapshot, pod *api.PodSandbox, ctr *api.Container, ids []string) error {
 	if !snap.Ready() {
 		return nil // nothing is known to be an LPU; the validator refuses later
 	}
-	return p.foreignNodes(snap, pod, ctr, ids)
+	if err := p.foreignNodes(snap, pod, ctr, ids); err != nil {
+		return err
+	}
+	return p.checkCgroup(snap, pod, ctr, ids)
 }
 
 // visibleDevicesCopies counts the entries of env that set
@@ -505,8 +514,8 @@ func (p *Plugin) AuditCounts(pods []*api.PodSandbox, ctrs []*api.Container) (hol
 		}
 		pod := byID[c.GetPodSandboxId()]
 		held := auditNodes(snap, c.GetLinux().GetDevices())
-		if len(held) > 0 && !p.allowed(pod.GetNamespace()) {
-			if why := p.coverage(snap, pod, c, held); why != "" {
+		if !p.allowed(pod.GetNamespace()) {
+			if why := p.holderWhy(snap, pod, c, held); why != "" {
 				holderIDs = append(holderIDs, c.GetId())
 				paths := make([]string, len(held))
 				for i, d := range held {
@@ -538,6 +547,18 @@ func (p *Plugin) AuditCounts(pods []*api.PodSandbox, ctrs []*api.Container) (hol
 	}
 	p.audit.record(p.m, holderIDs, uninjectedIDs)
 	return len(holderIDs), len(uninjectedIDs)
+}
+
+// holderWhy returns why the container holds LPUs no valid allocation of
+// its covers, "" when it does not: LPU nodes (coverage), or device cgroup
+// rules admitting LPUs (cgroupCoverage).
+func (p *Plugin) holderWhy(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.Container, held []node) string {
+	if len(held) > 0 {
+		if why := p.coverage(snap, pod, c, held); why != "" {
+			return why
+		}
+	}
+	return p.cgroupCoverage(snap, pod, c)
 }
 
 // coverage returns "" when the container's verified allocation (sealed, or

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -31,6 +32,8 @@ type Runner struct {
 	// done while already telling readiness it is gone (0: DefaultDrain).
 	Drain time.Duration
 	Log   *slog.Logger // nil discards
+
+	wrapConn func(net.Conn) net.Conn // tests: what the stub reads and writes
 }
 
 // DefaultDrain covers the kubelet's step from PreStartContainer (which
@@ -113,6 +116,7 @@ func (r *Runner) once(ctx context.Context, log *slog.Logger) (connected bool, er
 		stub.WithPluginName(r.Name),
 		stub.WithPluginIdx(r.Index),
 		stub.WithSocketPath(r.Socket),
+		stub.WithDialer(func(path string) (net.Conn, error) { return r.Plugin.dial(path, r.wrapConn) }),
 		stub.WithLogger(Logger(log)),
 		stub.WithOnClose(func() {
 			r.Plugin.setConnected(false)

@@ -24,10 +24,11 @@ type node struct {
 }
 
 // lpuNodes appends to buf the LPU nodes among devs, judged by device
-// number (a character device opening an LPU), whatever the path.
+// number (a character device opening an LPU: type c, u or none), whatever
+// the path.
 func lpuNodes(snap *inventory.Snapshot, devs []*api.LinuxDevice, buf []node) []node {
 	for _, d := range devs {
-		if t := d.GetType(); t != "c" && t != "" {
+		if !inventory.IsCharType(d.GetType()) {
 			continue
 		}
 		n := inventory.DevNum{Major: d.GetMajor(), Minor: d.GetMinor()}
@@ -191,7 +192,7 @@ func (p *Plugin) Validate(pod *api.PodSandbox, ctr *api.Container, adj *api.Cont
 	if why := mismatch(snap, ids, granted, held, p.allowed(pod.GetNamespace())); why != "" {
 		return refuse(metrics.ReasonMismatch, "%s", why)
 	}
-	return nil
+	return p.cgroupRefusal(snap, pod, finalRules(ctr.GetLinux().GetResources().GetDevices(), adj), ids)
 }
 
 // privileged reports whether the container's device cgroup admits every
