@@ -20,10 +20,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
-	"github.com/hyperaccel/lpu-node/internal/churn"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/test/churn"
 )
 
 // namespace holds the pods, their claims and the claim templates.

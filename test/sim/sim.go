@@ -7,11 +7,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hyperaccel/lpu-node/internal/churn"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
+	"github.com/hyperaccel/lpu-node/test/churn"
 )
 
-// Mix, Job and Generate live in internal/churn, shared with the cluster
+// Mix, Job and Generate live in test/churn, shared with the cluster
 // harness (test/cluster), so both replay the same workload.
 type (
 	Mix = churn.Mix
