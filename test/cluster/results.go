@@ -18,8 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/hyperaccel/lpu-node/internal/pngchart"
 	"github.com/hyperaccel/lpu-node/test/churn"
+	"github.com/hyperaccel/lpu-node/test/pngchart"
 )
 
 // results are one run's rows.
