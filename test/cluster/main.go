@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
-	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/test/churn"
+	"github.com/hyperaccel/lpu-node/test/clustertest"
 
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 )
