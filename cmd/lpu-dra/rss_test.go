@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/hyperaccel/lpu-node/internal/sockettest"
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/test/clustertest"
 )
@@ -104,7 +104,7 @@ const idleFor = 10 * time.Second
 func idleRSS(b *testing.B, client kubernetes.Interface, kubeconfig, bin string, env []string) (rss, anon int64) {
 	b.Helper()
 	dir := b.TempDir()
-	sock := sockettest.ShortDir(b)
+	sock := daemontest.ShortDir(b)
 	// Its own kubelet device-plugin dir: the machine's may have a device
 	// plugin of another test serving, which lpu-dra refuses to run beside.
 	cfg := filepath.Join(dir, "config.yaml")

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyperaccel/lpu-node/internal/sockettest"
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 )
 
 func TestPath(t *testing.T) {
@@ -20,7 +20,7 @@ func TestPath(t *testing.T) {
 }
 
 func TestListenSetCheck(t *testing.T) {
-	dir := sockettest.ShortDir(t)
+	dir := daemontest.ShortDir(t)
 	path := Path(filepath.Join(dir, "state")) // Listen creates the missing state dir
 	s, err := Listen(path)
 	if err != nil {
@@ -88,7 +88,7 @@ func TestCheckErrors(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			path := filepath.Join(sockettest.ShortDir(t), SocketName)
+			path := filepath.Join(daemontest.ShortDir(t), SocketName)
 			tc.setup(t, path)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
@@ -119,7 +119,7 @@ func staleSocket(t *testing.T, path string) {
 // (into the backlog) but nobody ever answers, until the test ends.
 func hungSocket(t *testing.T) string {
 	t.Helper()
-	path := filepath.Join(sockettest.ShortDir(t), SocketName)
+	path := filepath.Join(daemontest.ShortDir(t), SocketName)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +163,7 @@ func TestCheckHungServerHonoursDeadline(t *testing.T) {
 }
 
 func TestListenReplacesStaleSocket(t *testing.T) {
-	dir := sockettest.ShortDir(t)
+	dir := daemontest.ShortDir(t)
 	path := Path(dir)
 	staleSocket(t, path)
 
@@ -187,7 +187,7 @@ func TestListenReplacesStaleSocket(t *testing.T) {
 }
 
 func TestListenErrors(t *testing.T) {
-	dir := sockettest.ShortDir(t)
+	dir := daemontest.ShortDir(t)
 	file := filepath.Join(dir, "file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -229,7 +229,7 @@ func TestCheckDefaultTimeout(t *testing.T) {
 }
 
 func TestConcurrentChecks(t *testing.T) {
-	path := Path(sockettest.ShortDir(t))
+	path := Path(daemontest.ShortDir(t))
 	s, err := Listen(path)
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +253,7 @@ func TestConcurrentChecks(t *testing.T) {
 // second uid's process; the owner check stands in for a socket planted by
 // another user.
 func TestCheckRefusesForeignSocket(t *testing.T) {
-	dir := sockettest.ShortDir(t)
+	dir := daemontest.ShortDir(t)
 	path := Path(dir)
 	s, err := Listen(path)
 	if err != nil {

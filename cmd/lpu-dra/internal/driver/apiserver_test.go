@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
-	"github.com/hyperaccel/lpu-node/internal/sockettest"
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/test/clustertest"
@@ -41,7 +41,7 @@ func startLive(tb testing.TB, inv *device.Inventory) *live {
 		tb.Fatal(err)
 	}
 	e := newEnv(tb, newStatic(tb, inv))
-	dir := sockettest.ShortDir(tb)
+	dir := daemontest.ShortDir(tb)
 	h, err := kubeletplugin.Start(ctx, e.d, kubeletplugin.DriverName(arcslice.Driver), kubeletplugin.KubeClient(client),
 		kubeletplugin.NodeName(node), kubeletplugin.RegistrarDirectoryPath(dir), kubeletplugin.PluginDataDirectoryPath(dir))
 	if err != nil {
