@@ -114,10 +114,6 @@ func (c *Command) Lookup(name string) *Flag {
 	return nil
 }
 
-// Given reports whether the flag called name was set on the command line
-// or through its environment twin.
-func (c *Command) Given(name string) bool { return c.given[name] }
-
 // Apply overrides the fields of cfg whose flags were given, then validates
 // cfg.
 func (c *Command) Apply(cfg *config.Config) error {
@@ -311,7 +307,7 @@ func PrintFlags(w io.Writer, cmds ...*Command) {
 				all = append(all, f)
 			}
 		})
-		for _, f := range c.flags {
+		for _, f := range c.Flags() {
 			twin[f.Name] = f.Env
 		}
 	}
