@@ -11,45 +11,34 @@ import (
 	"github.com/hyperaccel/lpu-node/test/churn"
 )
 
-// Mix, Job and Generate live in test/churn, shared with the cluster
+// Built-in mixes besides churn.MixDefault. The job stream (churn.Mix,
+// churn.Job, churn.Generate) lives in test/churn, shared with the cluster
 // harness (test/cluster), so both replay the same workload.
-type (
-	Mix = churn.Mix
-	Job = churn.Job
-)
-
-// Generate draws the seeded job stream (churn.Generate).
-func Generate(seed uint64, mix Mix, n int, load float64, capacity int) []Job {
-	return churn.Generate(seed, mix, n, load, capacity)
-}
-
-// Built-in mixes.
 var (
-	MixDefault = churn.MixDefault
-	MixSmall   = Mix{Name: "all-small", Sizes: []int{1, 2}, Weights: []int{50, 50}}
-	MixLarge   = Mix{Name: "all-large", Sizes: []int{4, 8}, Weights: []int{50, 50}}
+	MixSmall = churn.Mix{Name: "all-small", Sizes: []int{1, 2}, Weights: []int{50, 50}}
+	MixLarge = churn.Mix{Name: "all-large", Sizes: []int{4, 8}, Weights: []int{50, 50}}
 )
 
 // ParseMix reads a built-in mix name or "size:weight,…".
-func ParseMix(s string) (Mix, error) {
-	for _, m := range []Mix{MixDefault, MixSmall, MixLarge} {
+func ParseMix(s string) (churn.Mix, error) {
+	for _, m := range []churn.Mix{churn.MixDefault, MixSmall, MixLarge} {
 		if s == m.Name {
 			return m, nil
 		}
 	}
-	m := Mix{Name: s}
+	m := churn.Mix{Name: s}
 	for _, part := range strings.Split(s, ",") {
 		sz, wt, ok := strings.Cut(strings.TrimSpace(part), ":")
 		if !ok {
-			return Mix{}, fmt.Errorf("mix %q: entry %q is not size:weight", s, part)
+			return churn.Mix{}, fmt.Errorf("mix %q: entry %q is not size:weight", s, part)
 		}
 		size, err := strconv.Atoi(sz)
 		if err != nil || size < 1 || size > 1024 {
-			return Mix{}, fmt.Errorf("mix %q: size %q is not an integer in 1..1024", s, sz)
+			return churn.Mix{}, fmt.Errorf("mix %q: size %q is not an integer in 1..1024", s, sz)
 		}
 		w, err := strconv.Atoi(wt)
 		if err != nil || w < 1 || w > 1_000_000 {
-			return Mix{}, fmt.Errorf("mix %q: weight %q is not an integer in 1..1000000", s, wt)
+			return churn.Mix{}, fmt.Errorf("mix %q: weight %q is not an integer in 1..1000000", s, wt)
 		}
 		m.Sizes = append(m.Sizes, size)
 		m.Weights = append(m.Weights, w)
@@ -206,7 +195,7 @@ func (r Result) Utilisation(capacity int) float64 {
 type endHeap []int32
 
 type running struct {
-	jobs []Job
+	jobs []churn.Job
 	h    endHeap
 }
 
@@ -229,7 +218,7 @@ func (r *running) Pop() any {
 // Simulate replays jobs on node with policy p (nil: the count bound). In
 // strict mode a non-contiguous pick is refused, as the strict allocation
 // policy would; otherwise it is admitted and counted.
-func Simulate(node Node, jobs []Job, p Policy, strict bool) (Result, error) {
+func Simulate(node Node, jobs []churn.Job, p Policy, strict bool) (Result, error) {
 	layout, err := alloc.NewLayout(node.Rings)
 	if err != nil {
 		return Result{}, err

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
+	"github.com/hyperaccel/lpu-node/test/churn"
 )
 
 // The ablation: orders of scoring criteria, each scored by brute force over
@@ -131,7 +132,7 @@ func (v variant) See(jobEnd float64, endAt []float64) {
 }
 
 // Variants returns the ablation policies.
-func Variants(node Node, mix Mix, l *alloc.Layout) []Policy {
+func Variants(node Node, mix churn.Mix, l *alloc.Layout) []Policy {
 	orders := [][]criterion{
 		{critLargest, critSegs, critAlign, critPos}, // the starting order
 		{critLargest, critSegs, critPos},
