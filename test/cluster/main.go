@@ -197,6 +197,17 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 		}
 	}
 
+	if res.Rows, err = runArms(ctx, cfg, cs, sc, st.PIDs, nodes, jobs, burstJobs, c.Kubeconfig, logf); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// runArms runs cfg's arms in order, switching the nodes between the
+// device plugin and DRA when the next arm needs the other, and returns
+// their rows.
+func runArms(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scraper, pids map[string]int, nodes []*simNode, jobs, burstJobs []churn.Job, kubeconfig string, logf func(string, ...any)) ([]row, error) {
+	var out []row
 	draOn := false
 	for _, arm := range cfg.Arms {
 		if arm.dra != draOn {
@@ -210,18 +221,18 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 				return nil, err
 			}
 		}
-		rows, err := runArm(ctx, cfg, cs, sc, st.PIDs, arm, nodes, jobs, burstJobs, c.Kubeconfig, logf)
+		rows, err := runArm(ctx, cfg, cs, sc, pids, arm, nodes, jobs, burstJobs, kubeconfig, logf)
 		if err != nil {
 			return nil, fmt.Errorf("arm %s: %w", arm.name, err)
 		}
-		res.Rows = append(res.Rows, rows...)
+		out = append(out, rows...)
 	}
 	if draOn {
 		for _, n := range nodes {
 			n.ctrl.Stop()
 		}
 	}
-	return res, nil
+	return out, nil
 }
 
 // preflight clears what a killed run left, checks the machine has the
