@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyperaccel/lpu-node/internal/sockettest"
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 )
 
 func TestResolveInjection(t *testing.T) {
-	dir := sockettest.ShortDir(t)
+	dir := daemontest.ShortDir(t)
 	sock := filepath.Join(dir, "nri.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/hyperaccel/lpu-node/internal/sockettest"
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 )
 
 // containerd17Version is the containerd 1.7 release test/e2e/tools.sh
@@ -53,7 +53,7 @@ func TestContainerd17Snippet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := sockettest.ShortDir(t)
+	dir := daemontest.ShortDir(t)
 	moved := string(snippet)
 	for from, to := range map[string]string{
 		`socket_path = "` + vals.Config.NRI.Socket + `"`: `socket_path = "` + dir + `/nri.sock"`,

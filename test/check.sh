@@ -31,7 +31,7 @@ do_tools() {
   # helm renders the chart in deploy tests; the rest runs the e2e node.
   # containerd17: the shipped 1.7 snippet is run on a real containerd 1.7 (deploy tests).
   # etcd and kube (apiserver, scheduler, controller-manager, kubectl) run the
-  # cluster tests: internal/clustertest and the e2e DRA scenarios.
+  # cluster tests: test/clustertest and the e2e DRA scenarios.
   bash test/e2e/tools.sh helm apt containerd containerd17 crictl kubelet kube etcd
 }
 

@@ -17,14 +17,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/hyperaccel/lpu-node/internal/clustertest"
-	"github.com/hyperaccel/lpu-node/internal/sockettest"
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/test/clustertest"
 )
 
 // BenchmarkIdleRSS runs the lpu-dra binary, built as each build below, on a
 // simulated node of 8 LPUs against a real v1.37.2 API server
-// (internal/clustertest; skipped without its binaries) and reports its
+// (test/clustertest; skipped without its binaries) and reports its
 // resident memory once it has published its slices and idled for
 // idleFor: rss-MiB in total, anon-MiB (heap, stacks) and file-MiB (mapped
 // pages of the binary), from /proc/PID/smaps_rollup. Run it with
@@ -104,7 +104,7 @@ const idleFor = 10 * time.Second
 func idleRSS(b *testing.B, client kubernetes.Interface, kubeconfig, bin string, env []string) (rss, anon int64) {
 	b.Helper()
 	dir := b.TempDir()
-	sock := sockettest.ShortDir(b)
+	sock := daemontest.ShortDir(b)
 	// Its own kubelet device-plugin dir: the machine's may have a device
 	// plugin of another test serving, which lpu-dra refuses to run beside.
 	cfg := filepath.Join(dir, "config.yaml")

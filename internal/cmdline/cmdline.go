@@ -114,10 +114,6 @@ func (c *Command) Lookup(name string) *Flag {
 	return nil
 }
 
-// Given reports whether the flag called name was set on the command line
-// or through its environment twin.
-func (c *Command) Given(name string) bool { return c.given[name] }
-
 // Apply overrides the fields of cfg whose flags were given, then validates
 // cfg.
 func (c *Command) Apply(cfg *config.Config) error {
@@ -243,6 +239,27 @@ func label(c *Command) string {
 
 // finish reads the environment twins, then checks the values once.
 func (c *Command) finish(lookupEnv func(string) (string, bool)) error {
+	if err := c.readEnv(lookupEnv); err != nil {
+		return err
+	}
+	exiting := false
+	for _, f := range c.flags {
+		exiting = exiting || (f.exits && c.given[f.Name])
+	}
+	for _, f := range c.flags {
+		if f.mark != nil {
+			*f.mark = c.given[f.Name]
+		}
+		if err := c.check(f, exiting); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readEnv sets each flag not given on the command line from its twin, when
+// the environment has it.
+func (c *Command) readEnv(lookupEnv func(string) (string, bool)) error {
 	for _, f := range c.flags {
 		if c.given[f.Name] || f.Env == "" || lookupEnv == nil {
 			continue
@@ -256,27 +273,22 @@ func (c *Command) finish(lookupEnv func(string) (string, bool)) error {
 		}
 		c.given[f.Name] = true
 	}
-	exiting := false
-	for _, f := range c.flags {
-		exiting = exiting || (f.exits && c.given[f.Name])
-	}
-	for _, f := range c.flags {
-		if f.mark != nil {
-			*f.mark = c.given[f.Name]
-		}
-		v := c.fs.Lookup(f.Name).Value.String()
-		switch {
-		case f.req && !c.given[f.Name] && !exiting:
-			return fmt.Errorf("--%s is required%s", f.Name, envHint(f))
-		case f.abs && c.given[f.Name] && !strings.HasPrefix(v, "/"):
-			return fmt.Errorf("--%s %q: want an absolute path", f.Name, v)
-		case c.given[f.Name] && f.allowed != nil && !slices.Contains(f.allowed, v):
-			return fmt.Errorf("--%s %q: want %s", f.Name, v, orList(f.allowed))
-		case c.given[f.Name] && f.check != nil:
-			if err := f.check(); err != nil {
-				return err
-			}
-		}
+	return nil
+}
+
+// check applies f's checks to its value: required (unless a flag that
+// exits was given), absolute, one of, its own check.
+func (c *Command) check(f *Flag, exiting bool) error {
+	v := c.fs.Lookup(f.Name).Value.String()
+	switch {
+	case f.req && !c.given[f.Name] && !exiting:
+		return fmt.Errorf("--%s is required%s", f.Name, envHint(f))
+	case f.abs && c.given[f.Name] && !strings.HasPrefix(v, "/"):
+		return fmt.Errorf("--%s %q: want an absolute path", f.Name, v)
+	case c.given[f.Name] && f.allowed != nil && !slices.Contains(f.allowed, v):
+		return fmt.Errorf("--%s %q: want %s", f.Name, v, orList(f.allowed))
+	case c.given[f.Name] && f.check != nil:
+		return f.check()
 	}
 	return nil
 }
@@ -311,7 +323,7 @@ func PrintFlags(w io.Writer, cmds ...*Command) {
 				all = append(all, f)
 			}
 		})
-		for _, f := range c.flags {
+		for _, f := range c.Flags() {
 			twin[f.Name] = f.Env
 		}
 	}

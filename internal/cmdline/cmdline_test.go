@@ -82,7 +82,7 @@ func TestParse(t *testing.T) {
 			}
 			var names []string
 			for _, f := range cmd.Flags() {
-				if cmd.Given(f.Name) {
+				if cmd.given[f.Name] {
 					names = append(names, f.Name)
 				}
 			}

@@ -1,7 +1,9 @@
 // Package daemontest holds the helpers the daemons' tests share: a free
-// loopback address for a metrics endpoint, polling until a condition
-// holds, and reading samples from a /metrics page.
+// loopback address for a metrics endpoint, a directory short enough for
+// unix sockets, polling until a condition holds, and reading samples from
+// a /metrics page.
 //
+//	sock := filepath.Join(daemontest.ShortDir(t), "kubelet.sock")
 //	addr := daemontest.FreeAddr(t)
 //	// start the daemon with --metrics-addr addr
 //	daemontest.Eventually(t, 5*time.Second, "ready", func() bool {
@@ -15,6 +17,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -117,4 +120,17 @@ func Scrape(t testing.TB, addr, sample string) float64 {
 		t.Fatalf("no sample %s in /metrics:\n%s", sample, body)
 	}
 	return v
+}
+
+// ShortDir returns a new directory under /tmp, removed when the test ends.
+// Unix socket paths must stay under 108 bytes, which a t.TempDir() path
+// named after a long test does not promise.
+func ShortDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "lpu")
+	if err != nil {
+		t.Fatalf("short dir: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
 }

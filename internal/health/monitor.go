@@ -140,24 +140,15 @@ func (m *Monitor) Ready() <-chan struct{} { return m.ready }
 // returns nil on cancellation; discovery errors are logged and retried,
 // never returned.
 func (m *Monitor) Run(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		m.log.Warn("file watching unavailable, relying on periodic rescans", "err", err)
-	} else {
-		m.watcher = w
-		defer w.Close()
-	}
+	events, errs, unwatch := m.watch()
+	defer unwatch()
 	m.scan(ctx)
 	m.readyOnce.Do(func() { close(m.ready) })
 
 	resync := time.NewTicker(m.opts.ResyncInterval)
 	defer resync.Stop()
-	var pollC <-chan time.Time
-	if m.opts.PollInterval > 0 {
-		poll := time.NewTicker(m.opts.PollInterval)
-		defer poll.Stop()
-		pollC = poll.C
-	}
+	pollC, stopPoll := ticker(m.opts.PollInterval)
+	defer stopPoll()
 	confirm := time.NewTimer(m.opts.ProbeInterval)
 	confirm.Stop()
 	confirmArmed := false
@@ -165,11 +156,6 @@ func (m *Monitor) Run(ctx context.Context) error {
 	debounce.Stop()
 	debounceArmed := false
 
-	var events <-chan fsnotify.Event
-	var errs <-chan error
-	if m.watcher != nil {
-		events, errs = m.watcher.Events, m.watcher.Errors
-	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -179,11 +165,8 @@ func (m *Monitor) Run(ctx context.Context) error {
 				events = nil
 				continue
 			}
-			if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
-				delete(m.watched, ev.Name) // the kernel dropped its watch; re-add when it returns
-			}
+			m.fileEvent(ev, debounceArmed)
 			if !debounceArmed {
-				m.log.Debug("device file event", "path", ev.Name, "op", ev.Op.String())
 				debounce.Reset(debounceDelay)
 				debounceArmed = true
 			}
@@ -206,16 +189,55 @@ func (m *Monitor) Run(ctx context.Context) error {
 			}
 		case <-confirm.C:
 			confirmArmed = false
-			if len(m.gone) > 0 {
-				m.scan(ctx)
-			} else {
-				m.probe(ctx)
-			}
+			m.followUp(ctx)
 		}
 		if m.pending && !confirmArmed {
 			confirm.Reset(m.opts.ProbeInterval)
 			confirmArmed = true
 		}
+	}
+}
+
+// watch starts the file watcher and returns its channels and its stop;
+// without one (nil channels), the rescans carry on alone.
+func (m *Monitor) watch() (<-chan fsnotify.Event, <-chan error, func()) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		m.log.Warn("file watching unavailable, relying on periodic rescans", "err", err)
+		return nil, nil, func() {}
+	}
+	m.watcher = w
+	return w.Events, w.Errors, func() { _ = w.Close() }
+}
+
+// ticker ticks every d, never when d is not positive.
+func ticker(d time.Duration) (<-chan time.Time, func()) {
+	if d <= 0 {
+		return nil, func() {}
+	}
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+// fileEvent forgets the watch of a removed or renamed path (the kernel
+// dropped it; scan re-adds it when the path returns) and logs the first
+// event of a burst.
+func (m *Monitor) fileEvent(ev fsnotify.Event, inBurst bool) {
+	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+		delete(m.watched, ev.Name)
+	}
+	if !inBurst {
+		m.log.Debug("device file event", "path", ev.Name, "op", ev.Op.String())
+	}
+}
+
+// followUp follows up a pending change: a rescan while an LPU is gone,
+// another probe otherwise.
+func (m *Monitor) followUp(ctx context.Context) {
+	if len(m.gone) > 0 {
+		m.scan(ctx)
+	} else {
+		m.probe(ctx)
 	}
 }
 

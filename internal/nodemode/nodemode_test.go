@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyperaccel/lpu-node/internal/sockettest"
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 )
 
 func TestRegistryDir(t *testing.T) {
@@ -17,7 +17,7 @@ func TestRegistryDir(t *testing.T) {
 }
 
 func TestRefuse(t *testing.T) {
-	dir := sockettest.ShortDir(t)
+	dir := daemontest.ShortDir(t)
 	reg := DRARegistrationSocket(dir)
 	dp := filepath.Join(dir, "lpu.sock")
 	// Nothing there, then a stale file: both fine.

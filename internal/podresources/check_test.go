@@ -9,15 +9,15 @@ import (
 
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/internal/podresources/podresourcestest"
-	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
 
 const resource = "hyperaccel.ai/lpu"
 
 func serve(t *testing.T, pods []*podresv1.PodResources) *podresourcestest.Server {
 	t.Helper()
-	k := podresourcestest.Start(t, filepath.Join(sockettest.ShortDir(t), "kubelet.sock"))
+	k := podresourcestest.Start(t, filepath.Join(daemontest.ShortDir(t), "kubelet.sock"))
 	k.SetPodResources(pods)
 	return k
 }
@@ -78,7 +78,7 @@ func TestCheck(t *testing.T) {
 }
 
 func TestCheckUnavailable(t *testing.T) {
-	dir := sockettest.ShortDir(t)
+	dir := daemontest.ShortDir(t)
 	c := New(filepath.Join(dir, "missing.sock"), resource)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)

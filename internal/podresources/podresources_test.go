@@ -9,8 +9,8 @@ import (
 
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/internal/podresources/podresourcestest"
-	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
 
 // serveOne starts the kubelet on path, answering List with one pod.
@@ -118,7 +118,7 @@ func TestConn(t *testing.T) {
 	}
 	for name, run := range tests {
 		t.Run(name, func(t *testing.T) {
-			sock := filepath.Join(sockettest.ShortDir(t), "kubelet.sock")
+			sock := filepath.Join(daemontest.ShortDir(t), "kubelet.sock")
 			run(t, sock)
 		})
 	}

@@ -22,7 +22,7 @@ import (
 )
 
 // The tests below run the scheduler's own allocator
-// (k8s.io/dynamic-resource-allocation/structured) on Build's slices.
+// (k8s.io/dynamic-resource-allocation/structured) on the published slices.
 
 const className = "lpu.hyperaccel.ai"
 
@@ -109,7 +109,7 @@ func newCluster(t *testing.T, inv *device.Inventory) *cluster {
 
 func (c *cluster) republish() {
 	c.t.Helper()
-	built, err := Build(c.inv, Options{Held: c.held})
+	built, err := build(c.inv, Options{}, c.held)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -32,11 +32,8 @@ const TaintKey = inject.Driver + "/unhealthy"
 // PCIeRootAttribute is the standard attribute naming a device's PCIe root.
 const PCIeRootAttribute resourceapi.QualifiedName = "resource.kubernetes.io/pcieRoot"
 
-// Options tunes Build.
+// Options tunes NewBuilder.
 type Options struct {
-	// Held are the LPU IDs taken by prepared claims; they decide the order
-	// (alloc.ArcOrder). Unhealthy LPUs count as held for the order too.
-	Held []string
 	// PCIeRoot returns the PCIe root ("pci0000:00") of a PCI bus ID, "" when
 	// unknown. Nil leaves the attribute out.
 	PCIeRoot func(pciBusID string) string
@@ -46,15 +43,9 @@ type Options struct {
 	Sizes []int
 }
 
-// Build returns the slices of one node's pool for inv: device slices in
-// priority order, then counter slices. It fails, naming the ring, when a
-// ring is longer than MaxCountersPerSet or names an LPU discovery lacks.
-// It is NewBuilder then Slices with the unhealthy LPUs of inv.
-func Build(inv *device.Inventory, opts Options) ([]resourceslice.Slice, error) {
-	b, err := NewBuilder(inv, opts)
-	if err != nil {
-		return nil, err
-	}
+// Unhealthy returns the IDs of inv's unhealthy LPUs, nil when every LPU
+// is healthy: what Builder.Slices taints.
+func Unhealthy(inv *device.Inventory) map[string]bool {
 	var sick map[string]bool
 	for _, d := range inv.Devices {
 		if !d.Health.Healthy {
@@ -64,7 +55,7 @@ func Build(inv *device.Inventory, opts Options) ([]resourceslice.Slice, error) {
 			sick[d.ID] = true
 		}
 	}
-	return b.Slices(opts.Held, sick), nil
+	return sick
 }
 
 // Builder holds the rendered devices of one inventory, so that a republish
@@ -84,7 +75,9 @@ func (b *Builder) index(a alloc.Arc) int {
 	return b.base[a.Ring] + (a.Size-1)*b.ringLen[a.Ring] + a.Start
 }
 
-// NewBuilder renders every arc of inv once. It fails like Build.
+// NewBuilder renders every arc of inv once. It fails, naming the ring,
+// when a ring is longer than MaxCountersPerSet or names an LPU discovery
+// lacks.
 func NewBuilder(inv *device.Inventory, opts Options) (*Builder, error) {
 	layout, err := alloc.NewLayout(inv.Rings)
 	if err != nil {

@@ -21,6 +21,16 @@ import (
 // on PCI bus r (PCIe root pci0000:<r> through rootOf).
 var inventory = devicetest.Inventory
 
+// build is what lpu-dra publishes for inv with held taken: NewBuilder,
+// then Slices with inv's unhealthy LPUs.
+func build(inv *device.Inventory, opts Options, held []string) ([]resourceslice.Slice, error) {
+	b, err := NewBuilder(inv, opts)
+	if err != nil {
+		return nil, err
+	}
+	return b.Slices(held, Unhealthy(inv)), nil
+}
+
 // rootOf maps a bus ID "0000:BB:DD.F" to pci0000:BB.
 func rootOf(busID string) string { return "pci0000:" + busID[5:7] }
 
@@ -90,7 +100,7 @@ func TestBuildLayouts(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			inv := inventory(tc.rings, tc.per)
-			built, err := Build(inv, Options{PCIeRoot: rootOf})
+			built, err := build(inv, Options{PCIeRoot: rootOf}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,7 +193,7 @@ func TestBuildMixedAttributes(t *testing.T) {
 	inv.Devices[2].NUMANode = -1
 	inv.Devices[3].PCIBusID = ""
 	inv.DriverVersion = ""
-	built, err := Build(inv, Options{PCIeRoot: rootOf})
+	built, err := build(inv, Options{PCIeRoot: rootOf}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +250,7 @@ func TestBuildErrors(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := Build(tc.inv, Options{Sizes: tc.sizes})
+			got, err := build(tc.inv, Options{Sizes: tc.sizes}, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
@@ -299,16 +309,16 @@ func TestConfigArcSizeLimit(t *testing.T) {
 }
 
 func TestBuildNoRings(t *testing.T) {
-	built, err := Build(&device.Inventory{}, Options{})
+	built, err := build(&device.Inventory{}, Options{}, nil)
 	if err != nil || len(built) != 0 {
-		t.Fatalf("Build(empty) = %d slices, %v", len(built), err)
+		t.Fatalf("build(empty) = %d slices, %v", len(built), err)
 	}
 }
 
 func TestBuildTaintsUnhealthy(t *testing.T) {
 	inv := inventory(1, 8)
 	inv.Devices[3].Health = device.Health{Reason: `status "ECC_ERROR"`}
-	built, err := Build(inv, Options{})
+	built, err := build(inv, Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +353,7 @@ func BenchmarkBuild32x8(b *testing.B) {
 	held := []string{"lpu0", "lpu1", "lpu9", "lpu100", "lpu200", "lpu201"}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Build(inv, Options{Held: held, PCIeRoot: rootOf}); err != nil {
+		if _, err := build(inv, Options{PCIeRoot: rootOf}, held); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -23,7 +23,7 @@
 //
 // The API allows only one of sharedCounters or devices per slice, 64
 // devices per slice when counters are consumed, 8 counter sets per slice
-// and 32 counters per set. Build puts the devices first, in the order
+// and 32 counters per set. Builder.Slices puts the devices first, in the order
 // alloc.ArcOrder gives for the LPUs held now, 64 to a slice, then the
 // counter sets, 8 to a slice. The resourceslice controller names slices by
 // their index, and the allocator takes the first device that fits in slice

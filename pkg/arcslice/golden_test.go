@@ -51,9 +51,7 @@ func TestBuildGolden(t *testing.T) {
 				b.Slices(nil, nil)
 			}
 			write(t, &got, b.Slices(tc.held, tc.sick))
-			opts := tc.opts
-			opts.Held = tc.held
-			built, err := Build(tc.inv, opts)
+			built, err := build(tc.inv, tc.opts, tc.held)
 			if err != nil {
 				t.Fatal(err)
 			}

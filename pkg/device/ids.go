@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/hyperaccel/lpu-node/internal/atomicfile"
 )
 
 // How the PCI backends keep LPU IDs stable. An ID names a card for as long
@@ -151,49 +152,11 @@ func (m *idMap) save(t *tree) {
 	}
 	data, err := json.MarshalIndent(f, "", "  ")
 	if err == nil {
-		err = writeFileDurable(m.path, append(data, '\n'), 0o644)
+		err = atomicfile.Write(m.path, append(data, '\n'), atomicfile.WithMode(0o644))
 	}
 	if err != nil {
 		t.warn("could not persist the LPU ID map; IDs kept in memory", "file", m.path, "err", err)
 	}
-}
-
-// writeFileDurable replaces path with data durably: a temporary file in
-// the same directory, fsync, rename, fsync of the directory. Nothing is
-// half-written when it fails.
-func writeFileDurable(path string, data []byte, perm fs.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
 }
 
 // sortedKeys returns the keys of m, ascending.

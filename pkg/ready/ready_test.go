@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyperaccel/lpu-node/internal/sockettest"
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 )
 
 func TestPath(t *testing.T) {
@@ -21,7 +21,7 @@ func TestPath(t *testing.T) {
 }
 
 func TestListenSetCheck(t *testing.T) {
-	dir := sockettest.ShortDir(t)
+	dir := daemontest.ShortDir(t)
 	path := Path(filepath.Join(dir, "state")) // Listen creates the missing state dir
 	s, err := Listen(path)
 	if err != nil {
@@ -89,7 +89,7 @@ func TestCheckErrors(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			path := filepath.Join(sockettest.ShortDir(t), SocketName)
+			path := filepath.Join(daemontest.ShortDir(t), SocketName)
 			tc.setup(t, path)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
@@ -120,7 +120,7 @@ func staleSocket(t *testing.T, path string) {
 // (into the backlog) but nobody ever answers, until the test ends.
 func hungSocket(t *testing.T) string {
 	t.Helper()
-	path := filepath.Join(sockettest.ShortDir(t), SocketName)
+	path := filepath.Join(daemontest.ShortDir(t), SocketName)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func TestCheckHungServerHonoursDeadline(t *testing.T) {
 }
 
 func TestListenReplacesStaleSocket(t *testing.T) {
-	dir := sockettest.ShortDir(t)
+	dir := daemontest.ShortDir(t)
 	path := Path(dir)
 	staleSocket(t, path)
 
@@ -188,7 +188,7 @@ func TestListenReplacesStaleSocket(t *testing.T) {
 }
 
 func TestListenErrors(t *testing.T) {
-	dir := sockettest.ShortDir(t)
+	dir := daemontest.ShortDir(t)
 	file := filepath.Join(dir, "file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -230,7 +230,7 @@ func TestCheckDefaultTimeout(t *testing.T) {
 }
 
 func TestConcurrentChecks(t *testing.T) {
-	path := Path(sockettest.ShortDir(t))
+	path := Path(daemontest.ShortDir(t))
 	s, err := Listen(path)
 	if err != nil {
 		t.Fatal(err)
@@ -254,7 +254,7 @@ func TestConcurrentChecks(t *testing.T) {
 // second uid's process; the owner check stands in for a socket planted by
 // another user.
 func TestCheckRefusesForeignSocket(t *testing.T) {
-	dir := sockettest.ShortDir(t)
+	dir := daemontest.ShortDir(t)
 	path := Path(dir)
 	s, err := Listen(path)
 	if err != nil {
@@ -286,7 +286,7 @@ func TestCheckRefusesForeignSocket(t *testing.T) {
 // TestLiveCheck: a recorded "connected" is answered only while the live
 // check passes at the moment of the answer.
 func TestLiveCheck(t *testing.T) {
-	path := filepath.Join(sockettest.ShortDir(t), SocketName)
+	path := filepath.Join(daemontest.ShortDir(t), SocketName)
 	s, err := Listen(path)
 	if err != nil {
 		t.Fatal(err)

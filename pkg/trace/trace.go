@@ -103,16 +103,7 @@ func Setup(ctx context.Context, cfg Config, logger *slog.Logger) (oteltrace.Trac
 	if name == "" {
 		name = DefaultServiceName
 	}
-	attrs := []attribute.KeyValue{attribute.String("service.name", name)}
-	if cfg.ServiceVersion != "" {
-		attrs = append(attrs, attribute.String("service.version", cfg.ServiceVersion))
-	}
-	res := resource.NewSchemaless(attrs...)
-	if env, err := resource.New(ctx, resource.WithFromEnv(), resource.WithHost()); err == nil {
-		if merged, err := resource.Merge(env, res); err == nil { // ours win
-			res = merged
-		}
-	}
+	res := serviceResource(ctx, name, cfg.ServiceVersion)
 	fo := &failOpen{SpanExporter: exp, log: logger.With("endpoint", cfg.Endpoint)}
 	tp := NewProvider(
 		sdktrace.WithBatcher(fo, sdktrace.WithExportTimeout(timeout)),
@@ -132,6 +123,22 @@ func Setup(ctx context.Context, cfg Config, logger *slog.Logger) (oteltrace.Trac
 		return nil
 	}
 	return tp, shutdown, nil
+}
+
+// serviceResource is the resource the spans carry: the service's name and
+// version (when set) over what OTEL_RESOURCE_ATTRIBUTES and the host say.
+func serviceResource(ctx context.Context, name, version string) *resource.Resource {
+	attrs := []attribute.KeyValue{attribute.String("service.name", name)}
+	if version != "" {
+		attrs = append(attrs, attribute.String("service.version", version))
+	}
+	res := resource.NewSchemaless(attrs...)
+	if env, err := resource.New(ctx, resource.WithFromEnv(), resource.WithHost()); err == nil {
+		if merged, err := resource.Merge(env, res); err == nil { // ours win
+			res = merged
+		}
+	}
+	return res
 }
 
 // NewProvider returns an SDK tracer provider with this package's

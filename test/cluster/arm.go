@@ -20,10 +20,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
-	"github.com/hyperaccel/lpu-node/internal/churn"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/test/churn"
 )
 
 // namespace holds the pods, their claims and the claim templates.
@@ -248,33 +248,12 @@ func (r *runner) bound(ctx context.Context, p *corev1.Pod) {
 		r.errs = append(r.errs, fmt.Sprintf("pod %s bound to unknown node %s", p.Name, p.Spec.NodeName))
 		return
 	}
-	ids := map[string][]string{}
-	if r.spec.dra {
-		got, err := r.claimIDs(ctx, p, n)
-		if err != nil {
-			r.errs = append(r.errs, err.Error())
-			return
-		}
-		ids["dra"] = got
-	} else {
-		for _, side := range r.spec.sides() {
-			ids[side] = r.pick(side, n, rec.size)
-		}
+	ids, err := r.admitIDs(ctx, p, n, rec.size)
+	if err != nil {
+		r.errs = append(r.errs, err.Error())
+		return
 	}
-	contig := map[string]bool{}
-	for side, set := range ids {
-		held := r.held[side][n.name]
-		for _, id := range set {
-			if held[id] {
-				r.errs = append(r.errs, fmt.Sprintf("pod %s on %s got %s, already held (%s)", p.Name, n.name, id, side))
-			}
-		}
-		pl, err := n.layout.Check(set)
-		if err != nil || len(set) != rec.size {
-			r.errs = append(r.errs, fmt.Sprintf("pod %s on %s: %d LPUs %v for size %d (%v)", p.Name, n.name, len(set), set, rec.size, err))
-		}
-		contig[side] = err == nil && pl.Contiguous
-	}
+	contig := r.checkIDs(p, n, rec.size, ids)
 	now := time.Now()
 	if r.spec.strict && !contig["pkg/alloc"] {
 		r.mu.Lock()
@@ -302,6 +281,46 @@ func (r *runner) bound(ctx context.Context, p *corev1.Pod) {
 			}
 		})
 	}
+}
+
+// admitIDs returns the LPUs each side gives the pod of size LPUs bound to
+// n: the claim's allocation under DRA, else each device-plugin side's
+// pick.
+func (r *runner) admitIDs(ctx context.Context, p *corev1.Pod, n *simNode, size int) (map[string][]string, error) {
+	ids := map[string][]string{}
+	if r.spec.dra {
+		got, err := r.claimIDs(ctx, p, n)
+		if err != nil {
+			return nil, err
+		}
+		ids["dra"] = got
+		return ids, nil
+	}
+	for _, side := range r.spec.sides() {
+		ids[side] = r.pick(side, n, size)
+	}
+	return ids, nil
+}
+
+// checkIDs records an error for every LPU given twice and every set of
+// the wrong size or off n's rings, and returns whether each side's set is
+// contiguous.
+func (r *runner) checkIDs(p *corev1.Pod, n *simNode, size int, ids map[string][]string) map[string]bool {
+	contig := map[string]bool{}
+	for side, set := range ids {
+		held := r.held[side][n.name]
+		for _, id := range set {
+			if held[id] {
+				r.errs = append(r.errs, fmt.Sprintf("pod %s on %s got %s, already held (%s)", p.Name, n.name, id, side))
+			}
+		}
+		pl, err := n.layout.Check(set)
+		if err != nil || len(set) != size {
+			r.errs = append(r.errs, fmt.Sprintf("pod %s on %s: %d LPUs %v for size %d (%v)", p.Name, n.name, len(set), set, size, err))
+		}
+		contig[side] = err == nil && pl.Contiguous
+	}
+	return contig
 }
 
 // claimIDs reads the LPUs the scheduler allocated to the pod's claim.

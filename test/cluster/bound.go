@@ -3,7 +3,7 @@ package main
 import (
 	"container/heap"
 
-	"github.com/hyperaccel/lpu-node/internal/churn"
+	"github.com/hyperaccel/lpu-node/test/churn"
 )
 
 // countBound replays jobs on nodes of the given LPU counts under perfect

@@ -22,7 +22,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	lpuconfig "github.com/hyperaccel/lpu-node/config"
-	"github.com/hyperaccel/lpu-node/internal/clustertest"
+	"github.com/hyperaccel/lpu-node/test/clustertest"
 )
 
 // Scheduler profiles: the default one and one scoring MostAllocated on the

@@ -40,7 +40,7 @@
 //
 // Each arm first creates a burst of pods at once and measures scheduler
 // throughput from the scheduler's own scheduler_schedule_attempts_total,
-// then replays the churn (internal/churn: the simulator's default mix,
+// then replays the churn (test/churn: the simulator's default mix,
 // exponential lifetimes, offered load 0.9) in real time, one mean lifetime
 // being -unit. A pod that does not fit waits; the churn ends one unit after
 // the last arrival. It reports per arm the multi-LPU pods started on a

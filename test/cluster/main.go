@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
-	"github.com/hyperaccel/lpu-node/internal/churn"
-	"github.com/hyperaccel/lpu-node/internal/clustertest"
+	"github.com/hyperaccel/lpu-node/test/churn"
+	"github.com/hyperaccel/lpu-node/test/clustertest"
 
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
@@ -148,20 +148,7 @@ func run(args []string) error {
 
 // bench runs every arm of cfg on one control plane and returns the rows.
 func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results, error) {
-	if err := cleanupStale(logf); err != nil {
-		return nil, err
-	}
-	live := cfg.Nodes*8*2 + cfg.Burst // generous bound on live pods
-	msg, err := checkMemory(cfg.Nodes+cfg.TwoRing, live)
-	if err != nil {
-		return nil, err
-	}
-	logf("%s", msg)
-	bins, err := clustertest.FindBinaries()
-	if err != nil {
-		return nil, fmt.Errorf("%w (build them with: bash test/e2e/tools.sh kube etcd)", err)
-	}
-	shipped, err := loadShipped(cfg.Manifest, churn.MixDefault.Sizes)
+	bins, shipped, err := preflight(cfg, logf)
 	if err != nil {
 		return nil, err
 	}
@@ -210,6 +197,17 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 		}
 	}
 
+	if res.Rows, err = runArms(ctx, cfg, cs, sc, st.PIDs, nodes, jobs, burstJobs, c.Kubeconfig, logf); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// runArms runs cfg's arms in order, switching the nodes between the
+// device plugin and DRA when the next arm needs the other, and returns
+// their rows.
+func runArms(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scraper, pids map[string]int, nodes []*simNode, jobs, burstJobs []churn.Job, kubeconfig string, logf func(string, ...any)) ([]row, error) {
+	var out []row
 	draOn := false
 	for _, arm := range cfg.Arms {
 		if arm.dra != draOn {
@@ -219,26 +217,56 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 			draOn = arm.dra
 		}
 		if arm.dra {
-			// Every arm starts from the empty node's order.
-			for _, n := range nodes {
-				n.ctrl.Update(&resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{n.name: {Slices: n.builder.Slices(nil, nil)}}})
-			}
-			if err := waitSlices(ctx, cs, nodes); err != nil {
+			if err := resetSlices(ctx, cs, nodes); err != nil {
 				return nil, err
 			}
 		}
-		rows, err := runArm(ctx, cfg, cs, sc, st.PIDs, arm, nodes, jobs, burstJobs, c.Kubeconfig, logf)
+		rows, err := runArm(ctx, cfg, cs, sc, pids, arm, nodes, jobs, burstJobs, kubeconfig, logf)
 		if err != nil {
 			return nil, fmt.Errorf("arm %s: %w", arm.name, err)
 		}
-		res.Rows = append(res.Rows, rows...)
+		out = append(out, rows...)
 	}
 	if draOn {
 		for _, n := range nodes {
 			n.ctrl.Stop()
 		}
 	}
-	return res, nil
+	return out, nil
+}
+
+// preflight clears what a killed run left, checks the machine has the
+// memory for cfg, and finds the control plane's binaries and the shipped
+// chart's claim templates.
+func preflight(cfg config, logf func(string, ...any)) (clustertest.Binaries, *shipped, error) {
+	if err := cleanupStale(logf); err != nil {
+		return clustertest.Binaries{}, nil, err
+	}
+	live := cfg.Nodes*8*2 + cfg.Burst // generous bound on live pods
+	msg, err := checkMemory(cfg.Nodes+cfg.TwoRing, live)
+	if err != nil {
+		return clustertest.Binaries{}, nil, err
+	}
+	logf("%s", msg)
+	bins, err := clustertest.FindBinaries()
+	if err != nil {
+		return clustertest.Binaries{}, nil, fmt.Errorf("%w (build them with: bash test/e2e/tools.sh kube etcd)", err)
+	}
+	shipped, err := loadShipped(cfg.Manifest, churn.MixDefault.Sizes)
+	if err != nil {
+		return clustertest.Binaries{}, nil, err
+	}
+	return bins, shipped, nil
+}
+
+// resetSlices republishes every node's pool in the empty node's order, so
+// that every DRA arm starts from it, and waits until the API server has
+// the slices.
+func resetSlices(ctx context.Context, cs kubernetes.Interface, nodes []*simNode) error {
+	for _, n := range nodes {
+		n.ctrl.Update(&resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{n.name: {Slices: n.builder.Slices(nil, nil)}}})
+	}
+	return waitSlices(ctx, cs, nodes)
 }
 
 // record adds the running components' PIDs, binaries and ports to the run

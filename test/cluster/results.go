@@ -18,8 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/hyperaccel/lpu-node/internal/churn"
-	"github.com/hyperaccel/lpu-node/internal/pngchart"
+	"github.com/hyperaccel/lpu-node/test/churn"
+	"github.com/hyperaccel/lpu-node/test/pngchart"
 )
 
 // results are one run's rows.
@@ -46,12 +46,12 @@ type row struct {
 	ChurnSeconds                 float64
 }
 
-// runArm runs one arm: the burst, then the churn, and turns the records
-// into a row per node side.
 // profileSpan is how long -profile records the scheduler from the start
 // of each burst: within the burst at 1,000 nodes for every arm.
 const profileSpan = 15 * time.Second
 
+// runArm runs one arm: the burst, then the churn, and turns the records
+// into a row per node side.
 func runArm(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scraper, pids map[string]int, spec armSpec, nodes []*simNode, jobs, burstJobs []churn.Job, kubeconfig string, logf func(string, ...any)) ([]row, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -111,31 +111,37 @@ func runArm(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scrape
 			SchedCPUPer1k: (sch1.CPUSeconds - sch0.CPUSeconds) * 1000 / float64(len(jobs)),
 			APIRSS:        api1.RSSMiB, SchedRSS: sch1.RSSMiB, Slices: nSlices, SliceBytes: bytes, Rewrites: stats1 - stats0,
 			Errors: r.errs}
-		var waits []float64
-		for _, rec := range r.frozen {
-			if rec.size == 1 {
-				continue
-			}
-			w.Multi++
-			switch {
-			case rec.refused:
-				w.Refused++
-			case rec.started.IsZero():
-				w.Waiting++
-			case rec.contig[side]:
-				w.Contiguous++
-			default:
-				w.Scattered++
-			}
-			if !rec.started.IsZero() {
-				waits = append(waits, rec.started.Sub(rec.created).Seconds())
-			}
-		}
-		w.WaitP50, w.WaitP99 = percentile(waits, 0.5), percentile(waits, 0.99)
+		w.tally(r.frozen, side)
 		rows = append(rows, w)
 	}
 	logf("arm %s done in %v", spec.name, took.Round(time.Second))
 	return rows, nil
+}
+
+// tally counts the multi-LPU pods of frozen by what side gave them
+// (refused, waiting, contiguous, scattered) and their waits.
+func (w *row) tally(frozen map[string]podRec, side string) {
+	var waits []float64
+	for _, rec := range frozen {
+		if rec.size == 1 {
+			continue
+		}
+		w.Multi++
+		switch {
+		case rec.refused:
+			w.Refused++
+		case rec.started.IsZero():
+			w.Waiting++
+		case rec.contig[side]:
+			w.Contiguous++
+		default:
+			w.Scattered++
+		}
+		if !rec.started.IsZero() {
+			waits = append(waits, rec.started.Sub(rec.created).Seconds())
+		}
+	}
+	w.WaitP50, w.WaitP99 = percentile(waits, 0.5), percentile(waits, 0.99)
 }
 
 func sliceStats(nodes []*simNode) int {

@@ -9,7 +9,7 @@ import (
 
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/hyperaccel/lpu-node/internal/churn"
+	"github.com/hyperaccel/lpu-node/test/churn"
 )
 
 func TestShippedManifest(t *testing.T) {

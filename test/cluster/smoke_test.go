@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyperaccel/lpu-node/internal/clustertest"
+	"github.com/hyperaccel/lpu-node/test/clustertest"
 )
 
 // TestSmoke runs every arm on 10 nodes with a short churn and checks what

@@ -22,6 +22,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -31,13 +32,21 @@ func clusterSlices(b testing.TB, n int, sizes []int) []*resourcev1.ResourceSlice
 	b.Helper()
 	var out []*resourcev1.ResourceSlice
 	for i := 0; i < n; i++ {
-		built, err := arcslice.Build(inventory(1, 8), arcslice.Options{Sizes: sizes})
-		if err != nil {
-			b.Fatal(err)
-		}
+		built := build(b, inventory(1, 8), arcslice.Options{Sizes: sizes}, nil)
 		out = append(out, poolSlices(fmt.Sprintf("node-%04d", i), built)...)
 	}
 	return out
+}
+
+// build is what lpu-dra publishes for inv with held taken: its builder's
+// slices, inv's unhealthy LPUs tainted.
+func build(tb testing.TB, inv *device.Inventory, opts arcslice.Options, held []string) []resourceslice.Slice {
+	tb.Helper()
+	b, err := arcslice.NewBuilder(inv, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b.Slices(held, arcslice.Unhealthy(inv))
 }
 
 // poolSlices are the ResourceSlice objects of one node's pool as the

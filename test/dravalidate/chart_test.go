@@ -176,10 +176,7 @@ func TestChartObjectsAllocate(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			inv := inventory(1, 8)
-			built, err := arcslice.Build(inv, arcslice.Options{Held: tc.held})
-			if err != nil {
-				t.Fatal(err)
-			}
+			built := build(t, inv, arcslice.Options{}, tc.held)
 			node := "node-a"
 			slices := poolSlices(node, built)
 			state := structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID]()}

@@ -37,11 +37,8 @@ func TestSlicesPassAPIValidation(t *testing.T) {
 		t.Run(fmt.Sprintf("%dx%d", shape[0], shape[1]), func(t *testing.T) {
 			inv := inventory(shape[0], shape[1])
 			inv.Devices[1].Health = device.Health{Reason: "test"} // taints on
-			built, err := arcslice.Build(inv, arcslice.Options{Held: []string{"lpu0"},
-				PCIeRoot: func(bus string) string { return "pci0000:" + bus[5:7] }})
-			if err != nil {
-				t.Fatal(err)
-			}
+			built := build(t, inv, arcslice.Options{
+				PCIeRoot: func(bus string) string { return "pci0000:" + bus[5:7] }}, []string{"lpu0"})
 			node := "node-a"
 			for i, s := range built {
 				v1 := &resourcev1.ResourceSlice{

@@ -5,7 +5,7 @@ import (
 	"image/color"
 	"io"
 
-	"github.com/hyperaccel/lpu-node/internal/pngchart"
+	"github.com/hyperaccel/lpu-node/test/pngchart"
 )
 
 var (

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
+	"github.com/hyperaccel/lpu-node/test/churn"
 )
 
 func main() {
@@ -33,7 +34,7 @@ type Config struct {
 	Arrivals int
 	Seed     uint64
 	Load     float64
-	Mixes    []Mix
+	Mixes    []churn.Mix
 	Nodes    []Node
 	Strict   bool
 	Ablation string // "", "all", or comma-separated variant names such as LSAP,CLSAP
@@ -140,7 +141,7 @@ func writeFile(path string, fn func(io.Writer) error) error {
 // Case is one node and mix: the results of every policy on its job sequence.
 type Case struct {
 	Node    Node
-	Mix     Mix
+	Mix     churn.Mix
 	Results []Result // count bound first
 }
 
@@ -150,7 +151,7 @@ func (c Case) Bound() Result { return c.Results[0] }
 // Policies returns the policies to compare on node, in report order;
 // seed drives kubelet's arbitrary choice, mix is known only to the
 // ablation's mix-aware variant.
-func Policies(node Node, mix Mix, seed uint64, ablation string) ([]Policy, error) {
+func Policies(node Node, mix churn.Mix, seed uint64, ablation string) ([]Policy, error) {
 	l, err := alloc.NewLayout(node.Rings)
 	if err != nil {
 		return nil, err
@@ -200,13 +201,13 @@ func Run(cfg Config) ([]Case, error) {
 	return cases, nil
 }
 
-func runCase(cfg Config, node Node, mix Mix) ([]Result, error) {
+func runCase(cfg Config, node Node, mix churn.Mix) ([]Result, error) {
 	for _, s := range mix.Sizes {
 		if s > node.Capacity() {
 			return nil, fmt.Errorf("size %d exceeds the node's %d LPUs", s, node.Capacity())
 		}
 	}
-	jobs := Generate(cfg.Seed, mix, cfg.Arrivals, cfg.Load, node.Capacity())
+	jobs := churn.Generate(cfg.Seed, mix, cfg.Arrivals, cfg.Load, node.Capacity())
 	// kubelet's arbitrary choice gets its own stream per case, derived
 	// from the seed and the case's name, so adding cases changes nothing.
 	h := fnv.New64a()

@@ -7,49 +7,38 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hyperaccel/lpu-node/internal/churn"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
+	"github.com/hyperaccel/lpu-node/test/churn"
 )
 
-// Mix, Job and Generate live in internal/churn, shared with the cluster
+// Built-in mixes besides churn.MixDefault. The job stream (churn.Mix,
+// churn.Job, churn.Generate) lives in test/churn, shared with the cluster
 // harness (test/cluster), so both replay the same workload.
-type (
-	Mix = churn.Mix
-	Job = churn.Job
-)
-
-// Generate draws the seeded job stream (churn.Generate).
-func Generate(seed uint64, mix Mix, n int, load float64, capacity int) []Job {
-	return churn.Generate(seed, mix, n, load, capacity)
-}
-
-// Built-in mixes.
 var (
-	MixDefault = churn.MixDefault
-	MixSmall   = Mix{Name: "all-small", Sizes: []int{1, 2}, Weights: []int{50, 50}}
-	MixLarge   = Mix{Name: "all-large", Sizes: []int{4, 8}, Weights: []int{50, 50}}
+	MixSmall = churn.Mix{Name: "all-small", Sizes: []int{1, 2}, Weights: []int{50, 50}}
+	MixLarge = churn.Mix{Name: "all-large", Sizes: []int{4, 8}, Weights: []int{50, 50}}
 )
 
 // ParseMix reads a built-in mix name or "size:weight,…".
-func ParseMix(s string) (Mix, error) {
-	for _, m := range []Mix{MixDefault, MixSmall, MixLarge} {
+func ParseMix(s string) (churn.Mix, error) {
+	for _, m := range []churn.Mix{churn.MixDefault, MixSmall, MixLarge} {
 		if s == m.Name {
 			return m, nil
 		}
 	}
-	m := Mix{Name: s}
+	m := churn.Mix{Name: s}
 	for _, part := range strings.Split(s, ",") {
 		sz, wt, ok := strings.Cut(strings.TrimSpace(part), ":")
 		if !ok {
-			return Mix{}, fmt.Errorf("mix %q: entry %q is not size:weight", s, part)
+			return churn.Mix{}, fmt.Errorf("mix %q: entry %q is not size:weight", s, part)
 		}
 		size, err := strconv.Atoi(sz)
 		if err != nil || size < 1 || size > 1024 {
-			return Mix{}, fmt.Errorf("mix %q: size %q is not an integer in 1..1024", s, sz)
+			return churn.Mix{}, fmt.Errorf("mix %q: size %q is not an integer in 1..1024", s, sz)
 		}
 		w, err := strconv.Atoi(wt)
 		if err != nil || w < 1 || w > 1_000_000 {
-			return Mix{}, fmt.Errorf("mix %q: weight %q is not an integer in 1..1000000", s, wt)
+			return churn.Mix{}, fmt.Errorf("mix %q: weight %q is not an integer in 1..1000000", s, wt)
 		}
 		m.Sizes = append(m.Sizes, size)
 		m.Weights = append(m.Weights, w)
@@ -206,7 +195,7 @@ func (r Result) Utilisation(capacity int) float64 {
 type endHeap []int32
 
 type running struct {
-	jobs []Job
+	jobs []churn.Job
 	h    endHeap
 }
 
@@ -229,82 +218,32 @@ func (r *running) Pop() any {
 // Simulate replays jobs on node with policy p (nil: the count bound). In
 // strict mode a non-contiguous pick is refused, as the strict allocation
 // policy would; otherwise it is admitted and counted.
-func Simulate(node Node, jobs []Job, p Policy, strict bool) (Result, error) {
-	layout, err := alloc.NewLayout(node.Rings)
+func Simulate(node Node, jobs []churn.Job, p Policy, strict bool) (Result, error) {
+	r, err := newReplay(node, jobs, p)
 	if err != nil {
 		return Result{}, err
 	}
-	name := CountBound
-	if p != nil {
-		name = p.Name()
-	}
-	res := Result{Policy: name, Arrivals: len(jobs), BySize: map[int][2]int{}}
+	res := Result{Policy: r.name, Arrivals: len(jobs), BySize: map[int][2]int{}}
 	capacity := node.Capacity()
 	maxRing := 0
-	for _, r := range node.Rings {
-		maxRing = max(maxRing, len(r))
+	for _, ring := range node.Rings {
+		maxRing = max(maxRing, len(ring))
 	}
-
-	// Flat layout order: ring by ring.
-	var order []string
-	for _, r := range node.Rings {
-		order = append(order, r...)
-	}
-	index := make(map[string]int, len(order))
-	for i, id := range order {
-		index[id] = i
-	}
-	busy := make([]bool, len(order))
-	endAt := make([]float64, len(order)) // end time of the job on each busy LPU (oracle policies only)
-	held := make([][]int, len(jobs))     // flat indices each running job holds
-	freeCount := capacity
-	run := &running{jobs: jobs}
-	available := make([]string, 0, capacity)
-
 	for i, job := range jobs {
-		for run.Len() > 0 && jobs[run.h[0]].End <= job.Arrive {
-			j := heap.Pop(run).(int32)
-			for _, x := range held[j] {
-				busy[x] = false
-			}
-			freeCount += jobs[j].Size
-			held[j] = nil
-		}
-		res.SumBusy += float64(capacity - freeCount)
+		r.departBy(job.Arrive)
+		res.SumBusy += float64(capacity - r.free)
 		bs := res.BySize[job.Size]
 		bs[0]++
 
 		admitted, contiguous := false, false
 		var pick []int
-		if job.Size <= freeCount {
+		if job.Size <= r.free {
 			if p == nil {
 				admitted, contiguous = true, true
 			} else {
-				available = available[:0]
-				for x, id := range order {
-					if !busy[x] {
-						available = append(available, id)
-					}
+				if pick, contiguous, err = r.pick(job); err != nil {
+					return Result{}, err
 				}
-				if o, ok := p.(oracle); ok {
-					o.See(job.End, endAt)
-				}
-				ids := p.Pick(available, job.Size)
-				if len(ids) != job.Size {
-					return Result{}, fmt.Errorf("%s picked %v for size %d out of %v", name, ids, job.Size, available)
-				}
-				pl, err := layout.Check(ids)
-				if err != nil {
-					return Result{}, fmt.Errorf("%s picked %v: %w", name, ids, err)
-				}
-				for _, id := range ids {
-					x := index[id]
-					if busy[x] {
-						return Result{}, fmt.Errorf("%s picked busy %s", name, id)
-					}
-					pick = append(pick, x)
-				}
-				contiguous = pl.Contiguous
 				admitted = contiguous || !strict
 				if !contiguous {
 					res.NonContiguous++
@@ -313,13 +252,7 @@ func Simulate(node Node, jobs []Job, p Policy, strict bool) (Result, error) {
 		}
 		if admitted {
 			res.Admitted++
-			freeCount -= job.Size
-			for _, x := range pick {
-				busy[x] = true
-				endAt[x] = job.End
-			}
-			held[i] = pick
-			heap.Push(run, int32(i))
+			r.admit(i, job, pick)
 		}
 		if contiguous && admitted {
 			res.Contiguous++
@@ -328,20 +261,118 @@ func Simulate(node Node, jobs []Job, p Policy, strict bool) (Result, error) {
 		res.BySize[job.Size] = bs
 
 		if p == nil {
-			res.SumLargestArc += float64(min(freeCount, maxRing))
+			res.SumLargestArc += float64(min(r.free, maxRing))
 		} else {
-			largest := 0
-			available = available[:0]
-			for x, id := range order {
-				if !busy[x] {
-					available = append(available, id)
-				}
-			}
-			for _, a := range layout.LargestFreeArc(available) {
-				largest = max(largest, a)
-			}
-			res.SumLargestArc += float64(largest)
+			res.SumLargestArc += float64(r.largestArc())
 		}
 	}
 	return res, nil
+}
+
+// replay is the node's state during one Simulate run.
+type replay struct {
+	layout    *alloc.Layout
+	p         Policy
+	name      string
+	jobs      []churn.Job
+	order     []string       // flat layout order: ring by ring
+	index     map[string]int // position of each LPU in order
+	busy      []bool
+	endAt     []float64 // end time of the job on each busy LPU (oracle policies only)
+	held      [][]int   // flat indices each running job holds
+	free      int
+	run       *running
+	available []string
+}
+
+func newReplay(node Node, jobs []churn.Job, p Policy) (*replay, error) {
+	layout, err := alloc.NewLayout(node.Rings)
+	if err != nil {
+		return nil, err
+	}
+	r := &replay{layout: layout, p: p, name: CountBound, jobs: jobs, held: make([][]int, len(jobs)),
+		free: node.Capacity(), run: &running{jobs: jobs}, available: make([]string, 0, node.Capacity())}
+	if p != nil {
+		r.name = p.Name()
+	}
+	for _, ring := range node.Rings {
+		r.order = append(r.order, ring...)
+	}
+	r.index = make(map[string]int, len(r.order))
+	for i, id := range r.order {
+		r.index[id] = i
+	}
+	r.busy = make([]bool, len(r.order))
+	r.endAt = make([]float64, len(r.order))
+	return r, nil
+}
+
+// departBy frees the LPUs of every running job that ended by t.
+func (r *replay) departBy(t float64) {
+	for r.run.Len() > 0 && r.jobs[r.run.h[0]].End <= t {
+		j := heap.Pop(r.run).(int32)
+		for _, x := range r.held[j] {
+			r.busy[x] = false
+		}
+		r.free += r.jobs[j].Size
+		r.held[j] = nil
+	}
+}
+
+// freeIDs returns the free LPUs in layout order (reusing one buffer).
+func (r *replay) freeIDs() []string {
+	r.available = r.available[:0]
+	for x, id := range r.order {
+		if !r.busy[x] {
+			r.available = append(r.available, id)
+		}
+	}
+	return r.available
+}
+
+// pick asks the policy for job's LPUs and checks them: the size asked,
+// on the node, free. It returns their flat indices and whether they are
+// one contiguous arc.
+func (r *replay) pick(job churn.Job) ([]int, bool, error) {
+	available := r.freeIDs()
+	if o, ok := r.p.(oracle); ok {
+		o.See(job.End, r.endAt)
+	}
+	ids := r.p.Pick(available, job.Size)
+	if len(ids) != job.Size {
+		return nil, false, fmt.Errorf("%s picked %v for size %d out of %v", r.name, ids, job.Size, available)
+	}
+	pl, err := r.layout.Check(ids)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s picked %v: %w", r.name, ids, err)
+	}
+	var pick []int
+	for _, id := range ids {
+		x := r.index[id]
+		if r.busy[x] {
+			return nil, false, fmt.Errorf("%s picked busy %s", r.name, id)
+		}
+		pick = append(pick, x)
+	}
+	return pick, pl.Contiguous, nil
+}
+
+// admit runs job i on the LPUs of pick until its end.
+func (r *replay) admit(i int, job churn.Job, pick []int) {
+	r.free -= job.Size
+	for _, x := range pick {
+		r.busy[x] = true
+		r.endAt[x] = job.End
+	}
+	r.held[i] = pick
+	heap.Push(r.run, int32(i))
+}
+
+// largestArc is the size of the largest free arc now.
+func (r *replay) largestArc() int {
+	largest := 0
+	for _, a := range r.layout.LargestFreeArc(r.freeIDs()) {
+		largest = max(largest, a)
+	}
+	return largest
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hyperaccel/lpu-node/test/churn"
 )
 
 func smallConfig(t *testing.T) Config {
@@ -99,12 +101,12 @@ func TestReproducible(t *testing.T) {
 }
 
 func TestGenerate(t *testing.T) {
-	a := Generate(3, MixDefault, 20000, 0.9, 8)
-	b := Generate(3, MixDefault, 20000, 0.9, 8)
+	a := churn.Generate(3, churn.MixDefault, 20000, 0.9, 8)
+	b := churn.Generate(3, churn.MixDefault, 20000, 0.9, 8)
 	if !reflect.DeepEqual(a, b) {
 		t.Fatal("same seed, different jobs")
 	}
-	if reflect.DeepEqual(a, Generate(4, MixDefault, 20000, 0.9, 8)) {
+	if reflect.DeepEqual(a, churn.Generate(4, churn.MixDefault, 20000, 0.9, 8)) {
 		t.Fatal("different seeds, same jobs")
 	}
 	count := map[int]int{}
@@ -115,15 +117,15 @@ func TestGenerate(t *testing.T) {
 		}
 	}
 	// Weights 40:30:20:10 within 2 percentage points.
-	for k, s := range MixDefault.Sizes {
-		want := float64(MixDefault.Weights[k]) / 100
+	for k, s := range churn.MixDefault.Sizes {
+		want := float64(churn.MixDefault.Weights[k]) / 100
 		if got := float64(count[s]) / float64(len(a)); got < want-0.02 || got > want+0.02 {
 			t.Errorf("size %d: share %.3f, want %.2f", s, got, want)
 		}
 	}
 	// Offered load: rate × mean size / capacity ≈ 0.9.
 	rate := float64(len(a)) / a[len(a)-1].Arrive
-	if load := rate * MixDefault.Mean() / 8; load < 0.85 || load > 0.95 {
+	if load := rate * churn.MixDefault.Mean() / 8; load < 0.85 || load > 0.95 {
 		t.Errorf("offered load %.3f, want 0.9", load)
 	}
 }
@@ -204,7 +206,7 @@ func TestParse(t *testing.T) {
 // A request larger than the node is a configuration error, not a panic.
 func TestSizeLargerThanNode(t *testing.T) {
 	cfg := smallConfig(t)
-	cfg.Mixes = []Mix{{Name: "huge", Sizes: []int{16}, Weights: []int{1}}}
+	cfg.Mixes = []churn.Mix{{Name: "huge", Sizes: []int{16}, Weights: []int{1}}}
 	if _, err := Run(cfg); err == nil || !strings.Contains(err.Error(), "size 16 exceeds") {
 		t.Fatalf("err = %v, want size 16 exceeds", err)
 	}
@@ -218,11 +220,11 @@ func TestAblationMatchesPkgAlloc(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ps, err := Policies(node, MixDefault, 1, "CLSAP")
+		ps, err := Policies(node, churn.MixDefault, 1, "CLSAP")
 		if err != nil {
 			t.Fatal(err)
 		}
-		jobs := Generate(5, MixDefault, 3000, 0.9, node.Capacity())
+		jobs := churn.Generate(5, churn.MixDefault, 3000, 0.9, node.Capacity())
 		var got []Result
 		for _, p := range ps[2:] { // pkg/alloc, v:CLSAP
 			r, err := Simulate(node, jobs, p, false)
@@ -247,7 +249,7 @@ func TestAblationMatchesPkgAlloc(t *testing.T) {
 func TestDRAOrder(t *testing.T) {
 	cases, err := Run(Config{Arrivals: 20_000, Seed: 1, Load: 0.9, DRA: true,
 		Nodes: []Node{{Name: "1x8", Rings: [][]string{{"lpu0", "lpu1", "lpu2", "lpu3", "lpu4", "lpu5", "lpu6", "lpu7"}}}},
-		Mixes: []Mix{MixDefault}})
+		Mixes: []churn.Mix{churn.MixDefault}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
+	"github.com/hyperaccel/lpu-node/test/churn"
 )
 
 // The ablation: orders of scoring criteria, each scored by brute force over
@@ -131,7 +132,7 @@ func (v variant) See(jobEnd float64, endAt []float64) {
 }
 
 // Variants returns the ablation policies.
-func Variants(node Node, mix Mix, l *alloc.Layout) []Policy {
+func Variants(node Node, mix churn.Mix, l *alloc.Layout) []Policy {
 	orders := [][]criterion{
 		{critLargest, critSegs, critAlign, critPos}, // the starting order
 		{critLargest, critSegs, critPos},
@@ -204,17 +205,7 @@ func (v variant) Pick(available []string, size int) []string {
 	if size > len(available) {
 		return nil
 	}
-	avail := make(map[string]bool, len(available))
-	for _, id := range available {
-		avail[id] = true
-	}
-	free := make([][]bool, len(v.node.Rings))
-	for r, ring := range v.node.Rings {
-		free[r] = make([]bool, len(ring))
-		for i, id := range ring {
-			free[r][i] = avail[id]
-		}
-	}
+	free := v.freeByRing(available)
 	var best []int
 	var bestIDs []string
 	for r, ring := range v.node.Rings {
@@ -226,37 +217,9 @@ func (v variant) Pick(available []string, size int) []string {
 		if size == n {
 			starts = 1
 		}
-	next:
 		for s := 0; s < starts; s++ {
-			for i := 0; i < size; i++ {
-				if !free[r][(s+i)%n] {
-					continue next
-				}
-			}
-			// The free segment the arc sits in.
-			segLen := size
-			for i := size; i < n && free[r][(s+i)%n]; i++ {
-				segLen++
-			}
-			fwd := segLen
-			for i := 1; i <= n-fwd && free[r][(s-i+n)%n]; i++ {
-				segLen++
-			}
-			st := arcState{free: make([][]bool, len(free)), ring: r, start: s, size: size, segLen: segLen}
-			copy(st.free, free)
-			st.free[r] = slices.Clone(free[r])
-			for i := 0; i < size; i++ {
-				st.free[r][(s+i)%n] = false
-			}
-			var key []int
-			for _, c := range v.crits {
-				if c.name == critTime.name {
-					key = append(key, v.timeKey(free, r, s, size))
-					continue
-				}
-				key = append(key, c.key(st)...)
-			}
-			if bestIDs == nil || slices.Compare(key, best) < 0 {
+			key, ok := v.arcKey(free, r, s, size)
+			if ok && (bestIDs == nil || slices.Compare(key, best) < 0) {
 				best = key
 				bestIDs = make([]string, size)
 				for i := range bestIDs {
@@ -272,6 +235,58 @@ func (v variant) Pick(available []string, size int) []string {
 		return v.bruteFallback(free, size)
 	}
 	return v.l.Preferred(available, nil, size)
+}
+
+// freeByRing says for each position of each ring whether its LPU is in
+// available.
+func (v variant) freeByRing(available []string) [][]bool {
+	avail := make(map[string]bool, len(available))
+	for _, id := range available {
+		avail[id] = true
+	}
+	free := make([][]bool, len(v.node.Rings))
+	for r, ring := range v.node.Rings {
+		free[r] = make([]bool, len(ring))
+		for i, id := range ring {
+			free[r][i] = avail[id]
+		}
+	}
+	return free
+}
+
+// arcKey is v's sort key of the size-arc at start s of ring r (lower is
+// better); false when an LPU of the arc is not free.
+func (v variant) arcKey(free [][]bool, r, s, size int) ([]int, bool) {
+	n := len(free[r])
+	for i := 0; i < size; i++ {
+		if !free[r][(s+i)%n] {
+			return nil, false
+		}
+	}
+	// The free segment the arc sits in.
+	segLen := size
+	for i := size; i < n && free[r][(s+i)%n]; i++ {
+		segLen++
+	}
+	fwd := segLen
+	for i := 1; i <= n-fwd && free[r][(s-i+n)%n]; i++ {
+		segLen++
+	}
+	st := arcState{free: make([][]bool, len(free)), ring: r, start: s, size: size, segLen: segLen}
+	copy(st.free, free)
+	st.free[r] = slices.Clone(free[r])
+	for i := 0; i < size; i++ {
+		st.free[r][(s+i)%n] = false
+	}
+	var key []int
+	for _, c := range v.crits {
+		if c.name == critTime.name {
+			key = append(key, v.timeKey(free, r, s, size))
+			continue
+		}
+		key = append(key, c.key(st)...)
+	}
+	return key, true
 }
 
 // bruteFallback tries every set of size free devices: fewest pieces first,

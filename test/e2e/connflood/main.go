@@ -101,37 +101,14 @@ func run(args []string) error {
 	}
 	fmt.Printf("dialed=%d dial_errors=%d dial_refused=%d dial_reset=%d dial_timeout=%d dial_other=%d dial_ms=%d\n",
 		len(conns), failed, dialErrs["refused"], dialErrs["reset"], dialErrs["timeout"], dialErrs["error"], time.Since(rss.t0).Milliseconds())
-	if *keepalive {
-		answered := 0
-		for _, c := range conns {
-			if request(c) {
-				answered++
-			}
-		}
-		fmt.Printf("keepalive_answered=%d\n", answered)
-	} else {
-		for _, c := range conns {
-			go c.watch(c.c)
-		}
-	}
+	occupy(conns, *keepalive)
 	time.Sleep(*hold)
 	alive, eof, reset, other := count(conns)
 	fmt.Printf("held=%d eof=%d reset=%d other=%d after_s=%.1f\n", alive, eof, reset, other, time.Since(start).Seconds())
 	fmt.Printf("probe_while_held=%s\n", probe(*addr))
-	deadline := start.Add(*watchFor)
-	for time.Now().Before(deadline) {
-		if a, _, _, _ := count(conns); a == 0 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitClosed(conns, start.Add(*watchFor))
 	alive, eof, reset, other = count(conns)
-	var last time.Time
-	for _, c := range conns {
-		if k, t := c.state(); k != 0 && t.After(last) {
-			last = t
-		}
-	}
+	last := lastClose(conns)
 	// last_close_s counts from the end of dialing (keep-alive requests are
 	// sent then), last_close_dial_s from its start (when the first, held,
 	// silent connections were accepted)
@@ -147,6 +124,46 @@ func run(args []string) error {
 		_ = c.c.Close()
 	}
 	return nil
+}
+
+// occupy sends one GET /healthz on every connection and reads the answer
+// (keepalive), or else starts watching each for the server's close.
+func occupy(conns []*conn, keepalive bool) {
+	if !keepalive {
+		for _, c := range conns {
+			go c.watch(c.c)
+		}
+		return
+	}
+	answered := 0
+	for _, c := range conns {
+		if request(c) {
+			answered++
+		}
+	}
+	fmt.Printf("keepalive_answered=%d\n", answered)
+}
+
+// waitClosed polls until the server closed every connection or deadline
+// passed.
+func waitClosed(conns []*conn, deadline time.Time) {
+	for time.Now().Before(deadline) {
+		if a, _, _, _ := count(conns); a == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// lastClose is when the last closed connection closed, zero when none did.
+func lastClose(conns []*conn) time.Time {
+	var last time.Time
+	for _, c := range conns {
+		if k, t := c.state(); k != 0 && t.After(last) {
+			last = t
+		}
+	}
+	return last
 }
 
 // dialAll opens n connections, 100 at a time so the server's accept loop

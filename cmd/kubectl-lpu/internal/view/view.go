@@ -232,6 +232,22 @@ const maxRings = 1024
 // limit) say nothing.
 func draRings(slices []resourceapi.ResourceSlice) map[string][][]string {
 	out := map[string][][]string{}
+	ringLen := draRingLengths(slices, out)
+	for _, s := range slices {
+		if s.Spec.Driver != inject.Driver {
+			continue
+		}
+		pool := s.Spec.Pool.Name
+		for _, d := range s.Spec.Devices {
+			placeArc(out, pool, ringLen[pool], d)
+		}
+	}
+	return out
+}
+
+// draRingLengths returns the length of each pool's rings from its counter
+// sets, and enters every pool of lpu-dra's slices in out.
+func draRingLengths(slices []resourceapi.ResourceSlice, out map[string][][]string) map[string][]int {
 	ringLen := map[string][]int{}
 	for _, s := range slices {
 		if s.Spec.Driver != inject.Driver {
@@ -252,35 +268,32 @@ func draRings(slices []resourceapi.ResourceSlice) map[string][][]string {
 			ringLen[pool][r] = len(cs.Counters)
 		}
 	}
-	for _, s := range slices {
-		if s.Spec.Driver != inject.Driver {
-			continue
-		}
-		pool := s.Spec.Pool.Name
-		for _, d := range s.Spec.Devices {
-			arc, err := arcslice.ParseDeviceName(d.Name)
-			if err != nil || arc.Ring >= len(ringLen[pool]) {
-				continue
-			}
-			n := ringLen[pool][arc.Ring]
-			a, ok := d.Attributes["lpus"]
-			if !ok || a.StringValue == nil || n == 0 || arc.Start >= n {
-				continue
-			}
-			for len(out[pool]) <= arc.Ring {
-				out[pool] = append(out[pool], nil)
-			}
-			ring := out[pool][arc.Ring]
-			if len(ring) != n {
-				ring = make([]string, n)
-				out[pool][arc.Ring] = ring
-			}
-			for i, id := range strings.Split(*a.StringValue, ",") {
-				ring[(arc.Start+i)%n] = id
-			}
-		}
+	return ringLen
+}
+
+// placeArc puts the LPUs of d, an arc device of pool, at their positions
+// on its ring in out; ringLen are the pool's ring lengths.
+func placeArc(out map[string][][]string, pool string, ringLen []int, d resourceapi.Device) {
+	arc, err := arcslice.ParseDeviceName(d.Name)
+	if err != nil || arc.Ring >= len(ringLen) {
+		return
 	}
-	return out
+	n := ringLen[arc.Ring]
+	a, ok := d.Attributes["lpus"]
+	if !ok || a.StringValue == nil || n == 0 || arc.Start >= n {
+		return
+	}
+	for len(out[pool]) <= arc.Ring {
+		out[pool] = append(out[pool], nil)
+	}
+	ring := out[pool][arc.Ring]
+	if len(ring) != n {
+		ring = make([]string, n)
+		out[pool][arc.Ring] = ring
+	}
+	for i, id := range strings.Split(*a.StringValue, ",") {
+		ring[(arc.Start+i)%n] = id
+	}
 }
 
 // contiguous says whether ids are consecutive positions of one ring.

@@ -30,10 +30,11 @@ func draNode(t *testing.T, name string, rings int, sizes ...int) []resourceapi.R
 		}
 		inv.Rings = append(inv.Rings, ring)
 	}
-	built, err := arcslice.Build(inv, arcslice.Options{Sizes: sizes})
+	b, err := arcslice.NewBuilder(inv, arcslice.Options{Sizes: sizes})
 	if err != nil {
 		t.Fatal(err)
 	}
+	built := b.Slices(nil, arcslice.Unhealthy(inv))
 	var out []resourceapi.ResourceSlice
 	for _, s := range built {
 		out = append(out, resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{

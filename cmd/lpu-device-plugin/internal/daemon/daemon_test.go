@@ -17,8 +17,6 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
-
-	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
 
 type daemon struct {
@@ -38,7 +36,7 @@ func startDaemon(t *testing.T, n int, args ...string) *daemon {
 // startDaemonWith is startDaemon with a config file edit.
 func startDaemonWith(t *testing.T, n int, edit func(*config.Config), args ...string) *daemon {
 	t.Helper()
-	d := &daemon{state: sockettest.ShortDir(t), kdir: sockettest.ShortDir(t), metrics: daemontest.FreeAddr(t)}
+	d := &daemon{state: daemontest.ShortDir(t), kdir: daemontest.ShortDir(t), metrics: daemontest.FreeAddr(t)}
 	d.nfdFile = filepath.Join(t.TempDir(), "features.d", "lpu")
 	d.kubelet = kubelettest.Start(t, d.kdir)
 	args = append([]string{

@@ -14,7 +14,7 @@
 //
 // Example:
 //
-//	dir := sockettest.ShortDir(t)
+//	dir := daemontest.ShortDir(t)
 //	k := kubelettest.Start(t, dir)
 //	// start the plugin with kubelet dir = dir
 //	req := k.WaitRegistration(t, 5*time.Second)

@@ -19,7 +19,6 @@ import (
 
 	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/internal/podresources/podresourcestest"
-	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
 
 func serve(t *testing.T, m *Metrics, healthz, readyz Check) string {
@@ -66,7 +65,7 @@ func TestDeviceMetrics(t *testing.T) {
 	}()
 	<-mon.Ready()
 
-	sock := filepath.Join(sockettest.ShortDir(t), "pr.sock")
+	sock := filepath.Join(daemontest.ShortDir(t), "pr.sock")
 	pr := podresourcestest.Start(t, sock)
 	pr.SetPods(podresourcestest.Holding{Namespace: "ml", Pod: "train-0", Container: "main", Resource: "hyperaccel.ai/lpu", DeviceIDs: []string{"lpu2", "lpu3"}},
 		podresourcestest.Holding{Namespace: "ml", Pod: "other", Container: "c", Resource: "example.com/gpu", DeviceIDs: []string{"lpu4"}})
@@ -157,7 +156,7 @@ func TestPodResourcesUnavailable(t *testing.T) {
 		}
 	}()
 	<-mon.Ready()
-	holders := podresources.New(filepath.Join(sockettest.ShortDir(t), "absent.sock"), "hyperaccel.ai/lpu")
+	holders := podresources.New(filepath.Join(daemontest.ShortDir(t), "absent.sock"), "hyperaccel.ai/lpu")
 	defer holders.Close()
 	m := New(Options{Node: "n1", Devices: mon, Telemetry: sysfs, Holders: holders, HoldersTimeout: 100 * time.Millisecond})
 	url := serve(t, m, nil, nil)
@@ -194,7 +193,7 @@ func TestOrionTelemetry(t *testing.T) {
 		}
 	}()
 	<-mon.Ready()
-	holders := podresources.New(filepath.Join(sockettest.ShortDir(t), "absent.sock"), "hyperaccel.ai/lpu")
+	holders := podresources.New(filepath.Join(daemontest.ShortDir(t), "absent.sock"), "hyperaccel.ai/lpu")
 	defer holders.Close()
 	m := New(Options{Node: "n1", Devices: mon, Telemetry: sysfs, Holders: holders, HoldersTimeout: 100 * time.Millisecond})
 	_, body := daemontest.Get(serve(t, m, nil, nil) + "/metrics")

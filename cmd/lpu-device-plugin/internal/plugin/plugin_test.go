@@ -24,8 +24,6 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
-
-	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
 
 const resource = "hyperaccel.ai/lpu"
@@ -102,7 +100,7 @@ const testNode = "node-1"
 
 func start(t testing.TB, s setup) *node {
 	t.Helper()
-	n := &node{root: devicetest.NewTree(t, s.rows...), dir: sockettest.ShortDir(t), state: sockettest.ShortDir(t), rec: &counts{}}
+	n := &node{root: devicetest.NewTree(t, s.rows...), dir: daemontest.ShortDir(t), state: daemontest.ShortDir(t), rec: &counts{}}
 	if s.injection == "" {
 		s.injection = config.InjectionNRI
 	}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/internal/nodemode"
-	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
 
 // kubeconfig points at a port nobody serves: the API server is down.
@@ -30,7 +30,7 @@ current-context: c
 }
 
 func params(t *testing.T) (Params, string) {
-	dir := sockettest.ShortDir(t)
+	dir := daemontest.ShortDir(t)
 	cfg, err := config.Load("")
 	if err != nil {
 		t.Fatal(err)

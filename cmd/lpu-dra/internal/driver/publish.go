@@ -33,16 +33,7 @@ func (d *Driver) Resources() (resourceslice.DriverResources, error) {
 	if err != nil {
 		return resourceslice.DriverResources{}, err
 	}
-	var sick map[string]bool
-	for _, dev := range inv.Devices {
-		if !dev.Health.Healthy {
-			if sick == nil {
-				sick = map[string]bool{}
-			}
-			sick[dev.ID] = true
-		}
-	}
-	sl := b.Slices(d.held(), sick)
+	sl := b.Slices(d.held(), arcslice.Unhealthy(inv))
 	if len(sl) == 0 {
 		// A node without LPUs still publishes its pool, empty: "no
 		// devices" is news, "no pool" is not.

@@ -138,7 +138,7 @@ func startNRI(ctx context.Context, g *errgroup.Group, p Params, n *node.Node, m 
 	g.Go(func() error { return pc.Store.Run(ctx) })
 	g.Go(func() error { return r.Run(ctx) })
 	g.Go(func() error { return pl.RunAudit(ctx, cfg.Security.AuditInterval.Duration) })
-	g.Go(func() error { return m.Serve(ctx, cfg.Metrics.Address, pl.Connected, log) })
+	g.Go(func() error { return m.Serve(ctx, cfg.Metrics.Address, func() bool { return pl.Live() == nil }, log) })
 	return done.run, nil
 }
 

@@ -24,8 +24,6 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
-
-	"github.com/hyperaccel/lpu-node/internal/sockettest"
 )
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -147,7 +145,7 @@ func TestRunNRIModeSimulated(t *testing.T) {
 }
 
 func TestRunCDIModeSimulated(t *testing.T) {
-	dir := sockettest.ShortDir(t)
+	dir := daemontest.ShortDir(t)
 	cfg := config.Default()
 	cfg.StateDir = filepath.Join(dir, "state")
 	cfg.CDI.SpecDir = filepath.Join(dir, "cdi")
@@ -192,7 +190,7 @@ func TestRunCDIModeSimulated(t *testing.T) {
 }
 
 func TestCommands(t *testing.T) {
-	dir := sockettest.ShortDir(t)
+	dir := daemontest.ShortDir(t)
 	cfg := config.Default()
 	cfg.StateDir = filepath.Join(dir, "state")
 	cfg.CDI.SpecDir = filepath.Join(dir, "cdi")

@@ -304,25 +304,13 @@ func checkNodes(p Params) Result {
 		return checkDiscoveredNodes(s)
 	}
 	class := filepath.Join(p.Root, device.ClassDir)
-	entries, err := os.ReadDir(class)
+	sys, err := lpuEntries(class)
 	if err != nil {
 		return fail(name, "%s: %v (LPU driver not loaded?)", device.ClassDir, err)
 	}
-	sys := map[string]bool{}
-	for _, e := range entries {
-		if _, err := device.ParseID(e.Name()); err == nil {
-			sys[e.Name()] = true
-		}
-	}
-	devs, err := os.ReadDir(filepath.Join(p.Root, device.DevDir))
+	nodes, err := lpuEntries(filepath.Join(p.Root, device.DevDir))
 	if err != nil {
 		return fail(name, "%s: %v", device.DevDir, err)
-	}
-	nodes := map[string]fs.DirEntry{}
-	for _, e := range devs {
-		if _, err := device.ParseID(e.Name()); err == nil {
-			nodes[e.Name()] = e
-		}
 	}
 	var problems []string
 	simulated := 0
@@ -336,27 +324,12 @@ func checkNodes(p Params) Result {
 			simulated++
 			continue
 		}
-		want, err := os.ReadFile(filepath.Join(class, id, "dev"))
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: read dev: %v", id, err))
-			continue
-		}
-		ma, mi, err := device.ParseDev(strings.TrimSpace(string(want)))
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", id, err))
-			continue
-		}
-		var st unix.Stat_t
-		if err := unix.Stat(filepath.Join(p.Root, device.DevDir, id), &st); err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", id, err))
-			continue
-		}
-		if gotMa, gotMi := int64(unix.Major(st.Rdev)), int64(unix.Minor(st.Rdev)); gotMa != ma || gotMi != mi {
-			problems = append(problems, fmt.Sprintf("%s/%s is %d:%d but sysfs says %d:%d", device.DevDir, id, gotMa, gotMi, ma, mi))
+		if problem := nodeProblem(p.Root, class, id); problem != "" {
+			problems = append(problems, problem)
 		}
 	}
 	for _, id := range sortedKeys(nodes) {
-		if !sys[id] {
+		if _, ok := sys[id]; !ok {
 			problems = append(problems, fmt.Sprintf("%s/%s has no sysfs entry %s/%s", device.DevDir, id, device.ClassDir, id))
 		}
 	}
@@ -371,6 +344,42 @@ func checkNodes(p Params) Result {
 		detail += fmt.Sprintf(" (%d nodes are plain files: simulated node)", simulated)
 	}
 	return ok(name, "%s", detail)
+}
+
+// lpuEntries returns the entries of dir named like an LPU (lpuN).
+func lpuEntries(dir string) (map[string]fs.DirEntry, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]fs.DirEntry{}
+	for _, e := range entries {
+		if _, err := device.ParseID(e.Name()); err == nil {
+			out[e.Name()] = e
+		}
+	}
+	return out, nil
+}
+
+// nodeProblem compares the device number of the character node of id with
+// its sysfs dev file; "" when they agree.
+func nodeProblem(root, class, id string) string {
+	want, err := os.ReadFile(filepath.Join(class, id, "dev"))
+	if err != nil {
+		return fmt.Sprintf("%s: read dev: %v", id, err)
+	}
+	ma, mi, err := device.ParseDev(strings.TrimSpace(string(want)))
+	if err != nil {
+		return fmt.Sprintf("%s: %v", id, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(root, device.DevDir, id), &st); err != nil {
+		return fmt.Sprintf("%s: %v", id, err)
+	}
+	if gotMa, gotMi := int64(unix.Major(st.Rdev)), int64(unix.Minor(st.Rdev)); gotMa != ma || gotMi != mi {
+		return fmt.Sprintf("%s/%s is %d:%d but sysfs says %d:%d", device.DevDir, id, gotMa, gotMi, ma, mi)
+	}
+	return ""
 }
 
 // checkDiscoveredNodes is checkNodes for the PCI backends: discovery

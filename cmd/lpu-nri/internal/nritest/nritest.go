@@ -16,7 +16,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	nrilog "github.com/containerd/nri/pkg/log"
 
-	"github.com/hyperaccel/lpu-node/internal/sockettest"
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 )
 
 // Runtime is a fake container runtime around a real NRI adaptation.
@@ -40,7 +40,7 @@ type Runtime struct {
 // removed when the test ends. It silences NRI's global logger.
 func New(t testing.TB) *Runtime {
 	t.Helper()
-	dir := sockettest.ShortDir(t)
+	dir := daemontest.ShortDir(t)
 	quietOnce.Do(func() { nrilog.Set(quiet{}) })
 	rt := &Runtime{
 		Dir:       dir,

@@ -310,37 +310,57 @@ func (p *Plugin) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Conta
 		return nil, none, refuse(metrics.ReasonNoInventory, "no LPU inventory yet (%v); cannot verify %s", snap.Err, inject.EncodeIDs(ids))
 	}
 	var buf [8]device.Device // a server's ring of 8 fits without a heap copy; more spill over
-	devs := buf[:0]
+	devs, err := p.allocated(snap, ids, buf[:0])
+	if err != nil {
+		return nil, none, err
+	}
+	if err := p.checkHolder(ctx, snap, pod, ctr, alloc); err != nil {
+		return nil, none, err
+	}
+	return inject.ForDevices(devs, snap.DriverVersion(), p.opts).Adjustment(), alloc, nil
+}
+
+// allocated appends the devices of ids to devs (step 4 of Decide): each
+// must be in snap and healthy.
+func (p *Plugin) allocated(snap *inventory.Snapshot, ids []string, devs []device.Device) ([]device.Device, error) {
 	for _, id := range ids {
 		d, ok := snap.Device(id)
 		if !ok {
 			p.store.Kick() // the inventory may be behind the device plugin's
-			return nil, none, refuse(metrics.ReasonUnknownDevice, "allocated device %q is not on this node (known: %d LPUs)", id, len(snap.Inventory.Devices))
+			return nil, refuse(metrics.ReasonUnknownDevice, "allocated device %q is not on this node (known: %d LPUs)", id, len(snap.Inventory.Devices))
 		}
 		if !d.Health.Healthy {
-			return nil, none, refuse(metrics.ReasonUnhealthyDevice, "allocated device %s is unhealthy: %s", id, d.Health.Reason)
+			return nil, refuse(metrics.ReasonUnhealthyDevice, "allocated device %s is unhealthy: %s", id, d.Health.Reason)
 		}
 		devs = append(devs, *d)
 	}
+	return devs, nil
+}
+
+// checkHolder runs steps 5 to 7 of Decide for a verified allocation: the
+// kubelet's PodResources, the nodes the container already carries, and
+// the ledger.
+func (p *Plugin) checkHolder(ctx context.Context, snap *inventory.Snapshot, pod *api.PodSandbox, ctr *api.Container, alloc inject.Allocation) error {
+	ids := alloc.IDs
 	if p.check != nil {
 		cctx, cancel := context.WithTimeout(ctx, p.checkTimeout)
 		err := p.check.Check(cctx, pod.GetNamespace(), pod.GetName(), ctr.GetName(), ids)
 		cancel()
 		if err != nil {
-			return nil, none, refuse(metrics.ReasonPodResources, "kubelet pod resources check: %w", err)
+			return refuse(metrics.ReasonPodResources, "kubelet pod resources check: %w", err)
 		}
 	}
 	if len(ctr.GetLinux().GetDevices()) > 0 || len(ctr.GetLinux().GetResources().GetDevices()) > 0 {
 		if err := p.checkCarried(snap, pod, ctr, ids); err != nil {
-			return nil, none, err
+			return err
 		}
 	}
 	if p.ledger != nil && alloc.ID != "" {
 		if err := p.claimAllocation(alloc.ID, pod.GetUid()); err != nil {
-			return nil, none, refuse(metrics.ReasonReplayed, "allocation %s of pod %s/%s: %w", alloc.ID, pod.GetNamespace(), pod.GetName(), err)
+			return refuse(metrics.ReasonReplayed, "allocation %s of pod %s/%s: %w", alloc.ID, pod.GetNamespace(), pod.GetName(), err)
 		}
 	}
-	return inject.ForDevices(devs, snap.DriverVersion(), p.opts).Adjustment(), alloc, nil
+	return nil
 }
 
 // claimUIDs returns the claim UIDs of the container's lpu-dra CDI devices

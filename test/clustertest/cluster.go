@@ -140,6 +140,9 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
+// start writes the PKI, then starts etcd, kube-apiserver and, as opts
+// asks, the controller-manager and the scheduler, each ready before the
+// next.
 func (c *Cluster) start(ctx context.Context, opts Options) error {
 	pki, logs := filepath.Join(c.Dir, "pki"), filepath.Join(c.Dir, "logs")
 	for _, d := range []string{pki, logs} {
@@ -157,10 +160,31 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if err := c.writePKI(pki); err != nil {
 		return err
 	}
+	etcdURL, err := c.startEtcd(ctx, opts, logs, etcdClient, etcdPeer)
+	if err != nil {
+		return err
+	}
+	if err := c.startAPIServer(ctx, opts, pki, logs, etcdURL, apiPort); err != nil {
+		return err
+	}
+	if opts.ControllerManager {
+		if err := c.startControllerManager(ctx, opts, pki, logs, cmPort); err != nil {
+			return err
+		}
+	}
+	if opts.Scheduler {
+		if err := c.startScheduler(ctx, opts, logs, schedPort); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
+// startEtcd starts etcd on the two ports and returns its client URL.
+func (c *Cluster) startEtcd(ctx context.Context, opts Options, logs string, clientPort, peerPort int) (string, error) {
 	// etcd: loopback, plain HTTP, no fsync: state lives only as long as the test.
-	etcdURL := "http://" + hostPort(etcdClient)
-	peerURL := "http://" + hostPort(etcdPeer)
+	etcdURL := "http://" + hostPort(clientPort)
+	peerURL := "http://" + hostPort(peerPort)
 	etcdArgs := []string{
 		"--name", "clustertest", "--data-dir", filepath.Join(c.Dir, "etcd"),
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
@@ -171,9 +195,14 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if err := c.launch(ctx, opts, "etcd", opts.Binaries.Etcd, logs, etcdArgs, func(ctx context.Context) error {
 		return etcdHealthy(ctx, etcdURL)
 	}); err != nil {
-		return err
+		return "", err
 	}
+	return etcdURL, nil
+}
 
+// startAPIServer starts kube-apiserver on apiPort against etcdURL and
+// waits until it is ready.
+func (c *Cluster) startAPIServer(ctx context.Context, opts Options, pki, logs, etcdURL string, apiPort int) error {
 	apiArgs := []string{
 		"--etcd-servers", etcdURL,
 		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(apiPort),
@@ -196,7 +225,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("admin client: %w", err)
 	}
-	if err := c.launch(ctx, opts, "kube-apiserver", opts.Binaries.KubeAPIServer, logs, append(apiArgs, opts.APIServerFlags...), func(ctx context.Context) error {
+	return c.launch(ctx, opts, "kube-apiserver", opts.Binaries.KubeAPIServer, logs, append(apiArgs, opts.APIServerFlags...), func(ctx context.Context) error {
 		b, err := admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err != nil {
 			return err
@@ -205,46 +234,42 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 			return fmt.Errorf("readyz: %q", b)
 		}
 		return nil
-	}); err != nil {
+	})
+}
+
+// startControllerManager starts kube-controller-manager on cmPort.
+func (c *Cluster) startControllerManager(ctx context.Context, opts Options, pki, logs string, cmPort int) error {
+	kc, err := c.componentKubeconfig("system:kube-controller-manager")
+	if err != nil {
 		return err
 	}
+	args := []string{
+		"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
+		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(cmPort),
+		"--leader-elect=false", "--use-service-account-credentials=true",
+		"--service-account-private-key-file", filepath.Join(pki, "sa.key"),
+		"--root-ca-file", c.CAFile,
+		"--cluster-signing-cert-file", c.CAFile,
+		"--cluster-signing-key-file", filepath.Join(pki, "ca.key"),
+		"--profiling=false",
+	}
+	return c.launch(ctx, opts, "kube-controller-manager", opts.Binaries.KubeControllerManager, logs,
+		append(args, opts.ControllerManagerFlags...), func(ctx context.Context) error { return healthz(ctx, cmPort) })
+}
 
-	if opts.ControllerManager {
-		kc, err := c.componentKubeconfig("system:kube-controller-manager")
-		if err != nil {
-			return err
-		}
-		args := []string{
-			"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
-			"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(cmPort),
-			"--leader-elect=false", "--use-service-account-credentials=true",
-			"--service-account-private-key-file", filepath.Join(pki, "sa.key"),
-			"--root-ca-file", c.CAFile,
-			"--cluster-signing-cert-file", c.CAFile,
-			"--cluster-signing-key-file", filepath.Join(pki, "ca.key"),
-			"--profiling=false",
-		}
-		if err := c.launch(ctx, opts, "kube-controller-manager", opts.Binaries.KubeControllerManager, logs,
-			append(args, opts.ControllerManagerFlags...), func(ctx context.Context) error { return healthz(ctx, cmPort) }); err != nil {
-			return err
-		}
+// startScheduler starts kube-scheduler on schedPort.
+func (c *Cluster) startScheduler(ctx context.Context, opts Options, logs string, schedPort int) error {
+	kc, err := c.componentKubeconfig("system:kube-scheduler")
+	if err != nil {
+		return err
 	}
-	if opts.Scheduler {
-		kc, err := c.componentKubeconfig("system:kube-scheduler")
-		if err != nil {
-			return err
-		}
-		args := []string{
-			"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
-			"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(schedPort),
-			"--leader-elect=false", "--profiling=false",
-		}
-		if err := c.launch(ctx, opts, "kube-scheduler", opts.Binaries.KubeScheduler, logs,
-			append(args, opts.SchedulerFlags...), func(ctx context.Context) error { return healthz(ctx, schedPort) }); err != nil {
-			return err
-		}
+	args := []string{
+		"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
+		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(schedPort),
+		"--leader-elect=false", "--profiling=false",
 	}
-	return nil
+	return c.launch(ctx, opts, "kube-scheduler", opts.Binaries.KubeScheduler, logs,
+		append(args, opts.SchedulerFlags...), func(ctx context.Context) error { return healthz(ctx, schedPort) })
 }
 
 // writePKI makes the CA, the apiserver's serving certificate, the
