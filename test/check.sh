@@ -11,6 +11,7 @@ export PATH
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 STATICCHECK_VERSION=v0.8.2
 GOLANGCI_LINT_VERSION=v2.15.0
+DEADCODE_VERSION=v0.52.0 # golang.org/x/tools
 # FUZZTIME, when set, overrides every target's budget (e.g. 30s or 1000x).
 FUZZTIME=${FUZZTIME:-}
 
@@ -24,6 +25,7 @@ do_tools() {
     *) log "installing golangci-lint $GOLANGCI_LINT_VERSION"
        go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION" ;;
   esac
+  command -v deadcode >/dev/null || { log "installing deadcode $DEADCODE_VERSION"; go install "golang.org/x/tools/cmd/deadcode@$DEADCODE_VERSION"; }
   command -v shellcheck >/dev/null || {
     log "installing shellcheck"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null
@@ -42,7 +44,18 @@ do_lint() {
   log "go vet"; go vet ./...
   log "staticcheck"; staticcheck ./...
   log "golangci-lint (.golangci.yml)"; golangci-lint run --allow-parallel-runners ./...
+  log "deadcode (no unreachable production function)"; do_deadcode
   log "shellcheck"; git ls-files -z '*.sh' .ci/run | xargs -0 shellcheck
+}
+
+# Every production function is reachable from a main. The test-helper
+# packages (the kubelet's and the runtime's sides, daemontest, clustertest,
+# devicemetricstest) are reachable from tests only, by design.
+do_deadcode() {
+  local dead
+  dead=$(deadcode ./cmd/... ./deploy/... ./test/... |
+    grep -vE '^(cmd/[^/]+/internal/[a-z]+test|internal/[a-z]+test|internal/[a-z]+/[a-z]+test|test/clustertest)/' || true)
+  if [ -n "$dead" ]; then printf 'unreachable production functions:\n%s\n' "$dead" >&2; return 1; fi
 }
 
 do_unit() {

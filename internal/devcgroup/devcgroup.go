@@ -112,15 +112,26 @@ func Admitted(rules []Rule, major, minor int64) Access {
 	return exceptions(rules, major, minor) | lastWins(rules, major, minor)
 }
 
+// exception is one cgroup v1 exception: exact type and numbers (either a
+// wildcard) and the access it grants against the default policy.
+type exception struct {
+	major, minor int64
+	access       Access
+}
+
+// matching is the exception's access when it matches major:minor, else 0.
+func (e exception) matching(major, minor int64) Access {
+	if (e.major == wildcard || e.major == major) && (e.minor == wildcard || e.minor == minor) {
+		return e.access
+	}
+	return 0
+}
+
 // exceptions evaluates rules as cgroup v1 does: a default policy and a list
 // of exceptions keyed by exact type and numbers; a rule against the policy
 // adds its access to its key, a rule with the policy removes it from that
 // key only.
 func exceptions(rules []Rule, major, minor int64) Access {
-	type exception struct {
-		major, minor int64
-		access       Access
-	}
 	allowAll := false
 	var buf [16]exception // a handful of rules: a slice beats a map
 	ex := buf[:0]
@@ -166,9 +177,7 @@ func exceptions(rules []Rule, major, minor int64) Access {
 	}
 	var matching Access
 	for _, e := range ex {
-		if (e.major == wildcard || e.major == major) && (e.minor == wildcard || e.minor == minor) {
-			matching |= e.access
-		}
+		matching |= e.matching(major, minor)
 	}
 	if allowAll {
 		return All &^ matching // a deny exception matching an access denies it

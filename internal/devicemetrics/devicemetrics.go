@@ -2,7 +2,6 @@ package devicemetrics
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"runtime"
 	"slices"
@@ -216,16 +215,3 @@ func (c *Collector) note(source string, err error) {
 }
 
 // Names returns the sorted names of the metric families g gathers now
-// (the series a registry exports, for docs and the chart's tests).
-func Names(g prometheus.Gatherer) ([]string, error) {
-	fams, err := g.Gather()
-	if err != nil {
-		return nil, fmt.Errorf("gather: %w", err)
-	}
-	names := make([]string, 0, len(fams))
-	for _, f := range fams {
-		names = append(names, f.GetName())
-	}
-	slices.Sort(names)
-	return names, nil
-}

@@ -3,6 +3,7 @@ package devicemetrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -184,4 +185,18 @@ func exposition(t *testing.T, reg *prometheus.Registry) string {
 		}
 	}
 	return b.String()
+}
+
+// (the series a registry exports, for docs and the chart's tests).
+func Names(g prometheus.Gatherer) ([]string, error) {
+	fams, err := g.Gather()
+	if err != nil {
+		return nil, fmt.Errorf("gather: %w", err)
+	}
+	names := make([]string, 0, len(fams))
+	for _, f := range fams {
+		names = append(names, f.GetName())
+	}
+	slices.Sort(names)
+	return names, nil
 }

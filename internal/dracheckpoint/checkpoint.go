@@ -128,25 +128,8 @@ func Parse(data []byte) (*State, error) {
 		if _, dup := s.Claims[c.UID]; dup {
 			return nil, fmt.Errorf("claim %s listed twice", c.UID)
 		}
-		if len(c.LPUs) == 0 || len(c.Devices) == 0 {
-			return nil, fmt.Errorf("claim %s: no devices or LPUs", c.UID)
-		}
-		for _, id := range c.LPUs {
-			if _, err := device.ParseID(id); err != nil {
-				return nil, fmt.Errorf("claim %s: %w", c.UID, err)
-			}
-			if prev, ok := owner[id]; ok {
-				return nil, fmt.Errorf("claim %s: %s is also held by claim %s", c.UID, id, prev)
-			}
-			owner[id] = c.UID
-		}
-		for j, d := range c.Devices {
-			if d.Pool == "" || d.Device == "" {
-				return nil, fmt.Errorf("claim %s device %d: empty pool or device name", c.UID, j)
-			}
-		}
-		if c.CDIDevice == "" || c.SpecName == "" || c.SpecName != filepath.Base(c.SpecName) || c.SpecName == "." || c.SpecName == ".." {
-			return nil, fmt.Errorf("claim %s: bad cdi device %q or spec name %q", c.UID, c.CDIDevice, c.SpecName)
+		if err := checkClaim(c, owner); err != nil {
+			return nil, err
 		}
 		if len(c.Pods) == 0 {
 			c.Pods = nil // "pods": [] and no pods are the same state
@@ -154,6 +137,32 @@ func Parse(data []byte) (*State, error) {
 		s.Claims[c.UID] = c
 	}
 	return s, nil
+}
+
+// checkClaim checks one claim's devices, LPUs and CDI names; owner maps
+// each LPU seen so far to its claim, so no LPU is held twice.
+func checkClaim(c Claim, owner map[string]string) error {
+	if len(c.LPUs) == 0 || len(c.Devices) == 0 {
+		return fmt.Errorf("claim %s: no devices or LPUs", c.UID)
+	}
+	for _, id := range c.LPUs {
+		if _, err := device.ParseID(id); err != nil {
+			return fmt.Errorf("claim %s: %w", c.UID, err)
+		}
+		if prev, ok := owner[id]; ok {
+			return fmt.Errorf("claim %s: %s is also held by claim %s", c.UID, id, prev)
+		}
+		owner[id] = c.UID
+	}
+	for j, d := range c.Devices {
+		if d.Pool == "" || d.Device == "" {
+			return fmt.Errorf("claim %s device %d: empty pool or device name", c.UID, j)
+		}
+	}
+	if c.CDIDevice == "" || c.SpecName == "" || c.SpecName != filepath.Base(c.SpecName) || c.SpecName == "." || c.SpecName == ".." {
+		return fmt.Errorf("claim %s: bad cdi device %q or spec name %q", c.UID, c.CDIDevice, c.SpecName)
+	}
+	return nil
 }
 
 // Marshal encodes s, claims sorted by UID so equal states give equal bytes.

@@ -35,8 +35,11 @@ func Example() {
 	// [[lpu0 lpu1 lpu2 lpu3] [lpu4 lpu5 lpu6 lpu7]] 2.1.0-sim
 }
 
-// The network table format: links between neighbours, in any order.
-func ExampleParseNetworkTable() {
+// The network table format: links between neighbours, in any order; the
+// resolver maps each token to an LPU index (discovery also accepts PCI
+// addresses).
+func ExampleParseNetworkTableFunc() {
+	byID := func(tok string) (int, error) { return device.ParseID(tok) }
 	table := []byte(`# two rings
 lpu3 lpu2
 lpu0 lpu3   # links are undirected
@@ -44,14 +47,14 @@ lpu1 lpu0
 lpu2 lpu1
 lpu4 lpu5   # a ring of two: one link
 `)
-	nt, err := device.ParseNetworkTable("/etc/lpu/network.table", table)
+	nt, err := device.ParseNetworkTableFunc("/etc/lpu/network.table", table, byID)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Println(nt.Rings)
 
-	_, err = device.ParseNetworkTable("/etc/lpu/network.table", []byte("lpu0 lpu1\nlpu1 lpu2\n"))
+	_, err = device.ParseNetworkTableFunc("/etc/lpu/network.table", []byte("lpu0 lpu1\nlpu1 lpu2\n"), byID)
 	fmt.Println(err)
 	// Output:
 	// [[lpu0 lpu1 lpu2 lpu3] [lpu4 lpu5]]

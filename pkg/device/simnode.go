@@ -26,20 +26,11 @@ func simRings(n int) int {
 	return r
 }
 
-// SimulateNode writes the simulated node of n LPUs (SimSpecFor) at
-// SimulatedRoot(stateDir) and returns that root, the discovery root a
-// daemon run with --simulate n uses. It is idempotent like Simulate.
-func SimulateNode(stateDir string, n int) (root string, err error) {
-	root = SimulatedRoot(stateDir)
-	if err := Simulate(root, SimSpecFor(n)); err != nil {
-		return "", fmt.Errorf("simulate %d LPUs: %w", n, err)
-	}
-	return root, nil
-}
-
-// SimulateBackendNode is SimulateNode for a discovery backend: the node of
-// n LPUs (SimSpecFor) in backend's layout (BackendLPU, BackendXilinx or
-// BackendPCI; "" is BackendLPU).
+// SimulateBackendNode writes the simulated node of n LPUs (SimSpecFor) in
+// backend's layout (BackendLPU, BackendXilinx or BackendPCI; "" is
+// BackendLPU) at SimulatedRoot(stateDir) and returns that root, the
+// discovery root a daemon run with --simulate n uses. It is idempotent like
+// Simulate.
 func SimulateBackendNode(stateDir string, n int, backend string) (root string, err error) {
 	root = SimulatedRoot(stateDir)
 	spec := SimSpecFor(n)

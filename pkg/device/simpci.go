@@ -76,23 +76,6 @@ func simRingOrder(perRing int) []int {
 	return order
 }
 
-// SimXilinxRings are the rings, as LPU IDs, of the simulated Orion node
-// with this many devices and rings (what its network table describes), in
-// the canonical order discovery returns: each from its first card toward
-// its lower-indexed neighbour (0 1 3 5 7 6 4 2 for a ring of eight).
-func SimXilinxRings(devices, rings int) [][]string {
-	per := devices / rings
-	out := make([][]string, rings)
-	for r := range out {
-		order := simRingOrder(per)
-		out[r] = append(out[r], ID(r*per+order[0]))
-		for i := len(order) - 1; i > 0; i-- {
-			out[r] = append(out[r], ID(r*per+order[i]))
-		}
-	}
-	return out
-}
-
 // simulateXilinx writes an Orion node: spec.Devices Alveo U55C cards under
 // /sys/bus/pci/devices (management function .0 with mgmt_pf, instance and
 // xrt_mgmt/xclmgmt<instance>/dev; user function .1 with user_pf, ready,

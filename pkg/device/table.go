@@ -21,9 +21,6 @@ type NetworkTable struct {
 	lines map[string]int
 }
 
-// Line returns the first line of the table that names id, or 0.
-func (t *NetworkTable) Line(id string) int { return t.lines[id] }
-
 type link struct{ peer, line int }
 
 // tableEntry is one line of a network table that names LPUs: one token (an
@@ -36,21 +33,6 @@ type tableEntry struct {
 // Resolver maps a network table token to an LPU index; its error says why
 // the token names no LPU (it is quoted in the error about that line).
 type Resolver func(token string) (int, error)
-
-// ParseNetworkTable parses a network table (format in the package
-// documentation) whose tokens are LPU IDs. name is the table's host path,
-// used in errors; every error about a line names that line. On success
-// every LPU in the table is on exactly one ring and consecutive LPUs of a
-// ring (and its last and first) are linked in the table.
-func ParseNetworkTable(name string, data []byte) (*NetworkTable, error) {
-	return ParseNetworkTableFunc(name, data, func(tok string) (int, error) {
-		idx, err := ParseID(tok)
-		if err != nil {
-			return 0, fmt.Errorf("%q is not an LPU ID (want %sN)", clip(tok), IDPrefix)
-		}
-		return idx, nil
-	})
-}
 
 // ParseNetworkTableFunc is ParseNetworkTable with the tokens resolved by
 // resolve: discovery passes one that accepts LPU IDs and the PCI address
