@@ -52,7 +52,7 @@ func TestSimulatedClaimMountsStayInTree(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	mon := health.New(n.Discoverer, n.HealthOptions())
-	go mon.Run(ctx)
+	go func() { _ = mon.Run(ctx) }()
 	<-mon.Ready()
 	drv, err := driver.New(mon, driverOptions(n, "node-a", nil, nil, nil))
 	if err != nil {
