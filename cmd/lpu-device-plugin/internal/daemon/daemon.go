@@ -12,6 +12,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/plugin"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/health"
+	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 	"github.com/hyperaccel/lpu-node/internal/nfd"
 	"github.com/hyperaccel/lpu-node/internal/node"
 	"github.com/hyperaccel/lpu-node/internal/nodemode"
@@ -134,7 +135,7 @@ func serve(ctx context.Context, cfg *config.Config, mon *health.Monitor, plug *p
 
 // Healthz passes while the plugin is registered and the kubelet holds a
 // ListAndWatch stream.
-func Healthz(p *plugin.Plugin) metrics.Check {
+func Healthz(p *plugin.Plugin) metricsserver.Check {
 	return func() error {
 		switch {
 		case !p.Registered():
@@ -148,7 +149,7 @@ func Healthz(p *plugin.Plugin) metrics.Check {
 
 // Readyz passes once devices were discovered and the last discovery
 // succeeded.
-func Readyz(m *health.Monitor) metrics.Check {
+func Readyz(m *health.Monitor) metricsserver.Check {
 	return func() error {
 		select {
 		case <-m.Ready():

@@ -100,23 +100,20 @@ func (m *Metrics) AllocateDuration(d time.Duration) { m.allocate.Observe(d.Secon
 // Registered counts one successful registration.
 func (m *Metrics) Registered() { m.registrations.Inc() }
 
-// Check is a health condition: nil when it holds, else why not.
-type Check = metricsserver.Check
-
 // Handler serves /metrics, /healthz and /readyz: each probe answers 200
 // "ok" while its check passes, else 503 with the reason.
-func (m *Metrics) Handler(healthz, readyz Check) http.Handler {
+func (m *Metrics) Handler(healthz, readyz metricsserver.Check) http.Handler {
 	return metricsserver.Handler(m.Registry, healthz, readyz)
 }
 
 // Serve listens on addr and serves Handler until ctx ends. An empty addr
 // disables the endpoint: Serve then waits for ctx.
-func (m *Metrics) Serve(ctx context.Context, addr string, healthz, readyz Check, log *slog.Logger) error {
+func (m *Metrics) Serve(ctx context.Context, addr string, healthz, readyz metricsserver.Check, log *slog.Logger) error {
 	return metricsserver.Serve(ctx, addr, m.Handler(healthz, readyz), log)
 }
 
 // ServeListener is Serve on an open listener (tests use 127.0.0.1:0).
-func (m *Metrics) ServeListener(ctx context.Context, ln net.Listener, healthz, readyz Check, log *slog.Logger) error {
+func (m *Metrics) ServeListener(ctx context.Context, ln net.Listener, healthz, readyz metricsserver.Check, log *slog.Logger) error {
 	return metricsserver.ServeListener(ctx, ln, m.Handler(healthz, readyz), log)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/internal/devicemetrics/devicemetricstest"
 	"github.com/hyperaccel/lpu-node/internal/health"
+	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 
@@ -21,7 +22,7 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/podresources/podresourcestest"
 )
 
-func serve(t *testing.T, m *Metrics, healthz, readyz Check) string {
+func serve(t *testing.T, m *Metrics, healthz, readyz metricsserver.Check) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
