@@ -22,17 +22,7 @@ import (
 // telemetry file, lpu1's power file removed.
 func monitor(t *testing.T, n int) (*health.Monitor, *device.Sysfs) {
 	t.Helper()
-	rows := make([]devicetest.Row, n)
-	for i := range rows {
-		rows[i] = devicetest.Row{Index: i, Files: map[string]string{
-			device.AttrUtilization: strconv.Itoa(10*i) + "\n",
-			device.AttrMemoryUsed:  "1024\n",
-			device.AttrMemoryTotal: "17179869184\n",
-			device.AttrTemperature: "45500\n",
-			device.AttrPower:       "75000000\n",
-		}}
-	}
-	root := devicetest.NewTree(t, rows...)
+	root := devicetest.NewTree(t, devicetest.TelemetryRows(n)...)
 	devicetest.RemoveAttr(t, root, "lpu1", device.AttrPower)
 	sysfs := device.NewSysfs(root)
 	mon := health.New(sysfs, health.Options{ResyncInterval: time.Hour})

@@ -56,6 +56,22 @@ const Firmware = "0.9.0-test"
 // Model is the model attribute NewTree writes.
 const Model = "LPU Test Card"
 
+// TelemetryRows are n rows whose LPUs report every telemetry file:
+// utilisation 10·index %, 1 KiB of 16 GiB memory used, 45.5 °C, 75 W.
+func TelemetryRows(n int) []Row {
+	rows := make([]Row, n)
+	for i := range rows {
+		rows[i] = Row{Index: i, Files: map[string]string{
+			device.AttrUtilization: strconv.Itoa(10*i) + "\n",
+			device.AttrMemoryUsed:  "1024\n",
+			device.AttrMemoryTotal: "17179869184\n",
+			device.AttrTemperature: "45500\n",
+			device.AttrPower:       "75000000\n",
+		}}
+	}
+	return rows
+}
+
 // NewTree writes one device per row under a new t.TempDir() and returns that
 // directory, the root to discover under. It always creates /sys/class/lpu
 // (empty without rows), /dev and the driver version. Its device nodes are

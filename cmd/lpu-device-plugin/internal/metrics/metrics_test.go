@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -41,17 +40,7 @@ func serve(t *testing.T, m *Metrics, healthz, readyz metricsserver.Check) string
 }
 
 func TestDeviceMetrics(t *testing.T) {
-	rows := make([]devicetest.Row, 8)
-	for i := range rows {
-		rows[i] = devicetest.Row{Index: i, Files: map[string]string{
-			device.AttrUtilization: strconv.Itoa(10*i) + "\n",
-			device.AttrMemoryUsed:  "1024\n",
-			device.AttrMemoryTotal: "17179869184\n",
-			device.AttrTemperature: "45500\n",
-			device.AttrPower:       "75000000\n",
-		}}
-	}
-	root := devicetest.NewTree(t, rows...)
+	root := devicetest.NewTree(t, devicetest.TelemetryRows(8)...)
 	devicetest.RemoveAttr(t, root, "lpu7", device.AttrPower)
 	sysfs := device.NewSysfs(root)
 	mon := health.New(sysfs, health.Options{ResyncInterval: time.Hour, ProbeInterval: 10 * time.Millisecond})
