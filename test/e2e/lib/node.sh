@@ -323,6 +323,16 @@ version = 3
           BinaryName = "/usr/sbin/runc"
           SystemdCgroup = false
           Root = "$BASE/runc-$n"
+      # security rule 7: a privileged pod on this handler gets no host
+      # device nodes but an allow-all device cgroup (run.sh security, nodev)
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nodev]
+        runtime_type = "io.containerd.runc.v2"
+        privileged_without_host_devices = true
+        privileged_without_host_devices_all_devices_allowed = true
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nodev.options]
+          BinaryName = "/usr/sbin/runc"
+          SystemdCgroup = false
+          Root = "$BASE/runc-$n"
     [plugins.'io.containerd.cri.v1.runtime'.cni]
       bin_dirs = ["$d/cni/bin"]
       conf_dir = "$d/cni/net.d"

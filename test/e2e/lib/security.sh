@@ -66,6 +66,43 @@ sec_sandbox() {
   cri runp "$f"
 }
 
+# sec_nodev_sandbox NAME: a privileged pod sandbox on the nodev runtime
+# handler (privileged_without_host_devices + ..._all_devices_allowed);
+# prints its ID.
+sec_nodev_sandbox() {
+  local name=$1 f=$SEC_DIR/$1.pod.json
+  mkdir -p "$SEC_DIR/logs"
+  jq -n --arg n "$name" --arg uid "sec-$name-$CGNAME" --arg logs "$SEC_DIR/logs" --arg cg "/$CGNAME/sec-$name" \
+    '{metadata: {name: $n, namespace: "default", uid: $uid, attempt: 0},
+      log_directory: $logs, annotations: {},
+      linux: {cgroup_parent: $cg, security_context: {privileged: true, namespace_options: {network: 2, pid: 1, ipc: 0}}}}' >"$f"
+  cri runp --runtime nodev "$f"
+}
+
+# sec_nodev: rule 7 on the real containerd. A privileged container on the
+# nodev handler carries no LPU node, but its device cgroup admits every
+# device (with CAP_MKNOD it could make /dev/lpuN itself): lpu-nri refuses it
+# (device-cgroup), nothing is created.
+sec_nodev() {
+  local sb f=$SEC_DIR/nodev.ctr.json before c
+  sb=$(sec_nodev_sandbox nodevpod) || { sec_nok "nodev: privileged sandbox on the nodev handler" "runp failed"; return; }
+  jq -n --arg img "$IMG:busybox" '{metadata: {name: "nodev", attempt: 0}, image: {image: $img},
+    command: ["/bin/sleep", "600"], log_path: "nodev.log", linux: {security_context: {privileged: true}}}' >"$f"
+  before=$(refusals device-cgroup)
+  if crictl --config "$BASE/ctd-$CTD/crictl.yaml" create "$sb" "$f" "$SEC_DIR/nodevpod.pod.json" >"$SEC_DIR/nodev.id" 2>"$SEC_DIR/nodev.err"; then
+    c=$(cat "$SEC_DIR/nodev.id")
+    sec_nok "nodev: a privileged container with no LPU node but an allow-all device cgroup is refused" \
+      "created $c; its devices.allow: $(cri inspect "$c" | jq -c '.info.runtimeSpec.linux.resources.devices' 2>/dev/null | cut -c1-120)"
+    cri rm -f "$c" >/dev/null
+  elif wait_for 3 refused_since device-cgroup "$before"; then
+    sec_ok "nodev: a privileged container on privileged_without_host_devices(_all_devices_allowed) (no LPU node, allow-all device cgroup) is refused (device-cgroup), nothing created"
+  else
+    sec_nok "nodev: refused as device-cgroup" "refusals{device-cgroup} stayed $before; runtime said: $(create_err nodev)"
+  fi
+  cri stopp "$sb" >/dev/null
+  cri rmp -f "$sb" >/dev/null
+}
+
 # sec_create SANDBOX-ID POD-NAME NAME ANNOTATIONS-JSON: create (and start) a
 # container carrying ANNOTATIONS as container annotations. Prints the
 # container ID; on refusal returns 1 (create_err NAME has the message).
@@ -278,6 +315,7 @@ sec_crictl() {
   cri stopp "$sb" >/dev/null
   cri rmp -f "$sb" >/dev/null
 
+  sec_nodev
   sec_gate
   kubelet_start a
   wait_for 20 kubelet_saw_registration || sec_nok "device plugin re-registers after the crictl cases" "$(tail -3 "$LOGS/lpu-device-plugin.log")"
