@@ -1,7 +1,7 @@
 // Package daemontest holds the helpers the daemons' tests share: a free
 // loopback address for a metrics endpoint, a directory short enough for
 // unix sockets, polling until a condition holds, and reading samples from
-// a /metrics page.
+// a /metrics page, and running a part in the background for one test.
 //
 //	sock := filepath.Join(daemontest.ShortDir(t), "kubelet.sock")
 //	addr := daemontest.FreeAddr(t)
@@ -14,6 +14,7 @@
 package daemontest
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -23,6 +24,22 @@ import (
 	"testing"
 	"time"
 )
+
+// Run runs run (a health monitor's Run, a plugin's) in the background
+// until the test ends; then it cancels run's context and fails the test
+// when run returned an error.
+func Run(t testing.TB, run func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+}
 
 // Eventually polls cond every 10 ms until it holds, failing the test with
 // what when it does not within the given time.

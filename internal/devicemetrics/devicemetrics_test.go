@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -26,15 +27,7 @@ func monitor(t *testing.T, n int) (*health.Monitor, *device.Sysfs) {
 	devicetest.RemoveAttr(t, root, "lpu1", device.AttrPower)
 	sysfs := device.NewSysfs(root)
 	mon := health.New(sysfs, health.Options{ResyncInterval: time.Hour})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mon.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	daemontest.Run(t, mon.Run)
 	<-mon.Ready()
 	return mon, sysfs
 }
@@ -114,15 +107,7 @@ func TestCollector(t *testing.T) {
 func TestDevicesFollowHealth(t *testing.T) {
 	root := devicetest.NewTree(t, devicetest.Row{Index: 0})
 	mon := health.New(device.NewSysfs(root), health.Options{ResyncInterval: time.Hour, ProbeInterval: 10 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mon.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	daemontest.Run(t, mon.Run)
 	<-mon.Ready()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(New(Options{Node: "n1", Devices: mon}))

@@ -44,15 +44,7 @@ func TestDeviceMetrics(t *testing.T) {
 	devicetest.RemoveAttr(t, root, "lpu7", device.AttrPower)
 	sysfs := device.NewSysfs(root)
 	mon := health.New(sysfs, health.Options{ResyncInterval: time.Hour, ProbeInterval: 10 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mon.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	daemontest.Run(t, mon.Run)
 	<-mon.Ready()
 
 	sock := filepath.Join(daemontest.ShortDir(t), "pr.sock")
@@ -136,15 +128,7 @@ func TestPodResourcesUnavailable(t *testing.T) {
 	root := devicetest.NewTree(t, devicetest.Row{Index: 0, Files: map[string]string{device.AttrUtilization: "12\n"}})
 	sysfs := device.NewSysfs(root)
 	mon := health.New(sysfs, health.Options{ResyncInterval: time.Hour})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mon.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	daemontest.Run(t, mon.Run)
 	<-mon.Ready()
 	holders := podresources.New(filepath.Join(daemontest.ShortDir(t), "absent.sock"), "hyperaccel.ai/lpu")
 	defer holders.Close()
@@ -173,15 +157,7 @@ func TestOrionTelemetry(t *testing.T) {
 	}
 	sysfs := device.NewSysfs(root, device.WithDiscovery(device.Discovery{Backend: device.BackendXilinx}))
 	mon := health.New(sysfs, health.Options{ResyncInterval: time.Hour})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mon.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	daemontest.Run(t, mon.Run)
 	<-mon.Ready()
 	holders := podresources.New(filepath.Join(daemontest.ShortDir(t), "absent.sock"), "hyperaccel.ai/lpu")
 	defer holders.Close()
