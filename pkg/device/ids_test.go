@@ -3,6 +3,7 @@ package device_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,14 +128,14 @@ func TestXilinxIDsStableOverRescans(t *testing.T) {
 	card1 := device.SimXilinxAddress(1)
 	for round := 0; round < 3; round++ {
 		unbind(t, root, card1)
-		if got := addresses(t, s); !equalMaps(got, want) {
+		if got := addresses(t, s); !maps.Equal(got, want) {
 			t.Fatalf("round %d, card 1 unbound: IDs %v, want %v", round, got, want)
 		}
 		if h := s.ProbeHealth("lpu1"); h.Healthy || !strings.Contains(h.Reason, "not bound to xocl") {
 			t.Fatalf("round %d: lpu1 unbound but %+v", round, h)
 		}
 		rebind(t, root, 4)
-		if got := addresses(t, s); !equalMaps(got, want) {
+		if got := addresses(t, s); !maps.Equal(got, want) {
 			t.Fatalf("round %d, card 1 rebound: IDs %v, want %v", round, got, want)
 		}
 		if h := s.ProbeHealth("lpu1"); !h.Healthy {
@@ -147,7 +148,7 @@ func TestXilinxIDsStableOverRescans(t *testing.T) {
 	rm(t, fn(root, card1[:10]+".0"))
 	got := addresses(t, xilinx(root, device.WithStateDir(state)))
 	delete(want, "lpu1")
-	if !equalMaps(got, want) {
+	if !maps.Equal(got, want) {
 		t.Fatalf("after a restart without card 1: IDs %v, want %v", got, want)
 	}
 
@@ -181,21 +182,9 @@ func TestXilinxNewCardGetsANewID(t *testing.T) {
 	rebind(t, root, 4)
 	got := addresses(t, s)
 	first["lpu3"] = card0
-	if !equalMaps(got, first) {
+	if !maps.Equal(got, first) {
 		t.Fatalf("after card 0 appeared: %v, want %v", got, first)
 	}
-}
-
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestPCIIDsStableAcrossRestarts: a Bertha function gone from the bus at
@@ -210,7 +199,7 @@ func TestPCIIDsStableAcrossRestarts(t *testing.T) {
 	want := addresses(t, pci())
 	rm(t, fn(root, device.SimPCIAddress(0)))
 	delete(want, "lpu0")
-	if got := addresses(t, pci()); !equalMaps(got, want) {
+	if got := addresses(t, pci()); !maps.Equal(got, want) {
 		t.Fatalf("after a restart without function 0: %v, want %v", got, want)
 	}
 }

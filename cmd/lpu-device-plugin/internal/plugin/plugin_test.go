@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -621,7 +622,7 @@ func TestAllocateStateless(t *testing.T) {
 		return map[string]string{inject.AnnotationDevices: m[inject.AnnotationDevices], inject.AnnotationSeal: m[inject.AnnotationSeal]}
 	}
 	ca, cb := contract(a.ContainerResponses[0].Annotations), contract(b.ContainerResponses[0].Annotations)
-	if !mapsEqual(ca, cb) {
+	if !maps.Equal(ca, cb) {
 		t.Fatalf("answers differ: %v vs %v", ca, cb)
 	}
 	if a.ContainerResponses[0].Annotations[inject.AnnotationAllocation] == b.ContainerResponses[0].Annotations[inject.AnnotationAllocation] {
@@ -637,24 +638,12 @@ func TestAllocateStateless(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := key.AnnotationsWithID([]string{"lpu2", "lpu3"}, a.ContainerResponses[0].Annotations[inject.AnnotationAllocation])
-	if err != nil || !mapsEqual(got, a.ContainerResponses[0].Annotations) {
+	if err != nil || !maps.Equal(got, a.ContainerResponses[0].Annotations) {
 		t.Fatalf("restarted key seals differently: %v, %v", got, err)
 	}
 	if _, err := key.OpenAllocation(a.ContainerResponses[0].Annotations); err != nil {
 		t.Fatalf("replayed annotations do not open after a restart: %v", err)
 	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 func TestAllocateCDI(t *testing.T) {
