@@ -15,8 +15,10 @@ import (
 // one device and checks what discovery makes of it: it never fails for one
 // device's garbage; the device is healthy exactly when dev parses and status
 // is READY or BUSY (after trimming, within the read bound); an unhealthy
-// device has a reason; nothing reported names the discovery root; telemetry
-// either parses into sane ranges or errors naming the host path.
+// device has a reason; a major the tree's /proc/devices does not register
+// to the lpu driver (only DefaultMajor is) is unhealthy; nothing reported
+// names the discovery root; telemetry either parses into sane ranges or
+// errors naming the host path.
 func FuzzDeviceAttributes(f *testing.F) {
 	f.Add("509:0\n", "READY\n", "0\n", "37.5\n", "42000\n")
 	f.Add("509:0", " BUSY ", "-1", "100", "-273150")
@@ -48,7 +50,7 @@ func FuzzDeviceAttributes(f *testing.F) {
 		if devErr == nil && major == 0 {
 			return
 		}
-		want := devErr == nil && len(dev) <= device.MaxAttrBytes && len(status) <= device.MaxAttrBytes &&
+		want := devErr == nil && major == device.DefaultMajor && len(dev) <= device.MaxAttrBytes && len(status) <= device.MaxAttrBytes &&
 			(st == device.StatusReady || st == device.StatusBusy)
 		if d.Health.Healthy != want {
 			t.Fatalf("healthy = %v, want %v (dev %q status %q): %q", d.Health.Healthy, want, dev, status, d.Health.Reason)
