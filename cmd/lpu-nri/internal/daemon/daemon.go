@@ -157,6 +157,7 @@ func pluginConfig(ctx context.Context, p Params, n *node.Node, m *metrics.Metric
 	if err != nil {
 		return plugin.Config{}, err
 	}
+	done.add(func() { led.Close() }) // syncs what the background flush has not yet
 	log.Info("seal key loaded", "path", key.Path(), "node", name, "fingerprint", key.Fingerprint(),
 		"acceptLegacySeals", cfg.Security.AcceptLegacySeals, "ledger", led.Path())
 	store := inventory.New(n.Discoverer, inventory.Options{Interval: cfg.Health.ResyncInterval.Duration, Logger: log})

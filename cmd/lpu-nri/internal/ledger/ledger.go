@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +18,9 @@ import (
 )
 
 // FileName is the ledger's snapshot in the state directory; LogName is
-// its append-only log of the IDs recorded since the last compaction.
+// the append-only log earlier lpu-nri wrote next to it (JSON lines), read
+// once at Open and removed by the next compaction; new records go to the
+// write-ahead log, WALName (wal.go).
 const (
 	FileName = "allocations.json"
 	LogName  = "allocations.log"
@@ -31,11 +34,13 @@ const (
 	// maxFileSize bounds what Open reads of the snapshot: MaxEntries
 	// entries of well under 200 bytes each.
 	maxFileSize = MaxEntries * 256
-	// compactAfter is the log length, in records, that triggers a
-	// compaction; maxLogSize bounds what Open reads of the log (several
-	// failed compactions' worth).
+	// compactAfter is the number of batches in the log that triggers a
+	// compaction; maxLogSize bounds what Open reads of an old log.
 	compactAfter = MaxEntries
 	maxLogSize   = 4 * compactAfter * 512
+	// batchRoom is what a batch of one Claim takes at most in the log, so
+	// a Claim compacts before it checks, not after.
+	batchRoom = 4096
 )
 
 // ErrOtherPod is returned by Claim when the ID belongs to another pod.
@@ -49,15 +54,20 @@ var ErrFull = errors.New("allocation ledger full")
 type entry struct {
 	Pod  string    `json:"pod"`  // UID of the first pod that used the ID
 	Seen time.Time `json:"seen"` // last time that pod was seen using or holding it
+	// seq is the batch that records the ID; it is durable once the
+	// ledger's synced count reaches it (0: loaded from disk).
+	seq uint64
 }
 
-// file is the snapshot's form.
+// file is the snapshot's form. Version 1 is what earlier lpu-nri wrote
+// and read; they ignore WAL.
 type file struct {
 	Version     int              `json:"version"`
+	WAL         uint64           `json:"wal,omitempty"` // generation of the log that follows it
 	Allocations map[string]entry `json:"allocations"`
 }
 
-// record is one line of the log: a new ID and the IDs evicted for it.
+// record is one new ID and the IDs evicted for it, in a log batch.
 type record struct {
 	ID      string    `json:"id"`
 	Pod     string    `json:"pod"`
@@ -65,27 +75,53 @@ type record struct {
 	Evicted []string  `json:"evicted,omitempty"`
 }
 
-// Ledger is safe for concurrent use.
+// Ledger is safe for concurrent use. New IDs are group-committed: each
+// Claim writes its batch into the log under mu, then waits until a
+// fdatasync that started after its write has returned; one caller at a
+// time runs the fdatasync, without mu, for every batch written so far.
 type Ledger struct {
 	mu      sync.Mutex
+	cond    *sync.Cond // on mu: a flush or compaction finished
+	dir     string
 	path    string // snapshot
-	logPath string
+	walPath string
 	entries map[string]entry
 	live    map[string]bool     // pod UIDs known to be running
 	byPod   map[string][]string // pod UID to its IDs
 	order   candidates          // eviction order (evict.go)
-	log     *os.File            // O_APPEND
-	logLen  int                 // records in the log
-	logSize int64               // bytes in the log, to cut a failed append off
-	dirty   bool                // the log may end in a torn line: compact before appending
-	now     func() time.Time
+
+	wal      *os.File // the write-ahead log, walSize bytes
+	gen      uint64   // its generation, the snapshot's WAL field
+	tail     int64    // where the next batch goes
+	batches  int      // batches in the log
+	seq      uint64   // batches written since Open
+	synced   uint64   // batches known durable
+	flushing bool     // a fdatasync runs without mu
+	dirty    bool     // the log cannot be trusted (failed write or sync): compact before using it
+	flushes  uint64   // fdatasyncs run, for the benchmark
+
+	syncOnClaim bool          // Claim waits for its batch's fdatasync
+	kick        chan struct{} // wakes the flusher
+	stop        chan struct{}
+	stopped     sync.WaitGroup
+	now         func() time.Time
 }
 
+// Option changes how Open sets the ledger up.
+type Option func(*Ledger)
+
+// SyncOnClaim makes Claim return only once its record is on disk (one
+// fdatasync per Claim, shared by concurrent Claims), instead of once it is
+// in the log and before SyncPod.
+func SyncOnClaim() Option { return func(l *Ledger) { l.syncOnClaim = true } }
+
 // Open loads the ledger from stateDir (creating the directory 0700 when
-// missing), or starts empty. A file that cannot be read or parsed, or that
-// fails the state checks, is an error naming it: the daemon must not
-// forget which pod holds which allocation silently.
-func Open(stateDir string) (*Ledger, error) {
+// missing), or starts empty, and compacts: the snapshot holds every
+// entry and an empty log of a new generation follows it. A file that
+// cannot be read or parsed, or that fails the state checks, is an error
+// naming it: the daemon must not forget which pod holds which allocation
+// silently.
+func Open(stateDir string, opts ...Option) (*Ledger, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("allocation ledger: create state dir %s: %w", stateDir, err)
 	}
@@ -93,31 +129,33 @@ func Open(stateDir string) (*Ledger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("allocation ledger: %w", err)
 	}
-	l := &Ledger{path: filepath.Join(dir, FileName), logPath: filepath.Join(dir, LogName),
+	removeTemps(dir)
+	l := &Ledger{dir: dir, path: filepath.Join(dir, FileName), walPath: filepath.Join(dir, WALName),
 		entries: map[string]entry{}, live: map[string]bool{}, byPod: map[string][]string{}, now: time.Now}
+	l.cond = sync.NewCond(&l.mu)
+	for _, o := range opts {
+		o(l)
+	}
 	if err := l.loadSnapshot(); err != nil {
 		return nil, err
 	}
-	replayed, torn, err := l.replayLog()
-	if err != nil {
-		return nil, err
-	}
-	f, err := statedir.OpenFile(l.logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("allocation ledger %s: %w", l.logPath, err)
-	}
-	l.log = f
-	if err := atomicfile.SyncDir(dir); err != nil { // the log's name, when it is new
-		f.Close()
-		return nil, fmt.Errorf("allocation ledger: %w", err)
-	}
-	if replayed > 0 || torn {
-		if err := l.compact(); err != nil {
-			f.Close()
+	if l.gen == 0 { // written by an earlier lpu-nri: its log applies
+		if err := l.replayLog(); err != nil {
 			return nil, err
 		}
 	}
+	if err := l.replayWAL(); err != nil {
+		return nil, err
+	}
+	if err := l.compact(); err != nil {
+		return nil, err
+	}
 	l.rebuild()
+	if !l.syncOnClaim {
+		l.kick, l.stop = make(chan struct{}, 1), make(chan struct{})
+		l.stopped.Add(1)
+		go l.flusher()
+	}
 	return l, nil
 }
 
@@ -137,6 +175,7 @@ func (l *Ledger) loadSnapshot() error {
 	if fl.Version != 1 {
 		return fmt.Errorf("allocation ledger %s: version %d, want 1", l.path, fl.Version)
 	}
+	l.gen = fl.WAL
 	for id, e := range fl.Allocations {
 		if e.Pod == "" {
 			return fmt.Errorf("allocation ledger %s: allocation %q has no pod", l.path, id)
@@ -146,30 +185,59 @@ func (l *Ledger) loadSnapshot() error {
 	return nil
 }
 
-// replayLog applies the log's records in order. A last line without its
-// newline is a torn append and is ignored; any other bad line is an error.
-func (l *Ledger) replayLog() (n int, torn bool, err error) {
-	data, err := readState(l.logPath, maxLogSize)
+// replayLog applies the old log's records in order. A last line without
+// its newline is a torn append and is ignored; any other bad line is an
+// error.
+func (l *Ledger) replayLog() error {
+	path := filepath.Join(l.dir, LogName)
+	data, err := readState(path, maxLogSize)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, false, nil
+		return nil
 	}
 	if err != nil {
-		return 0, false, err
+		return err
 	}
 	for line := 1; len(data) > 0; line++ {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
-			return n, true, nil
+			return nil
 		}
 		var r record
 		if err := json.Unmarshal(data[:i], &r); err != nil || r.ID == "" || r.Pod == "" {
-			return n, false, fmt.Errorf("allocation ledger %s: line %d: not a record (%v); remove it to start over", l.logPath, line, err)
+			return fmt.Errorf("allocation ledger %s: line %d: not a record (%v); remove it to start over", path, line, err)
 		}
-		l.apply(r)
-		n++
+		l.apply(r, 0)
 		data = data[i+1:]
 	}
-	return n, false, nil
+	return nil
+}
+
+// replayWAL applies the write-ahead log when its generation is the
+// snapshot's; an older one was folded into the snapshot already (a crash
+// during compaction), a newer one means the snapshot was replaced by an
+// older copy: an error, as records would be lost.
+func (l *Ledger) replayWAL() error {
+	data, err := readState(l.walPath, walSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	w, err := parseWAL(data)
+	if err != nil {
+		return fmt.Errorf("allocation ledger %s: %w (remove it to start over)", l.walPath, err)
+	}
+	switch {
+	case w.gen < l.gen:
+		return nil
+	case w.gen > l.gen:
+		return fmt.Errorf("allocation ledger %s: generation %d is newer than the snapshot %s (%d): the snapshot is an old copy (remove both to start over)", l.walPath, w.gen, l.path, l.gen)
+	}
+	for _, r := range w.recs {
+		l.apply(r, 0)
+	}
+	return nil
 }
 
 // readState reads a state file after the state checks, up to limit bytes.
@@ -202,126 +270,142 @@ func (l *Ledger) Len() int {
 	return len(l.entries)
 }
 
-// Close closes the log. The ledger must not be used afterwards.
+// Close stops the flusher, makes every record durable and closes the log.
+// The ledger must not be used afterwards.
 func (l *Ledger) Close() error {
+	if l.stop != nil {
+		close(l.stop)
+		l.stopped.Wait()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.log.Close()
+	err := l.durable(l.seq)
+	for l.flushing {
+		l.cond.Wait()
+	}
+	if cerr := l.wal.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Claim records pod as the user of allocID, or confirms it, and marks pod
 // live. It returns an error wrapping ErrOtherPod, naming the first pod,
 // when another pod used the ID first; one wrapping ErrFull when the ID is
-// new and every recorded ID is a live pod's; and a write error when the new
-// record could not be made durable (the caller refuses then: an unrecorded
-// ID could be replayed).
+// new and every recorded ID is a live pod's; and a write error when the
+// record could not be written (the caller refuses then).
+//
+// It returns once the record is in the log (the kernel's page cache: a
+// crash or restart of the process loses nothing) and a fdatasync for it
+// has been started in the background; SyncPod waits for that one, and the
+// caller runs it before the pod's container can start (NRI
+// StartContainer), so no container runs on a claim a crash of the node
+// could lose. With SyncOnClaim, Claim itself waits (a second container of
+// the pod arriving while the first one's batch is synced waits for that
+// batch).
 func (l *Ledger) Claim(allocID, pod string) error {
 	if pod == "" {
 		return errors.New("pod has no UID; cannot record its allocation")
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
 	l.live[pod] = true
-	if e, ok := l.entries[allocID]; ok {
-		if e.Pod != pod {
-			return fmt.Errorf("%w: allocation %s belongs to pod UID %s, not %s", ErrOtherPod, allocID, e.Pod, pod)
+	for {
+		if e, ok := l.entries[allocID]; ok {
+			if e.Pod != pod {
+				return fmt.Errorf("%w: allocation %s belongs to pod UID %s, not %s", ErrOtherPod, allocID, e.Pod, pod)
+			}
+			e.Seen = l.now()
+			l.entries[allocID] = e // in memory only: a restart loses at most the refresh
+			return l.wait(e.seq)
 		}
-		e.Seen = now
-		l.entries[allocID] = e // in memory only: a restart loses at most the refresh
-		return nil
+		if !l.mustCompact(batchRoom) {
+			break
+		}
+		if err := l.settle(batchRoom); err != nil { // may release mu: check again
+			return err
+		}
 	}
+	now := l.now()
 	victims, err := l.victims(1)
 	if err != nil {
 		return err
 	}
-	if err := l.commit([]record{{ID: allocID, Pod: pod, Seen: now, Evicted: victims}}); err != nil {
+	seq, err := l.commit([]record{{ID: allocID, Pod: pod, Seen: now, Evicted: victims}})
+	if err != nil {
 		l.restoreIDs(victims)
 		return err
 	}
+	return l.wait(seq)
+}
+
+// wait makes batch seq durable before Claim returns with SyncOnClaim, or
+// wakes the flusher to do it in the background.
+func (l *Ledger) wait(seq uint64) error {
+	if l.syncOnClaim {
+		return l.durable(seq)
+	}
+	if seq > l.synced {
+		select {
+		case l.kick <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
 	return nil
 }
 
-// commit appends recs to the log in one write and one fsync, then applies
-// them; on error nothing is applied. It compacts when the log is long.
-func (l *Ledger) commit(recs []record) error {
-	if l.dirty {
-		if err := l.compact(); err != nil {
-			return err
+// flusher makes written batches durable in the background, one
+// fdatasync for all those written while the previous one ran.
+func (l *Ledger) flusher() {
+	defer l.stopped.Done()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-l.kick:
 		}
+		l.mu.Lock()
+		_ = l.durable(l.seq) // a failure marks the log dirty; SyncPod reports it
+		l.mu.Unlock()
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf) // one record per line
-	for _, r := range recs {
-		if err := enc.Encode(r); err != nil {
-			return fmt.Errorf("allocation ledger: encode: %w", err)
-		}
+}
+
+// SyncPod returns once every ID recorded for pod is on disk, at once when
+// they are; an error when that fails or ctx ends first (the caller
+// refuses to start the container then).
+func (l *Ledger) SyncPod(ctx context.Context, pod string) error {
+	l.mu.Lock()
+	var seq uint64
+	for _, id := range l.byPod[pod] {
+		seq = max(seq, l.entries[id].seq)
 	}
-	if l.logSize+int64(buf.Len()) > maxLogSize {
-		return fmt.Errorf("allocation ledger %s: log full and compaction failing; refusing new allocation IDs", l.logPath)
+	if seq <= l.synced {
+		l.mu.Unlock()
+		return nil
 	}
-	if err := l.append(buf.Bytes()); err != nil {
+	l.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		done <- l.durable(seq)
+	}()
+	select {
+	case err := <-done:
 		return err
+	case <-ctx.Done():
+		return fmt.Errorf("allocation ledger %s: the record of pod %s is not on disk yet (%v)", l.walPath, pod, ctx.Err())
 	}
-	for _, r := range recs {
-		l.apply(r)
-	}
-	l.logLen += len(recs)
-	if l.logLen >= compactAfter {
-		_ = l.compact() // the records are durable in the log; a failed compaction is retried on the next commit
-	}
-	return nil
 }
 
-// append writes b at the end of the log and fsyncs it. A failed append is
-// cut off again, so the log never holds a torn line before a good one.
-func (l *Ledger) append(b []byte) error {
-	_, err := l.log.Write(b)
-	if err == nil {
-		err = l.log.Sync()
-	}
-	if err != nil {
-		if terr := l.log.Truncate(l.logSize); terr != nil {
-			l.dirty = true
-		}
-		return fmt.Errorf("allocation ledger: append to %s: %w", l.logPath, err)
-	}
-	l.logSize += int64(len(b))
-	return nil
-}
-
-// apply makes r's change in memory.
-func (l *Ledger) apply(r record) {
+// apply makes r's change in memory; seq is the batch that carries it.
+func (l *Ledger) apply(r record, seq uint64) {
 	for _, id := range r.Evicted {
 		l.drop(id)
 	}
 	if _, ok := l.entries[r.ID]; !ok {
-		l.put(r.ID, entry{Pod: r.Pod, Seen: r.Seen})
+		l.put(r.ID, entry{Pod: r.Pod, Seen: r.Seen, seq: seq})
 	}
-}
-
-// compact writes every entry to the snapshot (atomicfile) and empties the
-// log. A crash between the two replays log records the snapshot already
-// holds, which changes nothing.
-func (l *Ledger) compact() error {
-	data, err := json.Marshal(file{Version: 1, Allocations: l.entries})
-	if err != nil {
-		return fmt.Errorf("allocation ledger: encode: %w", err)
-	}
-	if err := atomicfile.Write(l.path, data, atomicfile.WithMode(0o600), stateOwner()); err != nil {
-		l.dirty = true
-		return fmt.Errorf("allocation ledger: %w", err)
-	}
-	if err := l.log.Truncate(0); err != nil {
-		l.dirty = true
-		return fmt.Errorf("allocation ledger: truncate %s: %w", l.logPath, err)
-	}
-	if err := l.log.Sync(); err != nil {
-		l.dirty = true
-		return fmt.Errorf("allocation ledger: sync %s: %w", l.logPath, err)
-	}
-	l.logLen, l.logSize, l.dirty = 0, 0, false
-	return nil
 }
 
 // stateOwner makes the snapshot the daemon's own, uid and group, whatever
@@ -331,7 +415,7 @@ func stateOwner() atomicfile.Option {
 }
 
 // Seed records the allocation IDs of containers already running (ID to
-// pod UID), for IDs not yet recorded, in one append, and marks their pods
+// pod UID), for IDs not yet recorded, in one batch, and marks their pods
 // live: after the file was lost, the pods that hold an allocation claim it
 // before anyone else can. Running pods' IDs are recorded even beyond the
 // cap. It returns the IDs recorded for another pod than the one now
@@ -339,6 +423,9 @@ func stateOwner() atomicfile.Option {
 func (l *Ledger) Seed(running map[string]string) (conflicts []string, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.settle(batchRoom + 256*len(running)); err != nil {
+		return nil, err
+	}
 	now := l.now()
 	var recs []record
 	for id, pod := range running {
@@ -361,11 +448,12 @@ func (l *Ledger) Seed(running map[string]string) (conflicts []string, err error)
 	if err == nil {
 		recs[0].Evicted = victims
 	}
-	if err := l.commit(recs); err != nil {
+	seq, err := l.commit(recs)
+	if err != nil {
 		l.restoreIDs(victims)
 		return conflicts, err
 	}
-	return conflicts, nil
+	return conflicts, l.durable(seq)
 }
 
 // Prune takes live as the set of running pods (the runtime's full list),
@@ -396,7 +484,8 @@ func (l *Ledger) Prune(live map[string]bool) error {
 	if !dropped {
 		return nil
 	}
-	return l.compact()
+	l.dirty = true // the drops are in no batch: a compaction records them
+	return l.settle(0)
 }
 
 // PodGone unmarks pod as live (its sandbox was removed): its IDs may be

@@ -3,9 +3,9 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -130,9 +130,15 @@ func TestUpgrade(t *testing.T) {
 	if !os.SameFile(before, after) || after.ModTime() != before.ModTime() {
 		t.Error("a new ID rewrote the snapshot")
 	}
-	log, err := os.ReadFile(filepath.Join(dir, LogName))
-	if err != nil || strings.Count(string(log), "\n") != 1 || !strings.Contains(string(log), idB) {
-		t.Errorf("log %q, %v; want one line with %s", log, err, idB)
+	if _, err := os.Stat(filepath.Join(dir, LogName)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the old log is still there after Open compacted: %v", err)
+	}
+	wal, err := os.ReadFile(filepath.Join(dir, WALName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, err := parseWAL(wal); err != nil || len(w.recs) != 1 || w.recs[0].ID != idB || w.torn {
+		t.Errorf("log: %+v, %v; want one batch with %s", w, err, idB)
 	}
 	re, err := Open(dir)
 	if err != nil {
@@ -141,15 +147,32 @@ func TestUpgrade(t *testing.T) {
 	if err := re.Claim(idB, "pod-3"); !errors.Is(err, ErrOtherPod) {
 		t.Errorf("logged ID after reopen: %v", err)
 	}
-	// Open compacted: the log is empty and the snapshot, in the old
-	// format, holds both.
-	if fi, err := os.Stat(filepath.Join(dir, LogName)); err != nil || fi.Size() != 0 {
-		t.Errorf("log after reopen: %v, %v", fi, err)
+	// Open compacted: the log is empty and the snapshot, still version 1,
+	// holds both.
+	if w := readWAL(t, dir); len(w.recs) != 0 {
+		t.Errorf("log after reopen: %+v", w)
 	}
 	data, _ := os.ReadFile(snap)
 	if !strings.Contains(string(data), `"version":1`) || !strings.Contains(string(data), idA) || !strings.Contains(string(data), idB) {
 		t.Errorf("snapshot %s", data)
 	}
+}
+
+// readWAL parses dir's log.
+func readWAL(t *testing.T, dir string) walContent {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, WALName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) != walSize {
+		t.Errorf("log is %d bytes, want the preallocated %d", len(data), walSize)
+	}
+	w, err := parseWAL(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // TestCompaction: the log is folded into the snapshot after compactAfter
@@ -160,17 +183,20 @@ func TestCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.logLen = compactAfter - 2 // as if that many were appended
-	for i := range 2 {
+	l.batches = compactAfter - 2 // as if that many were appended
+	gen := l.gen
+	for i := range 3 {
 		if err := l.Claim(fmt.Sprintf("%032x", i), "p"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if fi, err := os.Stat(filepath.Join(dir, LogName)); err != nil || fi.Size() != 0 {
-		t.Errorf("log after compaction: %v, %v", fi, err)
+	// Two batches filled the log; the third Claim compacted first and
+	// went to the new log.
+	if w := readWAL(t, dir); w.gen != gen+1 || len(w.recs) != 1 || w.recs[0].ID != fmt.Sprintf("%032x", 2) {
+		t.Errorf("log after compaction: %+v, want generation %d with the third ID only", w, gen+1)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, FileName))
-	if err != nil || !strings.Contains(string(data), fmt.Sprintf("%032x", 1)) {
+	if err != nil || !strings.Contains(string(data), fmt.Sprintf("%032x", 1)) || !strings.Contains(string(data), fmt.Sprintf(`"wal":%d`, gen+1)) {
 		t.Errorf("snapshot %s, %v", data, err)
 	}
 }
@@ -230,8 +256,8 @@ func TestAppendFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.log.Close() // every write now fails
-	if err := l.Claim(idA, "pod-1"); err == nil || !strings.Contains(err.Error(), LogName) {
+	l.wal.Close() // every write now fails
+	if err := l.Claim(idA, "pod-1"); err == nil || !strings.Contains(err.Error(), WALName) {
 		t.Fatalf("Claim = %v, want a write error naming the log", err)
 	}
 	if l.Len() != 0 {
@@ -250,7 +276,7 @@ func TestStateChecks(t *testing.T) {
 		want    string
 	}{
 		"snapshot owned by 65534": {breakIt: func(t *testing.T, d string) { must(t, os.Chown(filepath.Join(d, FileName), 65534, -1)) }, want: "owned by uid 65534"},
-		"log mode 0644":           {breakIt: func(t *testing.T, d string) { must(t, os.Chmod(filepath.Join(d, LogName), 0o644)) }, want: "mode 0644"},
+		"log mode 0644":           {breakIt: func(t *testing.T, d string) { must(t, os.Chmod(filepath.Join(d, WALName), 0o644)) }, want: "mode 0644"},
 		"snapshot hard-linked":    {breakIt: func(t *testing.T, d string) { must(t, os.Link(filepath.Join(d, FileName), filepath.Join(d, "x"))) }, want: "more than one link"},
 		"dir owned by 65534":      {breakIt: func(t *testing.T, d string) { must(t, os.Chown(d, 65534, -1)) }, want: "owned by uid 65534"},
 		"dir mode 0777":           {breakIt: func(t *testing.T, d string) { must(t, os.Chmod(d, 0o777)) }, want: "lets group/others write"},
@@ -262,7 +288,7 @@ func TestStateChecks(t *testing.T) {
 			must(t, err)
 			must(t, l.compact()) // both files exist
 			l.Close()
-			for _, f := range []string{FileName, LogName} {
+			for _, f := range []string{FileName, WALName} {
 				if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Mode().Perm() != 0o600 {
 					t.Fatalf("%s: %v, %v; want mode 0600", f, fi, err)
 				}
@@ -280,43 +306,4 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// BenchmarkLedgerNewID records new IDs into a ledger at MaxEntries
-// entries of pods that are gone (each new ID evicts one), through the
-// real append and fsync, and reports the p50 and p99 latency of one
-// Claim.
-func BenchmarkLedgerNewID(b *testing.B) {
-	l, err := Open(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	seen := time.Now() // within Retention: Prune keeps them
-	for i := range MaxEntries {
-		l.put(fmt.Sprintf("f%031x", i), entry{Pod: fmt.Sprintf("gone-%d", i), Seen: seen})
-	}
-	if err := l.compact(); err != nil {
-		b.Fatal(err)
-	}
-	if err := l.Prune(map[string]bool{"live": true}); err != nil {
-		b.Fatal(err)
-	}
-	lat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		if err := l.Claim(fmt.Sprintf("%032x", i), fmt.Sprintf("pod-%d", i)); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(start))
-		l.PodGone(fmt.Sprintf("pod-%d", i))
-	}
-	b.StopTimer()
-	if l.Len() != MaxEntries {
-		b.Fatalf("len %d", l.Len())
-	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }

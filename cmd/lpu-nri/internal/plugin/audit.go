@@ -117,9 +117,13 @@ func mark(seen map[string]bool, ids []string, inc func()) map[string]bool {
 	return next
 }
 
-// StartContainer records the started container (with its final devices)
-// for the periodic audit.
-func (p *Plugin) StartContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) error {
+// StartContainer refuses to start a container whose pod's allocation
+// claim is not on disk yet (ledgerDurable), and records the started
+// container (with its final devices) for the periodic audit.
+func (p *Plugin) StartContainer(ctx context.Context, pod *api.PodSandbox, c *api.Container) error {
+	if err := p.ledgerDurable(ctx, pod); err != nil {
+		return err
+	}
 	p.audit.add(pod, c)
 	return nil
 }

@@ -1,7 +1,10 @@
 package plugin
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 
@@ -30,4 +33,29 @@ func (p *Plugin) ledgerPodGone(pod *api.PodSandbox) {
 	if p.ledger != nil {
 		p.ledger.PodGone(pod.GetUid())
 	}
+}
+
+// ledgerSyncTimeout bounds StartContainer's wait for the pod's ledger
+// record to reach the disk: well under the runtime's plugin timeout (2 s),
+// past which the runtime would drop lpu-nri and start the container
+// anyway; refusing first keeps it from running.
+const ledgerSyncTimeout = time.Second
+
+// ledgerDurable returns once the ledger records of pod's allocation IDs
+// are on disk (at once for a pod without new ones). CreateContainer's
+// claim returns when the record is written, not synced (that keeps it
+// well under 1 ms); the sync runs while the runtime creates the container
+// and is waited for here, before the container can run.
+func (p *Plugin) ledgerDurable(ctx context.Context, pod *api.PodSandbox) error {
+	if p.ledger == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, ledgerSyncTimeout)
+	defer cancel()
+	if err := p.ledger.SyncPod(ctx, pod.GetUid()); err != nil {
+		p.log.Error("allocation ledger record not on disk; refusing to start the container",
+			"pod", pod.GetNamespace()+"/"+pod.GetName(), "uid", pod.GetUid(), "err", err)
+		return fmt.Errorf("lpu-nri: allocation ledger: %v", err)
+	}
+	return nil
 }
