@@ -33,9 +33,12 @@ func (l *Ledger) mustCompact(need int) bool {
 	return l.dirty || l.batches >= compactAfter || l.tail+int64(need) > walSize
 }
 
-// settle compacts until a batch of need bytes fits. It may release mu
-// (waiting for a running flush): callers check the entries after it.
+// settle compacts until a batch of need bytes fits (need is capped at
+// half the log: a larger batch is committed by a compaction, commit). It
+// may release mu (waiting for a running flush): callers check the entries
+// after it.
 func (l *Ledger) settle(need int) error {
+	need = min(need, walSize/2)
 	for l.mustCompact(need) {
 		if l.flushing {
 			l.cond.Wait()

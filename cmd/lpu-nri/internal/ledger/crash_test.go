@@ -55,7 +55,9 @@ func TestCrashChild(t *testing.T) {
 	step := os.Getenv(envStep)
 	testHook = func(s string) {
 		if s == step && count.Load() >= int64(at) {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			if err := syscall.Kill(os.Getpid(), syscall.SIGKILL); err != nil {
+				os.Exit(4)
+			}
 			select {} // the signal is on its way
 		}
 	}
@@ -114,7 +116,9 @@ func crashChild(t *testing.T, dir string, env []string, n int) map[string]string
 		}
 		claimed[f[1]] = f[2]
 		if n > 0 && len(claimed) == n {
-			syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Errorf("kill the child: %v", err)
+			}
 		}
 	}
 	err = cmd.Wait()

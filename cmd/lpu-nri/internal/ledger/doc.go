@@ -6,16 +6,33 @@
 //
 // # On disk
 //
-// Two files: allocations.json, the snapshot (version 1, the format older
-// lpu-nri wrote and still read), and allocations.log, one JSON line per
-// new ID (with the IDs its arrival evicted), appended and fsynced before
-// Claim returns, so a new ID costs one small append, not a rewrite of the
-// whole ledger. Compaction writes the snapshot through atomicfile and
-// empties the log: at Open, after MaxEntries appended lines, and when
-// Prune drops IDs. A torn last line (a crash in the middle of an append,
-// whose Claim never returned) is ignored. An old allocations.json without
-// a log is loaded as it is (the upgrade). Both files and the directory
-// get the seal key's owner and mode checks (internal/statedir).
+// allocations.json, the snapshot (version 1, the format older lpu-nri
+// wrote and still read; it names the generation of the log that follows
+// it), and allocations.wal, the write-ahead log: a zero-filled file of
+// fixed size, so that writing a batch in place and fdatasyncing it
+// changes no metadata (no journal commit, wal.go). Each new ID is one
+// CRC-framed batch (with the IDs its arrival evicted); a torn last batch
+// (a crash mid-write, whose Claim never returned) is ignored, damage
+// before an intact batch is an error. Compaction writes the snapshot
+// through atomicfile and swaps in an empty log of the next generation: at
+// Open, after MaxEntries batches, and when Prune drops IDs; a log older
+// than the snapshot is ignored. The previous layout (allocations.json
+// plus allocations.log, JSON lines) is loaded and folded at Open. Every
+// file and the directory get the seal key's owner and mode checks
+// (internal/statedir).
+//
+// # Durability
+//
+// Claim returns once its batch is written to the log, within
+// microseconds: the kernel holds it, so a crash or restart of lpu-nri
+// loses nothing, and a background fdatasync (one for every batch written
+// meanwhile: group commit) starts at once. What a node crash could still
+// lose is made durable before any container can use it: SyncPod, which
+// NRI StartContainer runs before the runtime starts the container, waits
+// for the pod's records and fails (the start fails) when they cannot be
+// synced. A crash before that loses the claim of a container that never
+// ran, as a crash before CreateContainer would. SyncOnClaim makes Claim
+// itself wait for its fdatasync.
 //
 // # Bounds and liveness
 //

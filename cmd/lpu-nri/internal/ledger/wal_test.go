@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -191,5 +192,31 @@ func TestWALGeneration(t *testing.T) {
 	must(t, os.WriteFile(wal, newer, 0o600))
 	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "old copy") || !strings.Contains(err.Error(), FileName) {
 		t.Errorf("Open with a newer log = %v", err)
+	}
+}
+
+// TestSeedLargerThanLog: a batch that cannot fit in the log (a Seed of
+// more running containers than any node has) is made durable by a
+// compaction instead, and does not make Seed compact forever.
+func TestSeedLargerThanLog(t *testing.T) {
+	l, err := Open(t.TempDir())
+	must(t, err)
+	running := map[string]string{}
+	for i := range walSize / 64 { // ~90 bytes of JSON each: more than the log holds
+		running[strings.Repeat("a", 24)+strconv.Itoa(100000+i)] = "pod-" + strconv.Itoa(i%50)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := l.Seed(running); done <- err }()
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Seed of a batch larger than the log does not return")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.entries) != len(running) || l.synced != l.seq || l.batches != 0 {
+		t.Errorf("len %d (want %d), synced %d of %d, %d batches in the log; want all durable through the snapshot",
+			len(l.entries), len(running), l.synced, l.seq, l.batches)
 	}
 }
