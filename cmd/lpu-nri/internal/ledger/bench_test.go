@@ -60,6 +60,7 @@ func percentiles(b *testing.B, name string, lat []time.Duration) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, name+"-p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, name+"-p99-µs")
+	b.ReportMetric(float64(lat[len(lat)-1].Nanoseconds())/1e3, name+"-max-µs")
 }
 
 // fsyncs reports the fdatasyncs per Claim since flushes0 (below 1 when
