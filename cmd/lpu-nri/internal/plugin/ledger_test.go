@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nritest"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
 // TestReplayAfterChurn is the reproduced attack on the ledger: a tenant
@@ -84,5 +86,47 @@ func TestReplayAfterChurn(t *testing.T) {
 	}
 	if err := create(victim, ctr("victim", ann)); err != nil {
 		t.Errorf("the victim's restart at a full ledger: %v", err)
+	}
+}
+
+// TestStartAfterClaim: over the real NRI runtime side, a container whose
+// CreateContainer recorded a new allocation ID starts (StartContainer
+// waits for the record's fdatasync, then lets it through), and the record
+// holds against another pod after lpu-nri's ledger is reopened.
+func TestStartAfterClaim(t *testing.T) {
+	state := t.TempDir()
+	f := newFixture(t, 8, false, func(c *Config) {
+		l, err := ledger.Open(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Ledger = l
+	})
+	rt := nritest.New(t)
+	rt.Start(t)
+	f.connect(t, rt)
+	rt.WaitPlugins(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	owner := pod("owner", nil)
+	id := inject.NewAllocationID()
+	ann, err := f.key.AnnotationsWithID([]string{"lpu1"}, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ctr("owner", ann)
+	if _, err := rt.CreateContainer(ctx, owner, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.StartContainer(ctx, owner, c); err != nil {
+		t.Fatalf("StartContainer after a new claim: %v", err)
+	}
+	re, err := ledger.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer re.Close()
+	if err := re.Claim(id, "another-pod"); !errors.Is(err, ledger.ErrOtherPod) {
+		t.Errorf("the started container's ID after a reopen: %v, want ErrOtherPod", err)
 	}
 }
