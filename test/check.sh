@@ -34,7 +34,8 @@ do_tools() {
   # containerd17: the shipped 1.7 snippet is run on a real containerd 1.7 (deploy tests).
   # etcd and kube (apiserver, scheduler, controller-manager, kubectl) run the
   # cluster tests: test/clustertest and the e2e DRA scenarios.
-  bash test/e2e/tools.sh helm apt containerd containerd17 crictl kubelet kube etcd
+  # prometheus (and promtool) run the chart's alerts and dashboard (test/prom).
+  bash test/e2e/tools.sh helm apt containerd containerd17 crictl kubelet kube etcd prometheus
 }
 
 do_lint() {

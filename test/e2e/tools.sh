@@ -7,9 +7,11 @@
 # Built binaries are cached by version under $LPU_E2E_CACHE (outside the
 # checkout), so only the first run on a machine pays the cold build (~15 min
 # for the node tools, ~5-8 min more for the control plane, which shares most
-# of its packages with the kubelet, on 2 cores).
+# of its packages with the kubelet, on 2 cores). The prometheus step
+# installs the distribution's prometheus package (2.42, with promtool) that
+# test/prom runs the chart's alerts and dashboard on.
 #
-# usage: test/e2e/tools.sh [apt|containerd|containerd17|crictl|kubelet|etcd|kube|helm|path|all]...
+# usage: test/e2e/tools.sh [apt|containerd|containerd17|crictl|kubelet|etcd|kube|helm|prometheus|path|all]...
 #   path prints the cached tools' directories for PATH; all is every step but
 #   helm and containerd17 (containerd 1.7 for go test ./deploy/'s
 #   TestContainerd17Snippet; ~4 min cold)
@@ -46,6 +48,22 @@ do_apt() {
   fi
   # shellcheck disable=SC2086 # a list of package names
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  [ "$own_policy" = 1 ] && rm -f "$policy"
+  return 0
+}
+
+# do_prometheus: the distribution's prometheus and promtool (2.42). Its
+# service must not start on install (it would listen on every address):
+# test/prom starts its own on 127.0.0.1; policy-rc.d exit 101 forbids it.
+do_prometheus() {
+  command -v prometheus >/dev/null && command -v promtool >/dev/null && return 0
+  log "apt-get install prometheus"
+  apt-get update -qq
+  local policy=/usr/sbin/policy-rc.d own_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && own_policy=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
   [ "$own_policy" = 1 ] && rm -f "$policy"
   return 0
 }
@@ -177,10 +195,10 @@ main() {
   [ $# -eq 0 ] && set -- all
   for step in "$@"; do
     case $step in
-      all) do_apt; do_containerd; do_crictl; do_kubelet; do_kube; do_etcd ;;
-      apt|containerd|containerd17|crictl|kubelet|kube|etcd|helm) "do_$step" ;;
+      all) do_apt; do_containerd; do_crictl; do_kubelet; do_kube; do_etcd; do_prometheus ;;
+      apt|containerd|containerd17|crictl|kubelet|kube|etcd|helm|prometheus) "do_$step" ;;
       path) print_path ;;
-      *) echo "usage: $0 [apt|containerd|containerd17|crictl|kubelet|etcd|kube|helm|path|all]..." >&2; exit 2 ;;
+      *) echo "usage: $0 [apt|containerd|containerd17|crictl|kubelet|etcd|kube|helm|prometheus|path|all]..." >&2; exit 2 ;;
     esac
   done
 }

@@ -1,0 +1,114 @@
+package prom
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	// defaultHelm is where test/e2e/tools.sh helm caches its build.
+	defaultHelm = "/var/cache/lpu-e2e/helm-v3.22.0/helm"
+	// chartModes are the chart's values for mode.
+	modeDevicePlugin = "devicePlugin"
+	modeDRA          = "dra"
+)
+
+// repoRoot is the checkout this file is in.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("no caller information")
+	}
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// executable returns the first of paths that is an executable file, or "".
+func executable(paths ...string) string {
+	for _, p := range paths {
+		if fi, err := os.Stat(p); p != "" && err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
+
+// tool finds a binary from env var, then fallback paths, then PATH; without
+// one the test is skipped with one line naming where it looked.
+func tool(t *testing.T, name, env, install string, fallback ...string) string {
+	t.Helper()
+	onPath, _ := exec.LookPath(name)
+	if p := executable(append(append([]string{os.Getenv(env)}, fallback...), onPath)...); p != "" {
+		return p
+	}
+	t.Skipf("%s not found ($%s, %v, PATH): run `bash test/e2e/tools.sh %s`", name, env, fallback, install)
+	return ""
+}
+
+// promtool is the distribution's promtool.
+func promtool(t *testing.T) string {
+	return tool(t, "promtool", "PROMTOOL", "prometheus", "/usr/bin/promtool")
+}
+
+// prometheus is the distribution's prometheus server.
+func prometheus(t *testing.T) string {
+	return tool(t, "prometheus", "PROMETHEUS", "prometheus", "/usr/bin/prometheus")
+}
+
+// helm is the real helm the chart is rendered with.
+func helm(t *testing.T) string { return tool(t, "helm", "HELM", "helm", defaultHelm) }
+
+// helmTemplate renders one template of the chart with --set values.
+func helmTemplate(t *testing.T, template string, sets ...string) []byte {
+	t.Helper()
+	args := []string{"template", "lpu-node", filepath.Join(repoRoot(t), "deploy", "helm", "lpu-node"),
+		"--namespace", "kube-system", "--show-only", template}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	cmd := exec.Command(helm(t), args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm %v: %v\n%s", args, err, stderr.String())
+	}
+	return out
+}
+
+// renderedRules renders the chart's PrometheusRule for mode and returns its
+// spec, a plain Prometheus rule file (groups:), as the operator's
+// Prometheus loads it.
+func renderedRules(t *testing.T, mode string) []byte {
+	t.Helper()
+	out := helmTemplate(t, "templates/prometheusrule.yaml", "metrics.prometheusRule.enabled=true", "mode="+mode)
+	var rule struct {
+		Kind string         `json:"kind"`
+		Spec map[string]any `json:"spec"`
+	}
+	if err := yaml.Unmarshal(out, &rule); err != nil || rule.Kind != "PrometheusRule" {
+		t.Fatalf("rendered PrometheusRule (mode %s): kind %q, %v\n%s", mode, rule.Kind, err, out)
+	}
+	spec, err := yaml.Marshal(rule.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// writeFile writes content to dir/name and returns the path.
+func writeFile(t *testing.T, dir, name string, content []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, content, 0o644); err != nil {
+		t.Fatal(fmt.Errorf("write %s: %w", p, err))
+	}
+	return p
+}
