@@ -15,9 +15,7 @@ import (
 // ServiceMonitor does not reach, as "mode/container" with the reason. The
 // live test scrapes them anyway (it adds their target itself); a gap that
 // is fixed must be removed from here.
-var knownScrapeGaps = map[string]string{
-	"dra/lpu-dra": "the Service has no metrics-dra port and the ServiceMonitor no metrics-dra endpoint, so lpu-dra's device series (LPUDeviceUnhealthy, the dra panels) are never scraped",
-}
+var knownScrapeGaps = map[string]string{}
 
 // chartObject is the part of a rendered object the scrape check reads.
 type chartObject struct {
