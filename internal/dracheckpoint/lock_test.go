@@ -159,7 +159,9 @@ func TestJournalRotates(t *testing.T) {
 }
 
 func TestOverlap(t *testing.T) {
-	at := func(s, e int64) Record { return Record{Holder: "h", Op: "o", Acquired: time.UnixMicro(s), Released: time.UnixMicro(e)} }
+	at := func(s, e int64) Record {
+		return Record{Holder: "h", Op: "o", Acquired: time.UnixMicro(s), Released: time.UnixMicro(e)}
+	}
 	for _, tc := range []struct {
 		recs []Record
 		want bool
