@@ -59,8 +59,8 @@ type Options struct {
 	// FollowInterval is how often the publisher looks for checkpoint
 	// changes made by another instance; 0 means 1 s.
 	FollowInterval time.Duration
-	Tracer   oteltrace.Tracer
-	Logger   *slog.Logger
+	Tracer         oteltrace.Tracer
+	Logger         *slog.Logger
 }
 
 // Refusal reasons, the label values of lpu_dra_prepare_refusals_total.
