@@ -493,6 +493,7 @@ func (d *Driver) current() *checkpoint.State {
 		return d.state.Clone()
 	}
 	d.state = s
+	d.opts.Metrics.setPrepared(len(s.Claims)) // the other instance's changes count too
 	return s.Clone()
 }
 
