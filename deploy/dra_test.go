@@ -115,6 +115,7 @@ func TestChartDRAMode(t *testing.T) {
 	if len(c.Env) == 0 || c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
 		t.Errorf("env %v: want NODE_NAME from spec.nodeName", c.Env)
 	}
+	checkDRASurge(t, dra, c)
 	mounts := map[string]corev1.VolumeMount{}
 	for _, m := range c.VolumeMounts {
 		mounts[m.MountPath] = m
@@ -257,4 +258,52 @@ func keys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// checkDRASurge: lpu-dra upgrades by surge (docs/dra.md, "Upgrades"): the
+// new pod beside the old one (maxSurge 1, maxUnavailable 0, so a node
+// never lacks a driver), told its pod UID for the kubelet's rolling-update
+// sockets. The main DaemonSet keeps its own strategy.
+func checkDRASurge(t *testing.T, dra *appsv1.DaemonSet, c corev1.Container) {
+	t.Helper()
+	st := dra.Spec.UpdateStrategy
+	if st.Type != appsv1.RollingUpdateDaemonSetStrategyType || st.RollingUpdate == nil ||
+		st.RollingUpdate.MaxSurge == nil || st.RollingUpdate.MaxSurge.IntValue() != 1 ||
+		st.RollingUpdate.MaxUnavailable == nil || st.RollingUpdate.MaxUnavailable.IntValue() != 0 {
+		t.Errorf("lpu-dra updateStrategy %+v, want RollingUpdate maxSurge 1 maxUnavailable 0", st.RollingUpdate)
+	}
+	var uid *corev1.EnvVar
+	for i := range c.Env {
+		if c.Env[i].Name == "POD_UID" {
+			uid = &c.Env[i]
+		}
+	}
+	if uid == nil || uid.ValueFrom == nil || uid.ValueFrom.FieldRef == nil || uid.ValueFrom.FieldRef.FieldPath != "metadata.uid" {
+		t.Errorf("env %v: want POD_UID from metadata.uid", c.Env)
+	}
+	// No host port or host network: two pods of the surge share the node.
+	if dra.Spec.Template.Spec.HostNetwork {
+		t.Error("lpu-dra uses the host network: the surge pod could not bind its port")
+	}
+	for _, p := range c.Ports {
+		if p.HostPort != 0 {
+			t.Errorf("port %s has host port %d: the surge pod could not start beside the old one", p.Name, p.HostPort)
+		}
+	}
+}
+
+// The strategy is a value: OnDelete renders as given, and the schema
+// refuses what a DaemonSet does not take.
+func TestChartDRAUpdateStrategyValue(t *testing.T) {
+	helm := helmBinary(t)
+	o := decodeDRA(t, render(t, helm, "mode=dra", "dra.updateStrategy.type=OnDelete", "dra.updateStrategy.rollingUpdate=null"))
+	if st := o.DaemonSets[release+"-dra"].Spec.UpdateStrategy; st.Type != appsv1.OnDeleteDaemonSetStrategyType || st.RollingUpdate != nil {
+		t.Errorf("dra.updateStrategy OnDelete rendered %+v", st)
+	}
+	if main := o.DaemonSets[release].Spec.UpdateStrategy; main.RollingUpdate == nil || main.RollingUpdate.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("the main DaemonSet's strategy changed with dra.updateStrategy: %+v", main)
+	}
+	if _, err := runHelm(t, helm, templateArgs("mode=dra", "dra.updateStrategy.rollingUpdate.partition=1")...); err == nil {
+		t.Error("dra.updateStrategy.rollingUpdate.partition rendered: the schema must refuse unknown fields")
+	}
 }

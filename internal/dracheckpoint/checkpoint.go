@@ -234,3 +234,15 @@ func Save(dir string, s *State) error {
 	}
 	return nil
 }
+
+// Clone returns a copy of s that shares nothing with it.
+func (s *State) Clone() *State {
+	out := &State{Claims: make(map[string]Claim, len(s.Claims))}
+	for uid, c := range s.Claims {
+		c.Devices = slices.Clone(c.Devices)
+		c.LPUs = slices.Clone(c.LPUs)
+		c.Pods = slices.Clone(c.Pods)
+		out.Claims[uid] = c
+	}
+	return out
+}

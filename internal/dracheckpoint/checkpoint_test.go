@@ -231,3 +231,18 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A clone's claims can change without touching the original's.
+func TestClone(t *testing.T) {
+	s := sample()
+	c := s.Clone()
+	if !reflect.DeepEqual(c, s) {
+		t.Fatalf("Clone = %+v", c)
+	}
+	a := c.Claims["uid-a"]
+	a.LPUs[0], a.Pods[0] = "lpu9", "pod-9"
+	delete(c.Claims, "uid-b")
+	if !reflect.DeepEqual(s, sample()) {
+		t.Fatalf("changing the clone changed the original: %+v", s)
+	}
+}

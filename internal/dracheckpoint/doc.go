@@ -8,4 +8,11 @@
 // leaves either the old or the new content. Parse is strict: an unknown
 // version, unknown fields, an entry without a UID, an LPU ID that is not
 // lpuN, or an LPU held by two claims is an error naming the entry.
+//
+// Writers hold Acquire's lock (a flock on <state-dir>/dra-checkpoint.lock)
+// around each read-modify-write: during a rolling update two lpu-dra pods
+// share the directory, and each must see the other's last write. Every hold
+// is appended to <state-dir>/dra-lock.log (holder, operation, times), from
+// which Overlap tells whether two holds ever coincided. Readers (lpu-nri)
+// need no lock: a save replaces the file by rename.
 package dracheckpoint

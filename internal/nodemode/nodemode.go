@@ -35,12 +35,24 @@ func serving(path string) bool {
 	return true
 }
 
-// RefuseIfDRA fails when lpu-dra serves its registration socket in any of
+// draSockets are lpu-dra's possible registration sockets in dir: the
+// plain name, and <driver>-<pod UID>-reg.sock of rolling-update mode
+// (kubeletplugin.RollingUpdate; its hashed fallback is used only when that
+// path is longer than a unix socket path may be).
+func draSockets(dir string) []string {
+	out := []string{DRARegistrationSocket(dir)}
+	rolling, _ := filepath.Glob(filepath.Join(dir, inject.Driver+"-*-reg.sock")) // the pattern is valid
+	return append(out, rolling...)
+}
+
+// RefuseIfDRA fails when lpu-dra serves a registration socket in any of
 // registryDirs; the device plugin calls it before it registers.
 func RefuseIfDRA(registryDirs ...string) error {
 	for _, dir := range registryDirs {
-		if p := DRARegistrationSocket(dir); serving(p) {
-			return refusal(p)
+		for _, p := range draSockets(dir) {
+			if serving(p) {
+				return refusal(p)
+			}
 		}
 	}
 	return nil

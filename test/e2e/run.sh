@@ -45,6 +45,8 @@ source "$E2E_DIR/lib/cluster.sh"
 source "$E2E_DIR/lib/dra.sh"
 # shellcheck source=lib/install.sh
 source "$E2E_DIR/lib/install.sh"
+# shellcheck source=lib/install_upgrade.sh
+source "$E2E_DIR/lib/install_upgrade.sh"
 # shellcheck source=lib/security.sh
 source "$E2E_DIR/lib/security.sh"
 

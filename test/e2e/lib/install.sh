@@ -386,6 +386,7 @@ install_dra() {
     nok "dra: a pod with claim template $TPL_STRICT4 runs" "$(pod_why chart-arc)"
   fi
   delete_pod chart-arc
+  dra_upgrade "$helm" "$chart" "$state" # lib/install_upgrade.sh
   out=$("$helm" uninstall lpu-node --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --wait --timeout 60s 2>&1) ||
     nok "dra: helm uninstall" "$(tail -3 <<<"$out")"
   if wait_for 60 eval "[ -z \"\$(kc get pods -n $CHART_NS -o name 2>/dev/null)\" ]"; then

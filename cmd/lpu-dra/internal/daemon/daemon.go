@@ -14,6 +14,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -59,17 +60,19 @@ func Run(ctx context.Context, p Params) error {
 	if err != nil {
 		return err
 	}
-	k := &kubelet{client: client, node: opts.NodeName, published: make(chan struct{})}
+	k := &kubelet{client: client, node: opts.NodeName, podUID: opts.PodUID, published: make(chan struct{})}
 	k.pluginDir, k.registryDir = opts.KubeletDirs(cfg)
 	log.Info("starting lpu-dra", "version", p.Version, "node", opts.NodeName, "root", n.Root, "stateDir", cfg.StateDir,
-		"cdiDir", cfg.CDI.SpecDir, "pluginDir", k.pluginDir, "registryDir", k.registryDir)
+		"cdiDir", cfg.CDI.SpecDir, "pluginDir", k.pluginDir, "registryDir", k.registryDir, "podUID", opts.PodUID)
 
 	tracer, stopTracing := startup.Tracing(ctx, cfg.Tracing, "lpu-dra", p.Version, log)
 	defer stopTracing()
 
 	mon := health.New(n.Discoverer, n.HealthOptions())
 	metrics := driver.NewMetrics(opts.NodeName)
-	drv, err := driver.New(mon, driverOptions(n, opts.NodeName, metrics, tracer, log))
+	dopts := driverOptions(n, opts.NodeName, metrics, tracer, log)
+	dopts.Holder = opts.PodUID
+	drv, err := driver.New(mon, dopts)
 	if err != nil {
 		return err
 	}
@@ -103,6 +106,7 @@ func driverOptions(n *node.Node, name string, m *driver.Metrics, tracer trace.Tr
 type kubelet struct {
 	client                 kubernetes.Interface
 	node                   string
+	podUID                 string // "": no rolling update
 	pluginDir, registryDir string
 
 	helper    *kubeletplugin.Helper // set before published is closed
@@ -126,13 +130,7 @@ func (k *kubelet) run(ctx context.Context, mon *health.Monitor, drv *driver.Driv
 			return fmt.Errorf("create kubelet plugin dir %s: %w", dir, err)
 		}
 	}
-	h, err := kubeletplugin.Start(ctx, drv,
-		kubeletplugin.DriverName(inject.Driver),
-		kubeletplugin.KubeClient(k.client),
-		kubeletplugin.NodeName(k.node),
-		kubeletplugin.RegistrarDirectoryPath(k.registryDir),
-		kubeletplugin.PluginDataDirectoryPath(k.pluginDir),
-	)
+	h, err := kubeletplugin.Start(ctx, drv, k.options()...)
 	if err != nil {
 		return fmt.Errorf("start kubelet plugin: %w", err)
 	}
@@ -140,6 +138,25 @@ func (k *kubelet) run(ctx context.Context, mon *health.Monitor, drv *driver.Driv
 	defer h.Stop()
 	close(k.published)
 	return drv.RunPublisher(ctx, h)
+}
+
+// options are the kubelet plugin helper's. With a pod UID the helper runs
+// in rolling-update mode: registration and DRA sockets named per pod, so
+// the kubelet talks to the old and the new pod of a surge at once, and its
+// calls serialized across both by a lock file in the plugin dir (the
+// driver's own checkpoint lock covers the rest).
+func (k *kubelet) options() []kubeletplugin.Option {
+	opts := []kubeletplugin.Option{
+		kubeletplugin.DriverName(inject.Driver),
+		kubeletplugin.KubeClient(k.client),
+		kubeletplugin.NodeName(k.node),
+		kubeletplugin.RegistrarDirectoryPath(k.registryDir),
+		kubeletplugin.PluginDataDirectoryPath(k.pluginDir),
+	}
+	if k.podUID != "" {
+		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(k.podUID)))
+	}
+	return opts
 }
 
 // healthz passes while the driver is registered with the kubelet.
@@ -156,14 +173,22 @@ func (k *kubelet) healthz() error {
 }
 
 // readyz passes once devices were discovered and the kubelet plugin
-// started.
+// started; in rolling-update mode also only once the kubelet registered
+// this pod: the DaemonSet stops the old pod when the new one is ready, and
+// the kubelet must be able to call the new one by then.
 func (k *kubelet) readyz() error {
 	select {
 	case <-k.published:
-		return nil
 	default:
 		return errors.New("devices not discovered or slices not published yet")
 	}
+	if k.podUID == "" {
+		return nil
+	}
+	if s := k.helper.RegistrationStatus(); s == nil || !s.PluginRegistered {
+		return errors.New("not registered with the kubelet yet")
+	}
+	return nil
 }
 
 // reportNode gives a DRA node the node-level reporting of a device-plugin

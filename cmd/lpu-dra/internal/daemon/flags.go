@@ -21,6 +21,10 @@ type Options struct {
 	PluginDir   string   // "": <kubelet.rootDir>/plugins/lpu.hyperaccel.ai
 	RegistryDir string   // "": <kubelet.rootDir>/plugins_registry
 	NFD         nfd.Flag // --nfd-features-file
+	// PodUID is this pod's UID (the chart passes it from the downward
+	// API): set, lpu-dra runs in rolling-update mode, beside the other pod
+	// of a DaemonSet surge; empty, it expects to be the node's only one.
+	PodUID string
 
 	cdiDir string
 }
@@ -35,6 +39,7 @@ func Command(o *Options) *cmdline.Command {
 	c.String(&o.cdiDir, "cdi-dir", "LPU_CDI_DIR", "", "`DIR` for the per-claim CDI specs; overrides config cdi.specDir (default "+config.DefaultCDISpecDir+")").
 		Absolute().Sets(func(cfg *config.Config) { cfg.CDI.SpecDir = o.cdiDir })
 	c.String(&o.PluginDir, "plugin-dir", "LPU_PLUGIN_DIR", "", "kubelet plugin `DIR` for the driver's socket (default <kubelet.rootDir>/plugins/lpu.hyperaccel.ai, /var/lib/kubelet/plugins/lpu.hyperaccel.ai)").Absolute()
+	c.String(&o.PodUID, "pod-uid", "POD_UID", "", "this pod's `UID`; set, two lpu-dra pods may serve the node at once during a rolling update (registration sockets per pod, checkpoint changes under a lock)")
 	c.String(&o.RegistryDir, "registry-dir", "LPU_REGISTRY_DIR", "", "kubelet plugin registry `DIR` (default <kubelet.rootDir>/plugins_registry, /var/lib/kubelet/plugins_registry)").Absolute()
 	o.Declare(c, "metrics-addr", "simulate")
 	o.NFD.Declare(c)
@@ -55,7 +60,8 @@ and prepares claims as per-claim CDI specs.
 Usage:
   lpu-dra [--config FILE] --node-name NAME [--kubeconfig FILE] [--root DIR]
           [--state-dir DIR] [--cdi-dir DIR] [--plugin-dir DIR] [--registry-dir DIR]
-          [--metrics-addr HOST:PORT] [--simulate N] [--nfd-features-file FILE]
+          [--pod-uid UID] [--metrics-addr HOST:PORT] [--simulate N]
+          [--nfd-features-file FILE]
           [--version] [--help]
 
 Every flag but --version has an environment twin (in brackets). Precedence:
@@ -65,7 +71,8 @@ Flags:
 `
 
 const outro = `
---state-dir holds lpu-dra's checkpoint of prepared claims (dra-checkpoint.json).
+--state-dir holds lpu-dra's checkpoint of prepared claims (dra-checkpoint.json),
+its lock (dra-checkpoint.lock) and the journal of lock holds (dra-lock.log).
 --nfd-features-file is the device plugin's flag: the same file, the same
 content, so NFD labels a DRA node as it labels a device-plugin node.
 lpu-dra refuses to start while lpu-device-plugin serves the node (its socket

@@ -52,8 +52,15 @@ type Options struct {
 	// publishes every arc. Prepare accepts any valid arc either way.
 	ArcSizes []int
 	Metrics  *Metrics // nil: not recorded
-	Tracer   oteltrace.Tracer
-	Logger   *slog.Logger
+	// Holder names this instance in the checkpoint lock's journal: the
+	// pod UID (two pods share the state dir during a rolling update);
+	// empty: "pid-<pid>".
+	Holder string
+	// FollowInterval is how often the publisher looks for checkpoint
+	// changes made by another instance; 0 means 1 s.
+	FollowInterval time.Duration
+	Tracer         oteltrace.Tracer
+	Logger         *slog.Logger
 }
 
 // Refusal reasons, the label values of lpu_dra_prepare_refusals_total.
@@ -88,8 +95,9 @@ type Driver struct {
 	tracer  oteltrace.Tracer
 	cdi     *cdi.Cache
 
-	mu    sync.Mutex // guards state and the files behind it
-	state *checkpoint.State
+	holder string
+	mu     sync.Mutex // guards state; the files behind it are guarded by the checkpoint lock (update)
+	state  *checkpoint.State
 
 	kick chan struct{} // a republish is due
 
@@ -124,7 +132,11 @@ func New(devices Devices, opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cdi cache %s: %w", opts.CDIDir, err)
 	}
-	d := &Driver{opts: opts, devices: devices, log: log, tracer: tracer, cdi: cache, state: state, kick: make(chan struct{}, 1)}
+	holder := opts.Holder
+	if holder == "" {
+		holder = fmt.Sprintf("pid-%d", os.Getpid())
+	}
+	d := &Driver{opts: opts, devices: devices, log: log, tracer: tracer, cdi: cache, state: state, holder: holder, kick: make(chan struct{}, 1)}
 	d.opts.Metrics.setPrepared(len(state.Claims))
 	return d, nil
 }
@@ -143,13 +155,31 @@ var specPrefix = cdi.GenerateSpecName(inject.Driver, inject.ClaimClass) + "_"
 // checkpoint does not hold (a crash between spec write and checkpoint
 // save). A claim naming LPUs discovery no longer knows stays prepared,
 // logged, so that its Unprepare still works.
+//
+// It runs under the checkpoint lock on the checkpoint as it is on disk: a
+// claim another driver instance (the other pod of a rolling update) has
+// half prepared holds the lock, so its spec is never taken for an orphan.
 func (d *Driver) Heal() {
-	snap, _ := d.devices.Snapshot()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for uid, c := range d.state.Claims {
+	err := d.update(context.Background(), "heal", func(s *checkpoint.State) (bool, error) {
+		snap, _ := d.devices.Snapshot()
+		d.restoreSpecs(s, snap)
+		d.removeOrphans(s)
+		return false, nil
+	})
+	if err != nil {
+		d.log.Error("cannot heal the cdi dir against the checkpoint", "err", err)
+	}
+}
+
+// restoreSpecs rewrites the missing spec of every claim in s.
+func (d *Driver) restoreSpecs(s *checkpoint.State, snap health.Snapshot) {
+	for uid, c := range s.Claims {
 		path := filepath.Join(d.opts.CDIDir, c.SpecName)
 		if _, err := os.Stat(path); err == nil {
+			continue
+		}
+		if snap.Inventory == nil {
+			d.log.Error("no device inventory yet; the CDI spec of a prepared claim cannot be restored", "claim", c.Namespace+"/"+c.Name, "uid", uid)
 			continue
 		}
 		devs, err := lookup(snap.Inventory, c.LPUs)
@@ -164,6 +194,10 @@ func (d *Driver) Heal() {
 		}
 		d.log.Info("restored the CDI spec of a prepared claim", "claim", c.Namespace+"/"+c.Name, "uid", uid, "file", path)
 	}
+}
+
+// removeOrphans removes the claim specs of claims s does not hold.
+func (d *Driver) removeOrphans(s *checkpoint.State) {
 	entries, err := os.ReadDir(d.opts.CDIDir)
 	if err != nil {
 		d.log.Warn("cannot list the cdi dir", "dir", d.opts.CDIDir, "err", err)
@@ -175,7 +209,7 @@ func (d *Driver) Heal() {
 		if !ok || !strings.HasSuffix(name, ".json") {
 			continue
 		}
-		if _, held := d.state.Claims[uid]; held {
+		if _, held := s.Claims[uid]; held {
 			continue
 		}
 		if err := os.Remove(filepath.Join(d.opts.CDIDir, name)); err != nil {
@@ -237,13 +271,13 @@ func (d *Driver) prepare(ctx context.Context, claim *resourceapi.ResourceClaim) 
 		pods = append(pods, string(r.UID))
 	}
 	_, span := trace.StartPrepare(ctx, d.tracer, claim.Namespace, claim.Name, string(claim.UID), pods)
-	res, added, lpus, err := d.prepareLocked(claim)
+	res, added, lpus, err := d.prepareLocked(ctx, claim)
 	trace.RecordDevices(span, lpus)
 	trace.End(span, err)
 	return res, added, err
 }
 
-func (d *Driver) prepareLocked(claim *resourceapi.ResourceClaim) (kubeletplugin.PrepareResult, bool, []string, error) {
+func (d *Driver) prepareLocked(ctx context.Context, claim *resourceapi.ResourceClaim) (kubeletplugin.PrepareResult, bool, []string, error) {
 	uid := string(claim.UID)
 	if uid == "" {
 		return kubeletplugin.PrepareResult{}, false, nil, refuse(ReasonBadDevice, "claim has no uid")
@@ -255,57 +289,76 @@ func (d *Driver) prepareLocked(claim *resourceapi.ResourceClaim) (kubeletplugin.
 	if err != nil {
 		return kubeletplugin.PrepareResult{}, false, nil, err
 	}
-
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	pods := podUIDs(claim)
-	if c, ok := d.state.Claims[uid]; ok {
-		if !slices.Equal(c.Devices, ours) {
-			return kubeletplugin.PrepareResult{}, false, c.LPUs,
-				refuse(ReasonChanged, "already prepared with devices %v, now asked for %v", names(c.Devices), names(ours))
-		}
-		if err := d.addPods(c, pods); err != nil {
-			return kubeletplugin.PrepareResult{}, false, c.LPUs, refuse(ReasonWrite, "%w", err)
-		}
-		return result(c), false, c.LPUs, nil
-	}
-	if len(ours) == 0 {
-		return kubeletplugin.PrepareResult{}, false, nil, nil
-	}
-
-	snap, _ := d.devices.Snapshot()
-	if snap.Layout == nil || snap.Inventory == nil {
-		return kubeletplugin.PrepareResult{}, false, nil, refuse(ReasonNotReady, "device discovery has not produced a valid ring layout yet")
-	}
-	inv := snap.Inventory
-	ids, err := d.resolve(snap, ours)
-	if err != nil {
-		return kubeletplugin.PrepareResult{}, false, nil, err
-	}
-	p, err := snap.Layout.Check(ids)
-	if err != nil {
-		return kubeletplugin.PrepareResult{}, false, nil, refuse(ReasonBadDevice, "%w", err)
-	}
-	devs, err := lookup(inv, p.IDs)
-	if err != nil {
-		return kubeletplugin.PrepareResult{}, false, nil, refuse(ReasonBadDevice, "%w", err)
-	}
-	if err := d.writeSpec(uid, devs, inv.DriverVersion); err != nil {
-		return kubeletplugin.PrepareResult{}, false, p.IDs, refuse(ReasonWrite, "%w", err)
-	}
-	c := checkpoint.Claim{UID: uid, Namespace: claim.Namespace, Name: claim.Name, Devices: ours, LPUs: p.IDs,
-		CDIDevice: inject.ClaimDeviceID(uid), SpecName: specFile(uid), Pods: pods}
-	d.state.Claims[uid] = c
-	if err := checkpoint.Save(d.opts.StateDir, d.state); err != nil {
-		delete(d.state.Claims, uid)
+	var c checkpoint.Claim
+	var added bool
+	err = d.update(ctx, "prepare", func(s *checkpoint.State) (bool, error) {
+		var changed bool
+		var err error
+		c, added, changed, err = d.prepareIn(s, claim, ours)
+		return changed, err
+	})
+	var r *refusal
+	switch {
+	case err != nil && added: // the spec is written, the checkpoint is not
 		if rmErr := d.cdi.RemoveSpec(specFile(uid)); rmErr != nil {
 			d.log.Warn("cannot remove the spec of a claim whose checkpoint failed", "uid", uid, "err", rmErr)
 		}
-		return kubeletplugin.PrepareResult{}, false, p.IDs, refuse(ReasonWrite, "%w", err)
+		return kubeletplugin.PrepareResult{}, false, c.LPUs, refuse(ReasonWrite, "%w", err)
+	case errors.As(err, &r):
+		return kubeletplugin.PrepareResult{}, false, c.LPUs, err
+	case err != nil:
+		return kubeletplugin.PrepareResult{}, false, c.LPUs, refuse(ReasonWrite, "%w", err)
+	case c.UID == "":
+		return kubeletplugin.PrepareResult{}, false, nil, nil // none of our devices
 	}
-	d.opts.Metrics.setPrepared(len(d.state.Claims))
-	d.log.Info("prepared claim", "claim", claim.Namespace+"/"+claim.Name, "uid", uid, "lpus", p.IDs, "contiguous", p.Contiguous, "cdiDevice", c.CDIDevice)
-	return result(c), true, p.IDs, nil
+	if added {
+		d.log.Info("prepared claim", "claim", claim.Namespace+"/"+claim.Name, "uid", uid, "lpus", c.LPUs, "cdiDevice", c.CDIDevice)
+	}
+	return result(c), added, c.LPUs, nil
+}
+
+// prepareIn prepares the claim in s, the checkpoint as it is on disk under
+// the lock: the claim as recorded (its pods merged in), or newly prepared
+// (added: its spec written). changed says s must be saved.
+func (d *Driver) prepareIn(s *checkpoint.State, claim *resourceapi.ResourceClaim, ours []checkpoint.Device) (c checkpoint.Claim, added, changed bool, err error) {
+	uid := string(claim.UID)
+	pods := podUIDs(claim)
+	if c, ok := s.Claims[uid]; ok {
+		if !slices.Equal(c.Devices, ours) {
+			return c, false, false, refuse(ReasonChanged, "already prepared with devices %v, now asked for %v", names(c.Devices), names(ours))
+		}
+		c, changed = addPods(c, pods)
+		s.Claims[uid] = c
+		return c, false, changed, nil
+	}
+	if len(ours) == 0 {
+		return checkpoint.Claim{}, false, false, nil
+	}
+	snap, _ := d.devices.Snapshot()
+	if snap.Layout == nil || snap.Inventory == nil {
+		return c, false, false, refuse(ReasonNotReady, "device discovery has not produced a valid ring layout yet")
+	}
+	inv := snap.Inventory
+	ids, err := d.resolve(s, snap, ours)
+	if err != nil {
+		return c, false, false, err
+	}
+	p, err := snap.Layout.Check(ids)
+	if err != nil {
+		return c, false, false, refuse(ReasonBadDevice, "%w", err)
+	}
+	c.LPUs = p.IDs
+	devs, err := lookup(inv, p.IDs)
+	if err != nil {
+		return c, false, false, refuse(ReasonBadDevice, "%w", err)
+	}
+	if err := d.writeSpec(uid, devs, inv.DriverVersion); err != nil {
+		return c, false, false, refuse(ReasonWrite, "%w", err)
+	}
+	c = checkpoint.Claim{UID: uid, Namespace: claim.Namespace, Name: claim.Name, Devices: ours, LPUs: p.IDs,
+		CDIDevice: inject.ClaimDeviceID(uid), SpecName: specFile(uid), Pods: pods}
+	s.Claims[uid] = c
+	return c, true, true, nil
 }
 
 // podUIDs are the pods a claim is reserved for, sorted.
@@ -321,20 +374,15 @@ func podUIDs(claim *resourceapi.ResourceClaim) []string {
 }
 
 // addPods records pods a shared claim gained since it was prepared, so
-// that lpu-nri admits its CDI device in their containers too. d.mu is held.
-func (d *Driver) addPods(c checkpoint.Claim, pods []string) error {
+// that lpu-nri admits its CDI device in their containers too; changed says
+// there were any.
+func addPods(c checkpoint.Claim, pods []string) (checkpoint.Claim, bool) {
 	merged := slices.Compact(slices.Sorted(slices.Values(append(append([]string(nil), c.Pods...), pods...))))
 	if slices.Equal(merged, c.Pods) {
-		return nil
+		return c, false
 	}
-	old := c
 	c.Pods = merged
-	d.state.Claims[c.UID] = c
-	if err := checkpoint.Save(d.opts.StateDir, d.state); err != nil {
-		d.state.Claims[c.UID] = old
-		return err
-	}
-	return nil
+	return c, true
 }
 
 func names(devs []checkpoint.Device) []string {
@@ -375,7 +423,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	changed := false
 	for _, claim := range claims {
 		start := time.Now()
-		removed, err := d.unprepare(claim)
+		removed, err := d.unprepare(ctx, claim)
 		d.opts.Metrics.observeUnprepare(time.Since(start))
 		if err != nil {
 			err = fmt.Errorf("unprepare claim %s: %w", claim.String(), err)
@@ -390,23 +438,23 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	return out, nil
 }
 
-func (d *Driver) unprepare(claim kubeletplugin.NamespacedObject) (bool, error) {
+func (d *Driver) unprepare(ctx context.Context, claim kubeletplugin.NamespacedObject) (bool, error) {
 	uid := string(claim.UID)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	c, ok := d.state.Claims[uid]
-	if !ok {
-		return false, nil
-	}
-	if err := d.cdi.RemoveSpec(c.SpecName); err != nil {
-		return false, fmt.Errorf("remove cdi spec %s: %w", filepath.Join(d.opts.CDIDir, c.SpecName), err)
-	}
-	delete(d.state.Claims, uid)
-	if err := checkpoint.Save(d.opts.StateDir, d.state); err != nil {
-		d.state.Claims[uid] = c // the spec comes back with the next Heal
+	var c checkpoint.Claim
+	err := d.update(ctx, "unprepare", func(s *checkpoint.State) (bool, error) {
+		var ok bool
+		if c, ok = s.Claims[uid]; !ok {
+			return false, nil
+		}
+		if err := d.cdi.RemoveSpec(c.SpecName); err != nil {
+			return false, fmt.Errorf("remove cdi spec %s: %w", filepath.Join(d.opts.CDIDir, c.SpecName), err)
+		}
+		delete(s.Claims, uid)
+		return true, nil // a failed save keeps the claim; its spec comes back with the next Heal
+	})
+	if err != nil || c.UID == "" {
 		return false, err
 	}
-	d.opts.Metrics.setPrepared(len(d.state.Claims))
 	d.log.Info("unprepared claim", "claim", claim.String(), "uid", uid, "lpus", c.LPUs)
 	return true, nil
 }
@@ -422,22 +470,77 @@ func (d *Driver) HandleError(_ context.Context, err error, msg string) {
 	d.log.Log(context.Background(), level, msg, "err", err)
 }
 
-// Prepared returns a copy of the prepared claims, by UID.
+// Prepared returns a copy of the prepared claims, by UID, as the
+// checkpoint holds them now (another instance may have changed it).
 func (d *Driver) Prepared() map[string]checkpoint.Claim {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make(map[string]checkpoint.Claim, len(d.state.Claims))
-	for k, v := range d.state.Claims {
-		out[k] = v
-	}
-	return out
+	return d.current().Claims
 }
 
-// held returns the LPUs of prepared claims.
+// held returns the LPUs of prepared claims, as the checkpoint holds them now.
 func (d *Driver) held() []string {
+	return d.current().Held()
+}
+
+// current is a copy of the checkpoint as it is on disk, read without the
+// lock (a save renames a complete file into place); the last state this
+// instance saw when the file cannot be read.
+func (d *Driver) current() *checkpoint.State {
+	s, err := checkpoint.Load(d.opts.StateDir)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.state.Held()
+	if err != nil {
+		d.log.Warn("cannot read the checkpoint; using the last state read", "err", err)
+		return d.state.Clone()
+	}
+	d.state = s
+	d.opts.Metrics.setPrepared(len(s.Claims)) // the other instance's changes count too
+	return s.Clone()
+}
+
+// update is the one way the checkpoint changes. Under the state dir's lock
+// (checkpoint.Acquire) it reloads the checkpoint, since the other pod of a
+// rolling update may have written it, runs fn on a copy, and saves the
+// copy when fn reports a change. An error from fn, or from the save,
+// leaves the checkpoint as it was. fn may write and remove CDI specs: they
+// change under the same lock.
+func (d *Driver) update(ctx context.Context, op string, fn func(*checkpoint.State) (bool, error)) error {
+	l, err := checkpoint.Acquire(ctx, d.opts.StateDir, d.holder, op)
+	if err != nil {
+		return err
+	}
+	defer d.release(l)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, err := checkpoint.Load(d.opts.StateDir)
+	if err != nil {
+		return err
+	}
+	d.state = s
+	work := s.Clone()
+	changed, err := fn(work)
+	if err != nil || !changed {
+		return err
+	}
+	if err := checkpoint.Save(d.opts.StateDir, work); err != nil {
+		return err
+	}
+	d.state = work
+	d.opts.Metrics.setPrepared(len(work.Claims))
+	return nil
+}
+
+// release drops the lock and logs the hold: holder, operation, times.
+func (d *Driver) release(l *checkpoint.Lock) {
+	rec, err := l.Release()
+	if err != nil {
+		d.log.Warn("checkpoint lock journal", "err", err)
+	}
+	level := slog.LevelDebug
+	if l.Waited() > 100*time.Millisecond {
+		level = slog.LevelInfo // another instance held it: a rolling update
+	}
+	d.log.Log(context.Background(), level, "checkpoint lock released", "holder", rec.Holder, "op", rec.Op,
+		"acquired", rec.Acquired.UTC().Format(time.RFC3339Nano), "released", rec.Released.UTC().Format(time.RFC3339Nano), "waited", l.Waited())
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -460,8 +563,8 @@ func (d *Driver) ourDevices(claim *resourceapi.ResourceClaim) ([]checkpoint.Devi
 
 // resolve turns the claim's devices into LPU IDs, refusing an arc this node
 // does not have, overlapping devices, and LPUs that are unknown, unhealthy
-// or held by another claim. d.mu is held.
-func (d *Driver) resolve(snap health.Snapshot, ours []checkpoint.Device) ([]string, error) {
+// or held by another claim in s.
+func (d *Driver) resolve(s *checkpoint.State, snap health.Snapshot, ours []checkpoint.Device) ([]string, error) {
 	inv := snap.Inventory
 	var ids []string
 	for _, dev := range ours {
@@ -484,8 +587,8 @@ func (d *Driver) resolve(snap health.Snapshot, ours []checkpoint.Device) ([]stri
 			if !lpu.Health.Healthy {
 				return nil, refuse(ReasonUnhealthy, "device %s: LPU %s is unhealthy: %s", dev.Device, id, lpu.Health.Reason)
 			}
-			if holder := d.state.Holder(id); holder != "" {
-				c := d.state.Claims[holder]
+			if holder := s.Holder(id); holder != "" {
+				c := s.Claims[holder]
 				return nil, refuse(ReasonHeld, "device %s: LPU %s is held by claim %s/%s (%s)", dev.Device, id, c.Namespace, c.Name, holder)
 			}
 			ids = append(ids, id)

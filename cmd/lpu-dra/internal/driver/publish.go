@@ -1,12 +1,17 @@
 package driver
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
@@ -88,8 +93,10 @@ func (d *Driver) Publish(ctx context.Context, p Publisher) error {
 	return nil
 }
 
-// RunPublisher publishes now and again whenever Prepare, Unprepare or the
-// devices change, until ctx ends. A node whose rings cannot be published
+// RunPublisher publishes now and again whenever Prepare, Unprepare, the
+// devices or the checkpoint file (written by another instance during a
+// rolling update; polled every Options.FollowInterval) change, until ctx
+// ends. A node whose rings cannot be published
 // at start is an error (a configuration problem); every other failure (the
 // API server away) is logged and retried with backoff from 1 s to 30 s,
 // while prepared claims keep being served.
@@ -101,6 +108,9 @@ func (d *Driver) RunPublisher(ctx context.Context, p Publisher) error {
 	defer retry.Stop()
 	backoff := time.Second
 	_, changed := d.devices.Snapshot()
+	follow := time.NewTicker(cmp.Or(d.opts.FollowInterval, time.Second))
+	defer follow.Stop()
+	seen := d.checkpointStamp()
 	for {
 		select {
 		case <-ctx.Done():
@@ -109,7 +119,14 @@ func (d *Driver) RunPublisher(ctx context.Context, p Publisher) error {
 			_, changed = d.devices.Snapshot()
 		case <-d.kick:
 		case <-retry.C:
+		case <-follow.C:
+			// The other pod of a rolling update prepares claims too: its
+			// saves show as a new checkpoint file.
+			if now := d.checkpointStamp(); now == seen {
+				continue
+			}
 		}
+		seen = d.checkpointStamp()
 		if err := d.Publish(ctx, p); err != nil {
 			d.log.Error("cannot publish resource slices, retrying", "err", err, "in", backoff)
 			retry.Reset(backoff)
@@ -132,4 +149,25 @@ func holdsUnhealthy(inv *device.Inventory, ids []string) (device.Device, bool) {
 		}
 	}
 	return device.Device{}, false
+}
+
+// stamp tells checkpoint files apart: a save renames a new file into
+// place, so the inode changes with every save.
+type stamp struct {
+	ino   uint64
+	mtime time.Time
+	size  int64
+}
+
+// checkpointStamp is the checkpoint file's stamp, zero when it is missing.
+func (d *Driver) checkpointStamp() stamp {
+	st, err := os.Stat(filepath.Join(d.opts.StateDir, checkpoint.FileName))
+	if err != nil {
+		return stamp{}
+	}
+	s := stamp{mtime: st.ModTime(), size: st.Size()}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		s.ino = sys.Ino
+	}
+	return s
 }
