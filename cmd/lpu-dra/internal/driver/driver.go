@@ -251,7 +251,7 @@ func (d *Driver) prepareLocked(claim *resourceapi.ResourceClaim) (kubeletplugin.
 	if claim.Status.Allocation == nil {
 		return kubeletplugin.PrepareResult{}, false, nil, refuse(ReasonBadDevice, "claim is not allocated")
 	}
-	ours, err := d.ourDevices(claim)
+	ours, admin, err := d.ourDevices(claim)
 	if err != nil {
 		return kubeletplugin.PrepareResult{}, false, nil, err
 	}
@@ -264,7 +264,7 @@ func (d *Driver) prepareLocked(claim *resourceapi.ResourceClaim) (kubeletplugin.
 			return kubeletplugin.PrepareResult{}, false, c.LPUs,
 				refuse(ReasonChanged, "already prepared with devices %v, now asked for %v", names(c.Devices), names(ours))
 		}
-		if err := d.addPods(c, pods); err != nil {
+		if err := d.setPods(c, pods); err != nil {
 			return kubeletplugin.PrepareResult{}, false, c.LPUs, refuse(ReasonWrite, "%w", err)
 		}
 		return result(c), false, c.LPUs, nil
@@ -278,7 +278,7 @@ func (d *Driver) prepareLocked(claim *resourceapi.ResourceClaim) (kubeletplugin.
 		return kubeletplugin.PrepareResult{}, false, nil, refuse(ReasonNotReady, "device discovery has not produced a valid ring layout yet")
 	}
 	inv := snap.Inventory
-	ids, err := d.resolve(snap, ours)
+	ids, err := d.resolve(snap, ours, admin)
 	if err != nil {
 		return kubeletplugin.PrepareResult{}, false, nil, err
 	}
@@ -294,7 +294,7 @@ func (d *Driver) prepareLocked(claim *resourceapi.ResourceClaim) (kubeletplugin.
 		return kubeletplugin.PrepareResult{}, false, p.IDs, refuse(ReasonWrite, "%w", err)
 	}
 	c := checkpoint.Claim{UID: uid, Namespace: claim.Namespace, Name: claim.Name, Devices: ours, LPUs: p.IDs,
-		CDIDevice: inject.ClaimDeviceID(uid), SpecName: specFile(uid), Pods: pods}
+		CDIDevice: inject.ClaimDeviceID(uid), SpecName: specFile(uid), Pods: pods, AdminAccess: admin}
 	d.state.Claims[uid] = c
 	if err := checkpoint.Save(d.opts.StateDir, d.state); err != nil {
 		delete(d.state.Claims, uid)
@@ -304,7 +304,8 @@ func (d *Driver) prepareLocked(claim *resourceapi.ResourceClaim) (kubeletplugin.
 		return kubeletplugin.PrepareResult{}, false, p.IDs, refuse(ReasonWrite, "%w", err)
 	}
 	d.opts.Metrics.setPrepared(len(d.state.Claims))
-	d.log.Info("prepared claim", "claim", claim.Namespace+"/"+claim.Name, "uid", uid, "lpus", p.IDs, "contiguous", p.Contiguous, "cdiDevice", c.CDIDevice)
+	d.log.Info("prepared claim", "claim", claim.Namespace+"/"+claim.Name, "uid", uid, "lpus", p.IDs, "contiguous", p.Contiguous,
+		"cdiDevice", c.CDIDevice, "adminAccess", admin)
 	return result(c), true, p.IDs, nil
 }
 
@@ -318,23 +319,6 @@ func podUIDs(claim *resourceapi.ResourceClaim) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-// addPods records pods a shared claim gained since it was prepared, so
-// that lpu-nri admits its CDI device in their containers too. d.mu is held.
-func (d *Driver) addPods(c checkpoint.Claim, pods []string) error {
-	merged := slices.Compact(slices.Sorted(slices.Values(append(append([]string(nil), c.Pods...), pods...))))
-	if slices.Equal(merged, c.Pods) {
-		return nil
-	}
-	old := c
-	c.Pods = merged
-	d.state.Claims[c.UID] = c
-	if err := checkpoint.Save(d.opts.StateDir, d.state); err != nil {
-		d.state.Claims[c.UID] = old
-		return err
-	}
-	return nil
 }
 
 func names(devs []checkpoint.Device) []string {
@@ -442,26 +426,35 @@ func (d *Driver) held() []string {
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
 
-// ourDevices returns the claim's devices of this driver; a device of ours in
-// another node's pool is refused.
-func (d *Driver) ourDevices(claim *resourceapi.ResourceClaim) ([]checkpoint.Device, error) {
+// ourDevices returns the claim's devices of this driver and whether they
+// were allocated with adminAccess; a device of ours in another node's pool,
+// or a claim mixing admin and tenant devices of ours, is refused.
+func (d *Driver) ourDevices(claim *resourceapi.ResourceClaim) ([]checkpoint.Device, bool, error) {
 	var ours []checkpoint.Device
+	admins := 0
 	for _, r := range claim.Status.Allocation.Devices.Results {
 		if r.Driver != inject.Driver {
 			continue // another driver's device in a shared claim
 		}
 		if r.Pool != d.opts.NodeName {
-			return nil, refuse(ReasonForeignPool, "device %s is in pool %q, this node's pool is %q", r.Device, r.Pool, d.opts.NodeName)
+			return nil, false, refuse(ReasonForeignPool, "device %s is in pool %q, this node's pool is %q", r.Device, r.Pool, d.opts.NodeName)
+		}
+		if r.AdminAccess != nil && *r.AdminAccess {
+			admins++
 		}
 		ours = append(ours, checkpoint.Device{Request: r.Request, Pool: r.Pool, Device: r.Device})
 	}
-	return ours, nil
+	if admins > 0 && admins < len(ours) {
+		return nil, false, refuse(ReasonBadDevice, "claim mixes adminAccess and tenant requests for %s devices", inject.Driver)
+	}
+	return ours, admins > 0, nil
 }
 
 // resolve turns the claim's devices into LPU IDs, refusing an arc this node
 // does not have, overlapping devices, and LPUs that are unknown, unhealthy
-// or held by another claim. d.mu is held.
-func (d *Driver) resolve(snap health.Snapshot, ours []checkpoint.Device) ([]string, error) {
+// or held by another claim (an admin claim holds nothing and is held by
+// nothing). d.mu is held.
+func (d *Driver) resolve(snap health.Snapshot, ours []checkpoint.Device, admin bool) ([]string, error) {
 	inv := snap.Inventory
 	var ids []string
 	for _, dev := range ours {
@@ -484,7 +477,7 @@ func (d *Driver) resolve(snap health.Snapshot, ours []checkpoint.Device) ([]stri
 			if !lpu.Health.Healthy {
 				return nil, refuse(ReasonUnhealthy, "device %s: LPU %s is unhealthy: %s", dev.Device, id, lpu.Health.Reason)
 			}
-			if holder := d.state.Holder(id); holder != "" {
+			if holder := d.state.Holder(id); holder != "" && !admin {
 				c := d.state.Claims[holder]
 				return nil, refuse(ReasonHeld, "device %s: LPU %s is held by claim %s/%s (%s)", dev.Device, id, c.Namespace, c.Name, holder)
 			}

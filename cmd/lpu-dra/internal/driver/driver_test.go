@@ -664,26 +664,6 @@ func BenchmarkPrepare4Arc(b *testing.B) {
 	}
 }
 
-func TestPrepareRecordsPods(t *testing.T) {
-	e := newEnv(t, newStatic(t, ring8()))
-	c := claim("u1", arc(0, 2))
-	e.prepare(c)
-	if _, err := checkpoint.PodLPUs(e.stateDir, "pod-uid-u1", []string{"u1"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := checkpoint.PodLPUs(e.stateDir, "pod-uid-other", []string{"u1"}); err == nil {
-		t.Fatal("a pod the claim is not reserved for verified")
-	}
-	// A second pod sharing the claim is recorded by the repeated Prepare.
-	c.Status.ReservedFor = append(c.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: "p2", UID: "pod-uid-2"})
-	if r := e.prepare(c); r.Err != nil {
-		t.Fatal(r.Err)
-	}
-	if _, err := checkpoint.PodLPUs(e.stateDir, "pod-uid-2", []string{"u1"}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestNodeWithoutLPUsPublishesAnEmptyPool(t *testing.T) {
 	e := newEnv(t, newStatic(t, &device.Inventory{}))
 	res, err := e.d.Resources()
