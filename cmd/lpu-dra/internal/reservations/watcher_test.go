@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -99,6 +100,13 @@ func startFixture(t *testing.T) *fixture {
 	c := clustertest.Start(t, clustertest.Options{})
 	client, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// No controller manager runs: the ServiceAccount admission wants the
+	// namespace's default account to exist.
+	_, err = client.CoreV1().ServiceAccounts("default").Create(context.Background(),
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	stateDir := t.TempDir()
