@@ -56,11 +56,16 @@ type fixture struct {
 	stateDir string
 }
 
-func (f *fixture) pod(name string) *corev1.Pod {
+// pod creates a pod naming claim shared, bound to the node unless unbound.
+func (f *fixture) pod(name string, unbound ...bool) *corev1.Pod {
 	f.t.Helper()
+	nodeName := node
+	if len(unbound) > 0 && unbound[0] {
+		nodeName = ""
+	}
 	p, err := f.client.CoreV1().Pods("default").Create(context.Background(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "app",
+		Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "c", Image: "app",
 			Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "lpus"}}}}},
 			ResourceClaims: []corev1.PodResourceClaim{{Name: "lpus", ResourceClaimName: new("shared")}}},
 	}, metav1.CreateOptions{})
@@ -68,6 +73,16 @@ func (f *fixture) pod(name string) *corev1.Pod {
 		f.t.Fatal(err)
 	}
 	return p
+}
+
+// bind binds p to the node, as the scheduler does after reserving.
+func (f *fixture) bind(p *corev1.Pod) {
+	f.t.Helper()
+	err := f.client.CoreV1().Pods("default").Bind(context.Background(), &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, UID: p.UID}, Target: corev1.ObjectReference{Kind: "Node", Name: node}}, metav1.CreateOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 // reserve sets the claim's reservedFor to pods (allocating it first).
@@ -102,6 +117,9 @@ func startFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	// No controller manager runs: the ServiceAccount admission wants the
 	// namespace's default account to exist.
 	_, err = client.CoreV1().ServiceAccounts("default").Create(context.Background(),
@@ -125,11 +143,11 @@ func startFixture(t *testing.T) *fixture {
 	return &fixture{t: t, cluster: c, client: client, drv: drv, stateDir: stateDir}
 }
 
-// Against the real v1.37.2 apiserver: a pod that joins a prepared claim is
-// admitted once reservedFor names it, with no second Prepare; a pod the
-// claim is not reserved for stays refused; a pod dropped from reservedFor
-// is refused; with the apiserver gone the recorded pod is still served and
-// the unknown one still refused.
+// Against the real v1.37.2 apiserver, with no periodic resync: a pod that
+// joins a prepared claim is admitted once the scheduler reserved the claim
+// for it and bound it, with no second Prepare; a pod the claim is not
+// reserved for stays refused; a pod dropped from reservedFor and deleted is
+// refused.
 func TestReservedForIsTheSourceOfTruth(t *testing.T) {
 	f := startFixture(t)
 	p1 := f.pod("p1")
@@ -138,30 +156,21 @@ func TestReservedForIsTheSourceOfTruth(t *testing.T) {
 	if err != nil || res[claim.UID].Err != nil {
 		t.Fatalf("prepare: %v %v", err, res[claim.UID].Err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, f.drv, Options{Client: f.client, NodeName: node, Resync: time.Second, GoneRetry: 500 * time.Millisecond})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	f.run(t, Options{Resync: time.Hour, GoneRetry: 500 * time.Millisecond})
 	if err := f.admitted(p1, claim.UID); err != nil {
 		t.Fatal(err)
 	}
 
-	// The scheduler reserves the claim for a pod before binding it.
-	start := time.Now()
-	p2 := f.pod("p2")
+	// The scheduler reserves the claim for a pod, then binds it.
+	p2 := f.pod("p2", true)
 	f.reserve(p1, p2)
+	start := time.Now()
+	f.bind(p2)
 	daemontest.Eventually(t, 10*time.Second, "p2 admitted", func() bool { return f.admitted(p2, claim.UID) == nil })
-	t.Logf("second pod admitted %v after it was created and reserved", time.Since(start))
+	t.Logf("second pod admitted %v after it was bound", time.Since(start))
 
-	p3 := f.pod("p3")                   // names the claim, never reserved
-	time.Sleep(2500 * time.Millisecond) // pod event and two resyncs
+	p3 := f.pod("p3") // names the claim, never reserved
+	time.Sleep(time.Second)
 	if err := f.admitted(p3, claim.UID); !errors.Is(err, checkpoint.ErrNotReserved) {
 		t.Fatalf("unreserved pod: %v, want ErrNotReserved", err)
 	}
@@ -173,42 +182,53 @@ func TestReservedForIsTheSourceOfTruth(t *testing.T) {
 	daemontest.Eventually(t, 10*time.Second, "p1 refused", func() bool {
 		return errors.Is(f.admitted(p1, claim.UID), checkpoint.ErrNotReserved)
 	})
-
-	if err := f.cluster.Stop(); err != nil {
+	if err := f.admitted(p2, claim.UID); err != nil {
 		t.Fatal(err)
-	}
-	for range 3 { // three resyncs fail against the stopped apiserver
-		time.Sleep(time.Second)
-		if err := f.admitted(p2, claim.UID); err != nil {
-			t.Fatalf("known pod refused with the apiserver gone: %v", err)
-		}
-		if err := f.admitted(p3, claim.UID); !errors.Is(err, checkpoint.ErrNotReserved) {
-			t.Fatalf("unknown pod with the apiserver gone: %v, want ErrNotReserved", err)
-		}
 	}
 }
 
+// run runs the watcher on the fixture until the test ends.
+func (f *fixture) run(t *testing.T, opts Options) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	opts.Client, opts.NodeName = f.client, node
+	go func() { done <- Run(ctx, f.drv, opts) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+}
+
 // A pod dropped from reservedFor without any pod event on the node is
-// refused after the periodic resync.
-func TestResyncDropsPods(t *testing.T) {
+// refused after the periodic resync; with the apiserver gone the resyncs
+// fail, the recorded pod is still served and the others still refused.
+func TestResyncAndUnreachableAPIServer(t *testing.T) {
 	f := startFixture(t)
-	p1, p2 := f.pod("p1"), f.pod("p2")
+	p1, p2, p3 := f.pod("p1"), f.pod("p2"), f.pod("p3")
 	claim := f.reserve(p1, p2)
 	if res, _ := f.drv.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim}); res[claim.UID].Err != nil {
 		t.Fatal(res[claim.UID].Err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, f.drv, Options{Client: f.client, NodeName: node, Resync: 500 * time.Millisecond})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	f.run(t, Options{Resync: 500 * time.Millisecond})
 	f.reserve(p2)
 	daemontest.Eventually(t, 10*time.Second, "p1 refused", func() bool {
 		return errors.Is(f.admitted(p1, claim.UID), checkpoint.ErrNotReserved)
 	})
-	if err := f.admitted(p2, claim.UID); err != nil {
+	if err := f.cluster.Stop(); err != nil {
 		t.Fatal(err)
+	}
+	for range 4 { // each period's GET fails against the stopped apiserver
+		time.Sleep(500 * time.Millisecond)
+		if err := f.admitted(p2, claim.UID); err != nil {
+			t.Fatalf("known pod refused with the apiserver gone: %v", err)
+		}
+		for _, p := range []*corev1.Pod{p1, p3} {
+			if err := f.admitted(p, claim.UID); !errors.Is(err, checkpoint.ErrNotReserved) {
+				t.Fatalf("pod %s with the apiserver gone: %v, want ErrNotReserved", p.Name, err)
+			}
+		}
 	}
 }
 
