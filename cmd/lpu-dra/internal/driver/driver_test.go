@@ -419,8 +419,8 @@ func TestCorruptCheckpointRefusesStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := New(newStatic(t, ring8()), Options{NodeName: node, StateDir: dir, CDIDir: t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), checkpoint.FileName) {
-		t.Fatalf("err = %v, want one naming the checkpoint", err)
+	if err == nil || !strings.Contains(err.Error(), checkpoint.FileName) || !strings.Contains(err.Error(), `version "v9"`) {
+		t.Fatalf("err = %v, want one naming the checkpoint and its version", err)
 	}
 }
 
