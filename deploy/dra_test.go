@@ -189,6 +189,7 @@ func TestChartDRAMode(t *testing.T) {
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
 	}
 	if o.ClusterRole == nil || len(o.ClusterRole.Rules) != len(want) {
 		t.Fatalf("cluster role %+v", o.ClusterRole)

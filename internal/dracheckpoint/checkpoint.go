@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 
 	"github.com/hyperaccel/lpu-node/internal/atomicfile"
 	"github.com/hyperaccel/lpu-node/internal/statedir"
@@ -42,9 +43,16 @@ type Claim struct {
 	LPUs      []string `json:"lpus"`        // every LPU of the claim, ring order
 	CDIDevice string   `json:"cdiDevice"`   // fully qualified CDI device ID
 	SpecName  string   `json:"cdiSpecName"` // file name of its spec in the CDI dir
-	// Pods are the UIDs of the pods the claim was prepared for (its
-	// reservedFor): lpu-nri admits the claim's CDI device only for them.
+	// Pods are the UIDs of the pods the claim is reserved for on the
+	// apiserver (its status.reservedFor, kept current by lpu-dra's
+	// reservation watcher): lpu-nri admits the claim's CDI device only for
+	// them.
 	Pods []string `json:"pods,omitempty"`
+	// AdminAccess marks a claim whose devices were allocated with
+	// adminAccess: it gets the device nodes but holds nothing, so it never
+	// blocks a tenant's claim on the same LPUs, nor they it. Absent in
+	// checkpoints written before it existed: those claims are tenants.
+	AdminAccess bool `json:"adminAccess,omitempty"`
 }
 
 // State is the checkpoint's content: prepared claims by UID.
@@ -57,25 +65,34 @@ type file struct {
 	Claims  []Claim `json:"claims"`
 }
 
-// Held returns every LPU a prepared claim holds.
+// Held returns every LPU a prepared tenant claim holds (admin claims hold
+// nothing).
 func (s *State) Held() []string {
 	var out []string
 	for _, c := range s.Claims {
-		out = append(out, c.LPUs...)
+		if !c.AdminAccess {
+			out = append(out, c.LPUs...)
+		}
 	}
 	slices.Sort(out)
 	return out
 }
 
-// Holder returns the UID of the claim holding the LPU id, "" when none.
+// Holder returns the UID of the tenant claim holding the LPU id, "" when
+// none.
 func (s *State) Holder(id string) string {
 	for uid, c := range s.Claims {
-		if slices.Contains(c.LPUs, id) {
+		if !c.AdminAccess && slices.Contains(c.LPUs, id) {
 			return uid
 		}
 	}
 	return ""
 }
+
+// ErrNotReserved is wrapped by PodLPUs' error for a claim that is prepared
+// but not (yet) reserved for the pod: lpu-dra may still be writing the pod
+// in, so lpu-nri retries briefly on it and on nothing else.
+var ErrNotReserved = errors.New("the pod is not in the claim's reservedFor")
 
 // PodLPUs verifies that every claim UID is prepared in the checkpoint in
 // dir for the pod podUID (the error names the first claim that is not) and
@@ -94,7 +111,7 @@ func PodLPUs(dir, podUID string, claimUIDs []string) ([]string, error) {
 			return nil, fmt.Errorf("claim %s is not prepared by lpu-dra on this node", uid)
 		}
 		if podUID == "" || !slices.Contains(c.Pods, podUID) {
-			return nil, fmt.Errorf("claim %s/%s (%s) was not prepared for pod %s", c.Namespace, c.Name, uid, podUID)
+			return nil, fmt.Errorf("claim %s/%s (%s) was not prepared for pod %s: %w", c.Namespace, c.Name, uid, podUID, ErrNotReserved)
 		}
 		for _, id := range c.LPUs {
 			if !slices.Contains(ids, id) {
@@ -105,9 +122,37 @@ func PodLPUs(dir, podUID string, claimUIDs []string) ([]string, error) {
 	return ids, nil
 }
 
-// Parse decodes and checks a checkpoint.
+// Parse decodes and checks a checkpoint. Every error names the version the
+// data declares ("unreadable" when not even that decodes), so a downgrade
+// that meets a newer checkpoint says so.
 func Parse(data []byte) (*State, error) {
+	s, err := parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("version %s: %w", foundVersion(data), err)
+	}
+	return s, nil
+}
+
+// foundVersion is the quoted version field of data, or "unreadable".
+func foundVersion(data []byte) string {
+	var v struct {
+		Version *string `json:"version"`
+	}
+	if json.Unmarshal(data, &v) != nil || v.Version == nil {
+		return "unreadable"
+	}
+	return strconv.Quote(*v.Version)
+}
+
+func parse(data []byte) (*State, error) {
 	var f file
+	if err := json.Unmarshal(data, &struct {
+		Version *string `json:"version"`
+	}{Version: &f.Version}); err == nil && f.Version != Version {
+		// Checked before the strict decode: a newer format may carry fields
+		// this one does not know, and the version is the clearer error.
+		return nil, fmt.Errorf("this lpu-dra reads only %q (a checkpoint of a newer release? a downgrade cannot read it)", Version)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
@@ -117,7 +162,7 @@ func Parse(data []byte) (*State, error) {
 		return nil, errors.New("decode: trailing data after the checkpoint")
 	}
 	if f.Version != Version {
-		return nil, fmt.Errorf("version %q: want %q", f.Version, Version)
+		return nil, fmt.Errorf("this lpu-dra reads only %q", Version)
 	}
 	s := &State{Claims: make(map[string]Claim, len(f.Claims))}
 	owner := map[string]string{}
@@ -148,6 +193,9 @@ func checkClaim(c Claim, owner map[string]string) error {
 	for _, id := range c.LPUs {
 		if _, err := device.ParseID(id); err != nil {
 			return fmt.Errorf("claim %s: %w", c.UID, err)
+		}
+		if c.AdminAccess {
+			continue // admin claims share LPUs with tenants and each other
 		}
 		if prev, ok := owner[id]; ok {
 			return fmt.Errorf("claim %s: %s is also held by claim %s", c.UID, id, prev)

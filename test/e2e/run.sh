@@ -8,7 +8,7 @@
 #   all       1 2 3 4 5 orion perf image 6 (the default)
 #   SCENARIO  any of 1 2 3 4 5 orion 6 perf image, run in that canonical order
 #   security  the hostile tenant (lib/security.sh); not part of all
-#   dra       d1..d7 on a real cluster (etcd, apiserver, scheduler, ...)
+#   dra       d1..d9 on a real cluster (etcd, apiserver, scheduler, ...)
 #   demo-dra  d1 d2, printing what each pod sees and its claim
 #   install   on that cluster: the image, the chart (install, upgrade,
 #             uninstall) and the plain manifests, installed as users do
@@ -49,11 +49,13 @@ source "$E2E_DIR/lib/install.sh"
 source "$E2E_DIR/lib/install_upgrade.sh"
 # shellcheck source=lib/security.sh
 source "$E2E_DIR/lib/security.sh"
+# shellcheck source=lib/dra_shared.sh
+source "$E2E_DIR/lib/dra_shared.sh"
 
 ALL=(1 2 3 4 5 orion perf image 6)
 # security runs on the same node before 6, which takes that node down
 ORDER=(1 2 3 4 5 orion perf image security 6)
-DRA_ORDER=(d1 d2 d3 d4 d5 d6 d7)
+DRA_ORDER=(d1 d2 d3 d4 d5 d6 d7 d8 d9)
 CLUSTER=0
 
 usage() {
@@ -148,7 +150,7 @@ main() {
       1 | 2 | 3 | 4 | 5 | 6 | orion | perf | image | security) want+=("$s") ;;
       dra) want_dra+=("${DRA_ORDER[@]}") ;;
       demo-dra) DEMO=1 && want_dra+=(d1 d2) ;;
-      d1 | d2 | d3 | d4 | d5 | d6 | d7) want_dra+=("$s") ;;
+      d1 | d2 | d3 | d4 | d5 | d6 | d7 | d8 | d9) want_dra+=("$s") ;;
       install) want_dra+=(install) ;;
       -h | --help) usage ;;
       *) echo "unknown scenario: $s" >&2 && usage ;;

@@ -22,6 +22,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/driver"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/reservations"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/devicemetrics"
 	"github.com/hyperaccel/lpu-node/internal/health"
@@ -80,6 +81,9 @@ func Run(ctx context.Context, p Params) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return mon.Run(ctx) })
 	g.Go(func() error { return k.run(ctx, mon, drv) })
+	g.Go(func() error {
+		return reservations.Run(ctx, drv, reservations.Options{Client: client, NodeName: opts.NodeName, Logger: log})
+	})
 	reportNode(ctx, g, n, opts, p.Version, mon, metrics, log)
 	if addr := cfg.Metrics.Address; addr != "" {
 		g.Go(func() error {

@@ -285,7 +285,7 @@ func (d *Driver) prepareLocked(ctx context.Context, claim *resourceapi.ResourceC
 	if claim.Status.Allocation == nil {
 		return kubeletplugin.PrepareResult{}, false, nil, refuse(ReasonBadDevice, "claim is not allocated")
 	}
-	ours, err := d.ourDevices(claim)
+	ours, admin, err := d.ourDevices(claim)
 	if err != nil {
 		return kubeletplugin.PrepareResult{}, false, nil, err
 	}
@@ -294,7 +294,7 @@ func (d *Driver) prepareLocked(ctx context.Context, claim *resourceapi.ResourceC
 	err = d.update(ctx, "prepare", func(s *checkpoint.State) (bool, error) {
 		var changed bool
 		var err error
-		c, added, changed, err = d.prepareIn(s, claim, ours)
+		c, added, changed, err = d.prepareIn(s, claim, ours, admin)
 		return changed, err
 	})
 	var r *refusal
@@ -312,7 +312,7 @@ func (d *Driver) prepareLocked(ctx context.Context, claim *resourceapi.ResourceC
 		return kubeletplugin.PrepareResult{}, false, nil, nil // none of our devices
 	}
 	if added {
-		d.log.Info("prepared claim", "claim", claim.Namespace+"/"+claim.Name, "uid", uid, "lpus", c.LPUs, "cdiDevice", c.CDIDevice)
+		d.log.Info("prepared claim", "claim", claim.Namespace+"/"+claim.Name, "uid", uid, "lpus", c.LPUs, "cdiDevice", c.CDIDevice, "adminAccess", admin)
 	}
 	return result(c), added, c.LPUs, nil
 }
@@ -320,14 +320,16 @@ func (d *Driver) prepareLocked(ctx context.Context, claim *resourceapi.ResourceC
 // prepareIn prepares the claim in s, the checkpoint as it is on disk under
 // the lock: the claim as recorded (its pods merged in), or newly prepared
 // (added: its spec written). changed says s must be saved.
-func (d *Driver) prepareIn(s *checkpoint.State, claim *resourceapi.ResourceClaim, ours []checkpoint.Device) (c checkpoint.Claim, added, changed bool, err error) {
+func (d *Driver) prepareIn(s *checkpoint.State, claim *resourceapi.ResourceClaim, ours []checkpoint.Device, admin bool) (c checkpoint.Claim, added, changed bool, err error) {
 	uid := string(claim.UID)
 	pods := podUIDs(claim)
 	if c, ok := s.Claims[uid]; ok {
 		if !slices.Equal(c.Devices, ours) {
 			return c, false, false, refuse(ReasonChanged, "already prepared with devices %v, now asked for %v", names(c.Devices), names(ours))
 		}
-		c, changed = addPods(c, pods)
+		// The kubelet prepares a claim once per node; should it ask again,
+		// the claim's reservedFor now is the truth (reservations keeps it).
+		c, changed = withPods(c, pods)
 		s.Claims[uid] = c
 		return c, false, changed, nil
 	}
@@ -339,7 +341,7 @@ func (d *Driver) prepareIn(s *checkpoint.State, claim *resourceapi.ResourceClaim
 		return c, false, false, refuse(ReasonNotReady, "device discovery has not produced a valid ring layout yet")
 	}
 	inv := snap.Inventory
-	ids, err := d.resolve(s, snap, ours)
+	ids, err := d.resolve(s, snap, ours, admin)
 	if err != nil {
 		return c, false, false, err
 	}
@@ -356,7 +358,7 @@ func (d *Driver) prepareIn(s *checkpoint.State, claim *resourceapi.ResourceClaim
 		return c, false, false, refuse(ReasonWrite, "%w", err)
 	}
 	c = checkpoint.Claim{UID: uid, Namespace: claim.Namespace, Name: claim.Name, Devices: ours, LPUs: p.IDs,
-		CDIDevice: inject.ClaimDeviceID(uid), SpecName: specFile(uid), Pods: pods}
+		CDIDevice: inject.ClaimDeviceID(uid), SpecName: specFile(uid), Pods: pods, AdminAccess: admin}
 	s.Claims[uid] = c
 	return c, true, true, nil
 }
@@ -373,15 +375,17 @@ func podUIDs(claim *resourceapi.ResourceClaim) []string {
 	return slices.Compact(out)
 }
 
-// addPods records pods a shared claim gained since it was prepared, so
-// that lpu-nri admits its CDI device in their containers too; changed says
-// there were any.
-func addPods(c checkpoint.Claim, pods []string) (checkpoint.Claim, bool) {
-	merged := slices.Compact(slices.Sorted(slices.Values(append(append([]string(nil), c.Pods...), pods...))))
-	if slices.Equal(merged, c.Pods) {
+// withPods returns c reserved for pods (sorted), so that lpu-nri admits its
+// CDI device in their containers and no other pod's; changed says c.Pods
+// differed.
+func withPods(c checkpoint.Claim, pods []string) (checkpoint.Claim, bool) {
+	if len(pods) == 0 {
+		pods = nil
+	}
+	if slices.Equal(pods, c.Pods) {
 		return c, false
 	}
-	c.Pods = merged
+	c.Pods = pods
 	return c, true
 }
 
@@ -545,26 +549,35 @@ func (d *Driver) release(l *checkpoint.Lock) {
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
 
-// ourDevices returns the claim's devices of this driver; a device of ours in
-// another node's pool is refused.
-func (d *Driver) ourDevices(claim *resourceapi.ResourceClaim) ([]checkpoint.Device, error) {
+// ourDevices returns the claim's devices of this driver and whether they
+// were allocated with adminAccess; a device of ours in another node's pool,
+// or a claim mixing admin and tenant devices of ours, is refused.
+func (d *Driver) ourDevices(claim *resourceapi.ResourceClaim) ([]checkpoint.Device, bool, error) {
 	var ours []checkpoint.Device
+	admins := 0
 	for _, r := range claim.Status.Allocation.Devices.Results {
 		if r.Driver != inject.Driver {
 			continue // another driver's device in a shared claim
 		}
 		if r.Pool != d.opts.NodeName {
-			return nil, refuse(ReasonForeignPool, "device %s is in pool %q, this node's pool is %q", r.Device, r.Pool, d.opts.NodeName)
+			return nil, false, refuse(ReasonForeignPool, "device %s is in pool %q, this node's pool is %q", r.Device, r.Pool, d.opts.NodeName)
+		}
+		if r.AdminAccess != nil && *r.AdminAccess {
+			admins++
 		}
 		ours = append(ours, checkpoint.Device{Request: r.Request, Pool: r.Pool, Device: r.Device})
 	}
-	return ours, nil
+	if admins > 0 && admins < len(ours) {
+		return nil, false, refuse(ReasonBadDevice, "claim mixes adminAccess and tenant requests for %s devices", inject.Driver)
+	}
+	return ours, admins > 0, nil
 }
 
 // resolve turns the claim's devices into LPU IDs, refusing an arc this node
 // does not have, overlapping devices, and LPUs that are unknown, unhealthy
-// or held by another claim in s.
-func (d *Driver) resolve(s *checkpoint.State, snap health.Snapshot, ours []checkpoint.Device) ([]string, error) {
+// or held by another claim in s (an admin claim holds nothing and is held
+// by nothing).
+func (d *Driver) resolve(s *checkpoint.State, snap health.Snapshot, ours []checkpoint.Device, admin bool) ([]string, error) {
 	inv := snap.Inventory
 	var ids []string
 	for _, dev := range ours {
@@ -587,7 +600,7 @@ func (d *Driver) resolve(s *checkpoint.State, snap health.Snapshot, ours []check
 			if !lpu.Health.Healthy {
 				return nil, refuse(ReasonUnhealthy, "device %s: LPU %s is unhealthy: %s", dev.Device, id, lpu.Health.Reason)
 			}
-			if holder := s.Holder(id); holder != "" {
+			if holder := s.Holder(id); holder != "" && !admin {
 				c := s.Claims[holder]
 				return nil, refuse(ReasonHeld, "device %s: LPU %s is held by claim %s/%s (%s)", dev.Device, id, c.Namespace, c.Name, holder)
 			}

@@ -69,6 +69,10 @@ type Config struct {
 	// dir): a claim container's verified allocation. nil refuses every
 	// container with a claim's CDI device.
 	Claims func(podUID string, claimUIDs []string) ([]string, error)
+	// ClaimWait bounds how long CreateContainer re-reads the claims of a
+	// pod lpu-dra has not recorded yet (claimWait); zero is
+	// DefaultClaimWait, negative does not wait.
+	ClaimWait time.Duration
 }
 
 // Plugin is the NRI plugin. It implements the stub's Configure,
@@ -84,6 +88,7 @@ type Plugin struct {
 	log          *slog.Logger
 	tracer       oteltrace.Tracer
 	claims       func(podUID string, claimUIDs []string) ([]string, error)
+	claimWait    time.Duration
 	ledger       *ledger.Ledger
 	acceptV1     bool
 	allowNS      []string
@@ -104,7 +109,8 @@ func New(cfg Config) (*Plugin, error) {
 	}
 	p := &Plugin{key: cfg.Key, store: cfg.Store, opts: cfg.Options, check: cfg.Check,
 		checkTimeout: cfg.CheckTimeout, m: cfg.Metrics, ready: cfg.Ready, log: cfg.Log, tracer: cfg.Tracer,
-		ledger: cfg.Ledger, acceptV1: cfg.AcceptLegacySeals, allowNS: cfg.AllowNamespaces, claims: cfg.Claims}
+		ledger: cfg.Ledger, acceptV1: cfg.AcceptLegacySeals, allowNS: cfg.AllowNamespaces, claims: cfg.Claims,
+		claimWait: claimWait(cfg.ClaimWait)}
 	p.audit.init()
 	if l, ok := p.ready.(liveSetter); ok {
 		l.SetLive(p.Live) // readiness answers "connected" only on proof
@@ -382,7 +388,7 @@ func claimUIDs(devs []*api.CDIDevice) []string {
 // then the container's verified allocation, under the same rules as a
 // sealed one: known and healthy, and no LPU node carried beyond them.
 func (p *Plugin) decideClaims(pod *api.PodSandbox, ctr *api.Container, claims []string) error {
-	ids, err := p.claimLPUs(pod, claims)
+	ids, err := p.awaitClaimLPUs(pod, claims)
 	if err != nil {
 		return refuse(metrics.ReasonBadValue, "lpu-dra claim device: %w", err)
 	}

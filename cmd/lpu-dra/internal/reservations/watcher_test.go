@@ -1,0 +1,239 @@
+package reservations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/driver"
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
+	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
+	"github.com/hyperaccel/lpu-node/internal/health"
+	"github.com/hyperaccel/lpu-node/pkg/alloc"
+	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/test/clustertest"
+)
+
+const node = "node-a"
+
+// devices is a fixed healthy ring of 8 LPUs.
+type devices struct{ snap health.Snapshot }
+
+func (d devices) Snapshot() (health.Snapshot, <-chan struct{}) { return d.snap, nil }
+
+func ring8(t *testing.T) devices {
+	inv := &device.Inventory{DriverVersion: "1.4.2"}
+	var ring []string
+	for i := range 8 {
+		inv.Devices = append(inv.Devices, device.Device{ID: device.ID(i), Index: i, Path: fmt.Sprintf("/dev/lpu%d", i),
+			Major: 240, Minor: int64(i), Health: device.Health{Healthy: true}})
+		ring = append(ring, device.ID(i))
+	}
+	inv.Rings = [][]string{ring}
+	l, err := alloc.NewLayout(inv.Rings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return devices{snap: health.Snapshot{Inventory: inv, Layout: l, Generation: 1}}
+}
+
+type fixture struct {
+	t        *testing.T
+	cluster  *clustertest.Cluster
+	client   kubernetes.Interface
+	drv      *driver.Driver
+	stateDir string
+}
+
+// pod creates a pod naming claim shared, bound to the node unless unbound.
+func (f *fixture) pod(name string, unbound ...bool) *corev1.Pod {
+	f.t.Helper()
+	nodeName := node
+	if len(unbound) > 0 && unbound[0] {
+		nodeName = ""
+	}
+	p, err := f.client.CoreV1().Pods("default").Create(context.Background(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "c", Image: "app",
+			Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "lpus"}}}}},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "lpus", ResourceClaimName: new("shared")}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return p
+}
+
+// bind binds p to the node, as the scheduler does after reserving.
+func (f *fixture) bind(p *corev1.Pod) {
+	f.t.Helper()
+	err := f.client.CoreV1().Pods("default").Bind(context.Background(), &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, UID: p.UID}, Target: corev1.ObjectReference{Kind: "Node", Name: node}}, metav1.CreateOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// reserve sets the claim's reservedFor to pods (allocating it first).
+func (f *fixture) reserve(pods ...*corev1.Pod) *resourceapi.ResourceClaim {
+	f.t.Helper()
+	ctx := context.Background()
+	c, err := f.client.ResourceV1().ResourceClaims("default").Get(ctx, "shared", metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+		Results: []resourceapi.DeviceRequestAllocationResult{{Request: "lpus", Driver: inject.Driver, Pool: node, Device: "ring0-start0-size2"}}}}
+	c.Status.ReservedFor = nil
+	for _, p := range pods {
+		c.Status.ReservedFor = append(c.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: p.Name, UID: p.UID})
+	}
+	c, err = f.client.ResourceV1().ResourceClaims("default").UpdateStatus(ctx, c, metav1.UpdateOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return c
+}
+
+func (f *fixture) admitted(p *corev1.Pod, uid types.UID) error {
+	_, err := checkpoint.PodLPUs(f.stateDir, string(p.UID), []string{string(uid)})
+	return err
+}
+
+func startFixture(t *testing.T) *fixture {
+	c := clustertest.Start(t, clustertest.Options{})
+	client, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// No controller manager runs: the ServiceAccount admission wants the
+	// namespace's default account to exist.
+	_, err = client.CoreV1().ServiceAccounts("default").Create(context.Background(),
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	drv, err := driver.New(ring8(t), driver.Options{NodeName: node, StateDir: stateDir, CDIDir: filepath.Join(t.TempDir(), "cdi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.ResourceV1().ResourceClaims("default").Create(context.Background(), &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "shared"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "lpus", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: inject.Driver}}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, cluster: c, client: client, drv: drv, stateDir: stateDir}
+}
+
+// Against the real v1.37.2 apiserver, with no periodic resync: a pod that
+// joins a prepared claim is admitted once the scheduler reserved the claim
+// for it and bound it, with no second Prepare; a pod the claim is not
+// reserved for stays refused; a pod dropped from reservedFor and deleted is
+// refused.
+func TestReservedForIsTheSourceOfTruth(t *testing.T) {
+	f := startFixture(t)
+	p1 := f.pod("p1")
+	claim := f.reserve(p1)
+	res, err := f.drv.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim})
+	if err != nil || res[claim.UID].Err != nil {
+		t.Fatalf("prepare: %v %v", err, res[claim.UID].Err)
+	}
+	f.run(t, Options{Resync: time.Hour, GoneRetry: 500 * time.Millisecond})
+	if err := f.admitted(p1, claim.UID); err != nil {
+		t.Fatal(err)
+	}
+
+	// The scheduler reserves the claim for a pod, then binds it.
+	p2 := f.pod("p2", true)
+	f.reserve(p1, p2)
+	start := time.Now()
+	f.bind(p2)
+	daemontest.Eventually(t, 10*time.Second, "p2 admitted", func() bool { return f.admitted(p2, claim.UID) == nil })
+	t.Logf("second pod admitted %v after it was bound", time.Since(start))
+
+	p3 := f.pod("p3") // names the claim, never reserved
+	time.Sleep(time.Second)
+	if err := f.admitted(p3, claim.UID); !errors.Is(err, checkpoint.ErrNotReserved) {
+		t.Fatalf("unreserved pod: %v, want ErrNotReserved", err)
+	}
+
+	f.reserve(p2)
+	if err := f.client.CoreV1().Pods("default").Delete(context.Background(), "p1", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	daemontest.Eventually(t, 10*time.Second, "p1 refused", func() bool {
+		return errors.Is(f.admitted(p1, claim.UID), checkpoint.ErrNotReserved)
+	})
+	if err := f.admitted(p2, claim.UID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs the watcher on the fixture until the test ends.
+func (f *fixture) run(t *testing.T, opts Options) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	opts.Client, opts.NodeName = f.client, node
+	go func() { done <- Run(ctx, f.drv, opts) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// A pod dropped from reservedFor without any pod event on the node is
+// refused after the periodic resync; with the apiserver gone the resyncs
+// fail, the recorded pod is still served and the others still refused.
+func TestResyncAndUnreachableAPIServer(t *testing.T) {
+	f := startFixture(t)
+	p1, p2, p3 := f.pod("p1"), f.pod("p2"), f.pod("p3")
+	claim := f.reserve(p1, p2)
+	if res, _ := f.drv.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim}); res[claim.UID].Err != nil {
+		t.Fatal(res[claim.UID].Err)
+	}
+	f.run(t, Options{Resync: 500 * time.Millisecond})
+	f.reserve(p2)
+	daemontest.Eventually(t, 10*time.Second, "p1 refused", func() bool {
+		return errors.Is(f.admitted(p1, claim.UID), checkpoint.ErrNotReserved)
+	})
+	if err := f.cluster.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 { // each period's GET fails against the stopped apiserver
+		time.Sleep(500 * time.Millisecond)
+		if err := f.admitted(p2, claim.UID); err != nil {
+			t.Fatalf("known pod refused with the apiserver gone: %v", err)
+		}
+		for _, p := range []*corev1.Pod{p1, p3} {
+			if err := f.admitted(p, claim.UID); !errors.Is(err, checkpoint.ErrNotReserved) {
+				t.Fatalf("pod %s with the apiserver gone: %v, want ErrNotReserved", p.Name, err)
+			}
+		}
+	}
+}
+
+func TestRunNeedsClientAndNode(t *testing.T) {
+	if err := Run(context.Background(), nil, Options{}); err == nil {
+		t.Fatal("Run without a client started")
+	}
+}
