@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
@@ -19,9 +20,10 @@ func (d *Driver) Republish() {
 	}
 }
 
-// Resources returns what the node's pool should hold now: every arc in the
-// order pkg/alloc would pick it given the prepared claims, unhealthy arcs
-// tainted. It fails when the inventory cannot be published (a ring longer
+// Resources returns what the node's pool should hold now: the arcs no
+// prepared claim touches plus the arcs prepared claims were given, in the
+// order pkg/alloc would pick them, unhealthy arcs tainted
+// (arcslice.Builder.FreeSlices). It fails when the inventory cannot be published (a ring longer
 // than a counter set holds), naming the ring.
 func (d *Driver) Resources() (resourceslice.DriverResources, error) {
 	snap, _ := d.devices.Snapshot()
@@ -33,7 +35,10 @@ func (d *Driver) Resources() (resourceslice.DriverResources, error) {
 	if err != nil {
 		return resourceslice.DriverResources{}, err
 	}
-	sl := b.Slices(d.held(), arcslice.Unhealthy(inv))
+	// held before allocated: a claim prepared in between only adds an
+	// arc that was free anyway, and its Prepare kicks another publish.
+	held := d.held()
+	sl := b.FreeSlices(held, d.allocated(), arcslice.Unhealthy(inv))
 	if len(sl) == 0 {
 		// A node without LPUs still publishes its pool, empty: "no
 		// devices" is news, "no pool" is not.
@@ -42,6 +47,27 @@ func (d *Driver) Resources() (resourceslice.DriverResources, error) {
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
 		d.opts.NodeName: {Slices: sl},
 	}}, nil
+}
+
+// allocated returns the arcs of this node's pool that prepared claims were
+// given, from the checkpoint, admin claims included: they must stay
+// published while allocated. A device name that is not an arc is skipped
+// (Prepare refused it).
+func (d *Driver) allocated() []alloc.Arc {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []alloc.Arc
+	for _, c := range d.state.Claims {
+		for _, dev := range c.Devices {
+			if dev.Pool != d.opts.NodeName {
+				continue
+			}
+			if a, err := arcslice.ParseDeviceName(dev.Device); err == nil {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
 }
 
 // builderFor returns the cached builder unless the inventory changed in
