@@ -2,6 +2,7 @@ package dravalidate
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -204,5 +205,68 @@ func TestAllocatedArcKeepsItsCountersConsumed(t *testing.T) {
 	}
 	if got := choice(t, classes, poolSlices("node-a", b.FreeSlices(s.held, s.allocated, nil)), s, arc4); got != "" {
 		t.Fatalf("with the allocated 5-arc published the allocator still gave %s over it", got)
+	}
+}
+
+// BenchmarkFreeSlicesFilter is the scheduler's Filter over 200 busy nodes
+// (one ring of 8, the chart's sizes, random prepared arcs: about half the
+// LPUs held) for a 4-arc claim, strict and best effort, on every arc of
+// the chart's sizes (full) and on FreeSlices (free): one op is one
+// Allocate per node.
+func BenchmarkFreeSlicesFilter(b *testing.B) {
+	classes, templates := chartObjects(b)
+	for _, dc := range classes {
+		legacyscheme.Scheme.Default(dc)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	sizes := []int{1, 2, 4, 8}
+	const nodes = 200
+	var full, free []*resourcev1.ResourceSlice
+	state := structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID](),
+		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](), AggregatedCapacity: structured.NewConsumedCapacityCollection()}
+	held := 0
+	for i := range nodes {
+		name := fmt.Sprintf("node-%04d", i)
+		bld, err := arcslice.NewBuilder(inventory(1, 8), arcslice.Options{Sizes: sizes})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := randomState(rng, bld.Layout(), 8, sizes)
+		held += len(s.held)
+		for _, a := range s.allocated {
+			state.AllocatedDevices.Insert(structured.MakeDeviceID(inject.Driver, name, arcslice.DeviceName(a)))
+		}
+		full = append(full, poolSlices(name, bld.Slices(s.held, nil))...)
+		free = append(free, poolSlices(name, bld.FreeSlices(s.held, s.allocated, nil))...)
+	}
+	b.Logf("%d of %d LPUs held", held, 8*nodes)
+	for _, tmpl := range []string{"lpu-arc-4", "lpu-4-best-effort"} {
+		var claim *resourcev1.ResourceClaim
+		for _, rct := range templates {
+			if rct.Name == tmpl {
+				claim = &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default", UID: "uid-c"}, Spec: *rct.Spec.Spec.DeepCopy()}
+				legacyscheme.Scheme.Default(claim)
+			}
+		}
+		for _, v := range []struct {
+			name   string
+			slices []*resourcev1.ResourceSlice
+		}{{"full", full}, {"free", free}} {
+			b.Run(fmt.Sprintf("claim=%s/slices=%s", tmpl, v.name), func(b *testing.B) {
+				a, err := structured.NewAllocator(context.Background(), schedulerFeatures(), state, lister(classes), v.slices, cel.NewCache(10, cel.Features{}))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					for i := range nodes {
+						node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%04d", i)}}
+						if _, err := a.Allocate(context.Background(), node, []*resourcev1.ResourceClaim{claim}); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		}
 	}
 }
