@@ -86,14 +86,15 @@ func bestEffortClaim(i int) *resourceapi.ResourceClaim {
 
 // cluster is one node's pool as the scheduler sees it.
 type cluster struct {
-	t      *testing.T
-	inv    *device.Inventory
-	layout *alloc.Layout
-	state  structured.AllocatedState
-	held   []string
-	cache  *cel.Cache
-	static bool // keep the slices built for the empty node
-	built  []*resourceapi.ResourceSlice
+	t       *testing.T
+	inv     *device.Inventory
+	layout  *alloc.Layout
+	state   structured.AllocatedState
+	held    []string
+	cache   *cel.Cache
+	static  bool // keep the slices built for the empty node
+	reduced bool // publish as lpu-dra does: FreeSlices with the allocated arcs
+	built   []*resourceapi.ResourceSlice
 }
 
 func newCluster(t *testing.T, inv *device.Inventory) *cluster {
@@ -112,6 +113,21 @@ func (c *cluster) republish() {
 	built, err := build(c.inv, Options{}, c.held)
 	if err != nil {
 		c.t.Fatal(err)
+	}
+	if c.reduced {
+		b, err := NewBuilder(c.inv, Options{})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		var allocated []alloc.Arc
+		for id := range c.state.AllocatedDevices {
+			a, err := ParseDeviceName(id.Device.String())
+			if err != nil {
+				c.t.Fatal(err)
+			}
+			allocated = append(allocated, a)
+		}
+		built = b.FreeSlices(c.held, allocated, Unhealthy(c.inv))
 	}
 	c.built = apiSlices("node-a", built)
 }
@@ -215,10 +231,20 @@ func TestAllocatorArcsNeverOverlap(t *testing.T) {
 }
 
 func TestAllocatorFollowsPreferred(t *testing.T) {
+	for _, free := range []bool{false, true} {
+		t.Run(fmt.Sprintf("free=%v", free), func(t *testing.T) { followsPreferred(t, free) })
+	}
+}
+
+// followsPreferred churns claims on a node published in full or, free,
+// as FreeSlices: either way the allocator takes pkg/alloc's arc.
+func followsPreferred(t *testing.T, free bool) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	sizes := []int{1, 1, 1, 2, 2, 4, 3, 8}
 	for _, shape := range [][2]int{{1, 8}, {2, 8}} {
 		c := newCluster(t, inventory(shape[0], shape[1]))
+		c.reduced = free
+		c.republish()
 		var live [][]string
 		for step := 0; step < 150; step++ {
 			if len(live) > 0 && rng.IntN(3) == 0 {

@@ -137,15 +137,61 @@ func (b *Builder) Layout() *alloc.Layout { return b.layout }
 // taint. The slices share read-only maps with the builder and with each
 // other; PublishResources copies them.
 func (b *Builder) Slices(held []string, unhealthy map[string]bool) []resourceslice.Slice {
+	order := b.order(held, unhealthy)
+	if b.publish != nil {
+		order = slices.DeleteFunc(order, func(a alloc.Arc) bool { return !b.publish[a.Size] })
+	}
+	return b.slicesOf(interleave(order), unhealthy)
+}
+
+// FreeSlices is Slices with only the arcs a new claim could be given plus
+// the arcs allocated now: an arc touching a held LPU is left out unless it
+// is in allocated. The allocator could never give a new claim such an arc
+// (an allocated arc already consumes the held LPU's counter), so the first
+// fitting device of every request is the one Slices would give, but the
+// scheduler walks fewer devices per node. Allocated arcs stay published
+// whatever their size (a device that vanishes from its pool while
+// allocated confuses the scheduler and the kubelet); arcs this layout
+// lacks are ignored. Unhealthy LPUs that no claim holds keep their arcs,
+// tainted, as in Slices.
+func (b *Builder) FreeSlices(held []string, allocated []alloc.Arc, unhealthy map[string]bool) []resourceslice.Slice {
+	busy := make(map[string]bool, len(held))
+	for _, id := range held {
+		busy[id] = true
+	}
+	keep := make(map[alloc.Arc]bool, len(allocated))
+	for _, a := range allocated {
+		keep[a] = true
+	}
+	order := slices.DeleteFunc(b.order(held, unhealthy), func(a alloc.Arc) bool {
+		if keep[a] {
+			return false
+		}
+		if b.publish != nil && !b.publish[a.Size] {
+			return true
+		}
+		for _, id := range b.layout.ArcIDs(a) {
+			if busy[id] {
+				return true
+			}
+		}
+		return false
+	})
+	return b.slicesOf(interleave(order), unhealthy)
+}
+
+// order is alloc.ArcOrder with unhealthy LPUs counted as held.
+func (b *Builder) order(held []string, unhealthy map[string]bool) []alloc.Arc {
 	all := held
 	if len(unhealthy) > 0 {
 		all = append(append([]string(nil), held...), mapsKeys(unhealthy)...)
 	}
-	order := b.layout.ArcOrder(all)
-	if b.publish != nil {
-		order = slices.DeleteFunc(order, func(a alloc.Arc) bool { return !b.publish[a.Size] })
-	}
-	order = interleave(order)
+	return b.layout.ArcOrder(all)
+}
+
+// slicesOf lays out the devices of order, 64 to a slice, tainting those
+// with an unhealthy LPU, then the counter sets, 8 to a slice.
+func (b *Builder) slicesOf(order []alloc.Arc, unhealthy map[string]bool) []resourceslice.Slice {
 	out := make([]resourceslice.Slice, 0, (len(order)+MaxDevicesPerSlice-1)/MaxDevicesPerSlice+(len(b.sets)+MaxCounterSetsPerSlice-1)/MaxCounterSetsPerSlice)
 	for i := 0; i < len(order); i += MaxDevicesPerSlice {
 		part := order[i:min(i+MaxDevicesPerSlice, len(order))]

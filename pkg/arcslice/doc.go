@@ -27,7 +27,10 @@
 // alloc.ArcOrder gives for the LPUs held now, 64 to a slice, then the
 // counter sets, 8 to a slice. The resourceslice controller names slices by
 // their index, and the allocator takes the first device that fits in slice
-// name then device order, so the published order is the priority order. A
+// name then device order, so the published order is the priority order.
+// Builder.FreeSlices, what lpu-dra publishes, is the same without the arcs
+// that touch a held LPU and are not themselves allocated: the allocator
+// could not give them out, and the scheduler need not read them. A
 // ring longer than 32 LPUs is an error naming the ring, never a slice the API
 // server would reject.
 //

@@ -120,6 +120,7 @@ type runner struct {
 	mu     sync.Mutex // guards pods for readers outside the loop
 	pods   map[string]*podRec
 	held   map[string]map[string]map[string]bool // side → node → LPU → held
+	arcs   map[string]map[string][]alloc.Arc     // DRA: node → pod → arcs its claim was given
 	rng    *rand.Rand
 	errs   []string
 	frozen map[string]podRec // the churn's records at its end
@@ -139,7 +140,7 @@ type event struct {
 
 func newRunner(cs kubernetes.Interface, spec armSpec, nodes []*simNode, unit time.Duration, seed uint64, logf func(string, ...any)) *runner {
 	r := &runner{cs: cs, spec: spec, nodes: map[string]*simNode{}, unit: unit, logf: logf,
-		events: make(chan event, 4096), pods: map[string]*podRec{}, held: map[string]map[string]map[string]bool{},
+		events: make(chan event, 4096), pods: map[string]*podRec{}, held: map[string]map[string]map[string]bool{}, arcs: map[string]map[string][]alloc.Arc{},
 		rng: rand.New(rand.NewPCG(seed, 0x6b756265))}
 	for _, n := range nodes {
 		r.nodes[n.name] = n
@@ -248,7 +249,7 @@ func (r *runner) bound(ctx context.Context, p *corev1.Pod) {
 		r.errs = append(r.errs, fmt.Sprintf("pod %s bound to unknown node %s", p.Name, p.Spec.NodeName))
 		return
 	}
-	ids, err := r.admitIDs(ctx, p, n, rec.size)
+	ids, arcs, err := r.admitIDs(ctx, p, n, rec.size)
 	if err != nil {
 		r.errs = append(r.errs, err.Error())
 		return
@@ -267,6 +268,12 @@ func (r *runner) bound(ctx context.Context, p *corev1.Pod) {
 			r.held[side][n.name][id] = true
 		}
 	}
+	if len(arcs) > 0 {
+		if r.arcs[n.name] == nil {
+			r.arcs[n.name] = map[string][]alloc.Arc{}
+		}
+		r.arcs[n.name][p.Name] = arcs
+	}
 	r.mu.Lock()
 	rec.started, rec.node, rec.ids, rec.contig = now, n.name, ids, contig
 	r.mu.Unlock()
@@ -284,22 +291,22 @@ func (r *runner) bound(ctx context.Context, p *corev1.Pod) {
 }
 
 // admitIDs returns the LPUs each side gives the pod of size LPUs bound to
-// n: the claim's allocation under DRA, else each device-plugin side's
-// pick.
-func (r *runner) admitIDs(ctx context.Context, p *corev1.Pod, n *simNode, size int) (map[string][]string, error) {
+// n: the claim's allocation under DRA (and its arcs), else each
+// device-plugin side's pick.
+func (r *runner) admitIDs(ctx context.Context, p *corev1.Pod, n *simNode, size int) (map[string][]string, []alloc.Arc, error) {
 	ids := map[string][]string{}
 	if r.spec.dra {
-		got, err := r.claimIDs(ctx, p, n)
+		got, arcs, err := r.claimIDs(ctx, p, n)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		ids["dra"] = got
-		return ids, nil
+		return ids, arcs, nil
 	}
 	for _, side := range r.spec.sides() {
 		ids[side] = r.pick(side, n, size)
 	}
-	return ids, nil
+	return ids, nil, nil
 }
 
 // checkIDs records an error for every LPU given twice and every set of
@@ -323,8 +330,9 @@ func (r *runner) checkIDs(p *corev1.Pod, n *simNode, size int, ids map[string][]
 	return contig
 }
 
-// claimIDs reads the LPUs the scheduler allocated to the pod's claim.
-func (r *runner) claimIDs(ctx context.Context, p *corev1.Pod, n *simNode) ([]string, error) {
+// claimIDs reads the LPUs and arcs the scheduler allocated to the pod's
+// claim.
+func (r *runner) claimIDs(ctx context.Context, p *corev1.Pod, n *simNode) ([]string, []alloc.Arc, error) {
 	var claimName string
 	for _, s := range p.Status.ResourceClaimStatuses {
 		if s.ResourceClaimName != nil {
@@ -332,27 +340,29 @@ func (r *runner) claimIDs(ctx context.Context, p *corev1.Pod, n *simNode) ([]str
 		}
 	}
 	if claimName == "" {
-		return nil, fmt.Errorf("bound pod %s has no claim in its status", p.Name)
+		return nil, nil, fmt.Errorf("bound pod %s has no claim in its status", p.Name)
 	}
 	claim, err := r.cs.ResourceV1().ResourceClaims(namespace).Get(ctx, claimName, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("pod %s: get claim %s: %w", p.Name, claimName, err)
+		return nil, nil, fmt.Errorf("pod %s: get claim %s: %w", p.Name, claimName, err)
 	}
 	if claim.Status.Allocation == nil {
-		return nil, fmt.Errorf("pod %s bound with claim %s unallocated", p.Name, claimName)
+		return nil, nil, fmt.Errorf("pod %s bound with claim %s unallocated", p.Name, claimName)
 	}
 	var ids []string
+	var arcs []alloc.Arc
 	for _, res := range claim.Status.Allocation.Devices.Results {
 		if res.Pool != n.name {
-			return nil, fmt.Errorf("pod %s on %s got %s from pool %s", p.Name, n.name, res.Device, res.Pool)
+			return nil, nil, fmt.Errorf("pod %s on %s got %s from pool %s", p.Name, n.name, res.Device, res.Pool)
 		}
 		arc, err := arcslice.ParseDeviceName(res.Device)
 		if err != nil {
-			return nil, fmt.Errorf("pod %s: %w", p.Name, err)
+			return nil, nil, fmt.Errorf("pod %s: %w", p.Name, err)
 		}
 		ids = append(ids, n.layout.ArcIDs(arc)...)
+		arcs = append(arcs, arc)
 	}
-	return ids, nil
+	return ids, arcs, nil
 }
 
 // pick is the device-plugin node side for a pod of size on n.
@@ -385,7 +395,8 @@ func (r *runner) pick(side string, n *simNode, size int) []string {
 }
 
 // republish is lpu-dra's republish after Prepare/Unprepare: the node's
-// arcs in pkg/alloc order for the LPUs held now.
+// free arcs and its pods' arcs in pkg/alloc order for the LPUs held now
+// (arcslice.Builder.FreeSlices, as lpu-dra).
 func (r *runner) republish(n *simNode) {
 	if !r.spec.dra || !r.spec.dynamic {
 		return
@@ -395,7 +406,11 @@ func (r *runner) republish(n *simNode) {
 		held = append(held, id)
 	}
 	sort.Strings(held)
-	n.ctrl.Update(&resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{n.name: {Slices: n.builder.Slices(held, nil)}}})
+	var arcs []alloc.Arc
+	for _, a := range r.arcs[n.name] {
+		arcs = append(arcs, a...)
+	}
+	n.ctrl.Update(&resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{n.name: {Slices: n.builder.FreeSlices(held, arcs, nil)}}})
 }
 
 // depart ends a job: the pod is deleted (its claim goes with it) and the
@@ -414,6 +429,7 @@ func (r *runner) depart(ctx context.Context, name string) {
 				delete(r.held[side][rec.node], id)
 			}
 		}
+		delete(r.arcs[rec.node], name)
 		r.republish(r.nodes[rec.node])
 	}
 	r.async(func() { r.deletePod(ctx, name) })

@@ -24,9 +24,10 @@
 //     deploy/manifests/lpu-node-dra.yaml as shipped (lpu-arc-k;
 //     lpu-k-best-effort, a k-arc else k singles, in the best-effort arm).
 //     The dynamic arms republish the
-//     node's order (arcslice.Builder.Slices with the held LPUs, the code
-//     lpu-dra runs after Prepare and Unprepare); the static arm keeps the
-//     empty node's order.
+//     node's free arcs and its pods' arcs in order
+//     (arcslice.Builder.FreeSlices with the held LPUs and the allocated
+//     arcs, the code lpu-dra runs after Prepare and Unprepare); the static
+//     arm keeps the empty node's full order.
 //   - dp-least, dp-most (+ -strict): the nodes advertise hyperaccel.ai/lpu
 //     and the scheduler places by count, with the default profile
 //     (LeastAllocated) or a MostAllocated profile. The node side is

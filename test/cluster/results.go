@@ -113,6 +113,11 @@ func runArm(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scrape
 			Errors: r.errs}
 		w.tally(r.frozen, side)
 		rows = append(rows, w)
+		// The row in the log too: a long run stopped before its end
+		// still has the arms it finished.
+		logf("arm %s (%s): contiguous %d/%d, scattered %d, refused %d, waiting %d, wait p50/p99 %.2f/%.2f s, burst %.1f pods/s, sched p50/p99 %.1f/%.1f ms, apiserver/scheduler CPU s per 1k %.1f/%.1f, slices %d (%d B), writes %d, errors %d",
+			w.Arm, w.Side, w.Contiguous, w.Multi, w.Scattered, w.Refused, w.Waiting, w.WaitP50, w.WaitP99, w.Throughput,
+			w.LatP50*1000, w.LatP99*1000, w.APICPUPer1k, w.SchedCPUPer1k, w.Slices, w.SliceBytes, w.Rewrites, len(w.Errors))
 	}
 	logf("arm %s done in %v", spec.name, took.Round(time.Second))
 	return rows, nil

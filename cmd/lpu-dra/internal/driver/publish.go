@@ -12,6 +12,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
+	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
@@ -24,10 +25,11 @@ func (d *Driver) Republish() {
 	}
 }
 
-// Resources returns what the node's pool should hold now: every arc in the
-// order pkg/alloc would pick it given the prepared claims, unhealthy arcs
-// tainted. It fails when the inventory cannot be published (a ring longer
-// than a counter set holds), naming the ring.
+// Resources returns what the node's pool should hold now: the arcs no
+// prepared claim touches plus the arcs prepared claims were given, in the
+// order pkg/alloc would pick them, unhealthy arcs tainted
+// (arcslice.Builder.FreeSlices). It fails when the inventory cannot be
+// published (a ring longer than a counter set holds), naming the ring.
 func (d *Driver) Resources() (resourceslice.DriverResources, error) {
 	snap, _ := d.devices.Snapshot()
 	inv := snap.Inventory
@@ -38,7 +40,10 @@ func (d *Driver) Resources() (resourceslice.DriverResources, error) {
 	if err != nil {
 		return resourceslice.DriverResources{}, err
 	}
-	sl := b.Slices(d.held(), arcslice.Unhealthy(inv))
+	// Held LPUs and allocated arcs from one read of the checkpoint (the
+	// other driver pod of a rolling update may have changed it).
+	s := d.current()
+	sl := b.FreeSlices(s.Held(), allocatedArcs(s, d.opts.NodeName), arcslice.Unhealthy(inv))
 	if len(sl) == 0 {
 		// A node without LPUs still publishes its pool, empty: "no
 		// devices" is news, "no pool" is not.
@@ -47,6 +52,24 @@ func (d *Driver) Resources() (resourceslice.DriverResources, error) {
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
 		d.opts.NodeName: {Slices: sl},
 	}}, nil
+}
+
+// allocatedArcs returns the arcs of pool that the prepared claims of s were
+// given, admin claims included: they must stay published while allocated.
+// A device name that is not an arc is skipped (Prepare refused it).
+func allocatedArcs(s *checkpoint.State, pool string) []alloc.Arc {
+	var out []alloc.Arc
+	for _, c := range s.Claims {
+		for _, dev := range c.Devices {
+			if dev.Pool != pool {
+				continue
+			}
+			if a, err := arcslice.ParseDeviceName(dev.Device); err == nil {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
 }
 
 // builderFor returns the cached builder unless the inventory changed in

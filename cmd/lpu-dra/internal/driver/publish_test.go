@@ -1,0 +1,124 @@
+package driver
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/hyperaccel/lpu-node/pkg/alloc"
+	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+)
+
+// publishedArcs is every device of the node's pool now, in order.
+func publishedArcs(t *testing.T, e *env) []alloc.Arc {
+	t.Helper()
+	res, err := e.d.Resources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []alloc.Arc
+	for _, sl := range res.Pools[node].Slices {
+		for _, d := range sl.Devices {
+			a, err := arcslice.ParseDeviceName(d.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// free8 counts the arcs of a ring of 8 clear of the held positions.
+func free8(held ...int) int {
+	n := 0
+	for size := 1; size <= 8; size++ {
+		starts := 8
+		if size == 8 {
+			starts = 1
+		}
+		for s := 0; s < starts; s++ {
+			clear := true
+			for i := 0; i < size; i++ {
+				if slices.Contains(held, (s+i)%8) {
+					clear = false
+				}
+			}
+			if clear {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// The pool holds the free arcs and the arcs of prepared claims, across a
+// restart (the checkpoint names the devices); an Unprepare brings the
+// rest back.
+func TestPublishesFreeAndPreparedArcs(t *testing.T) {
+	e := newEnv(t, newStatic(t, ring8()))
+	if got := len(publishedArcs(t, e)); got != 57 {
+		t.Fatalf("empty ring publishes %d arcs, want all 57", got)
+	}
+	if r := e.prepare(claim("u1", arc(2, 2))); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r := e.prepare(claim("u2", arc(6, 1))); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	check := func(when string) {
+		t.Helper()
+		got := publishedArcs(t, e)
+		for _, a := range []alloc.Arc{{Start: 2, Size: 2}, {Start: 6, Size: 1}} {
+			if !slices.Contains(got, a) {
+				t.Fatalf("%s: prepared %s not published: %v", when, arcslice.DeviceName(a), got)
+			}
+		}
+		for _, a := range got {
+			if a == (alloc.Arc{Start: 2, Size: 2}) || a == (alloc.Arc{Start: 6, Size: 1}) {
+				continue
+			}
+			for i := 0; i < a.Size; i++ {
+				if p := (a.Start + i) % 8; p == 2 || p == 3 || p == 6 {
+					t.Fatalf("%s: %s touches held lpu%d and is not allocated", when, arcslice.DeviceName(a), p)
+				}
+			}
+		}
+		if want := free8(2, 3, 6) + 2; len(got) != want {
+			t.Fatalf("%s: %d arcs published, want %d free + 2 allocated", when, len(got), want-2)
+		}
+	}
+	check("prepared")
+	e.restart()
+	check("after restart")
+	if err := e.unprepare("u1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(publishedArcs(t, e)), free8(6)+1; got != want {
+		t.Fatalf("after unprepare u1: %d arcs, want %d", got, want)
+	}
+}
+
+// Between the scheduler's allocation and the node's Prepare, the pool the
+// scheduler allocated from is what stays published; a Prepare of another
+// claim in that window still publishes the allocated arc, because no
+// prepared claim holds its LPUs (the allocator never gives overlapping
+// arcs).
+func TestAllocatedArcStaysPublishedUntilPrepared(t *testing.T) {
+	e := newEnv(t, newStatic(t, ring8()))
+	pending := alloc.Arc{Start: 4, Size: 4} // in claim u2's allocation, not yet prepared
+	if !slices.Contains(publishedArcs(t, e), pending) {
+		t.Fatal("the 4-arc the scheduler picks is not published")
+	}
+	if r := e.prepare(claim("u1", arc(0, 2))); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if !slices.Contains(publishedArcs(t, e), pending) {
+		t.Fatalf("republish after u1's Prepare dropped %s, allocated to u2", arcslice.DeviceName(pending))
+	}
+	if r := e.prepare(claim("u2", arc(4, 4))); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if !slices.Contains(publishedArcs(t, e), pending) {
+		t.Fatalf("%s dropped once prepared", arcslice.DeviceName(pending))
+	}
+}
