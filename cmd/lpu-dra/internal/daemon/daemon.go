@@ -76,6 +76,7 @@ func Run(ctx context.Context, p Params) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return mon.Run(ctx) })
+	startStatus(ctx, g, k, log)
 	g.Go(func() error { return k.run(ctx, mon, drv) })
 	reportNode(ctx, g, n, opts, p.Version, mon, metrics, log)
 	if addr := cfg.Metrics.Address; addr != "" {
@@ -107,6 +108,7 @@ type kubelet struct {
 
 	helper    *kubeletplugin.Helper // set before published is closed
 	published chan struct{}         // closed once the helper started
+	status    *driver.StatusWriter  // claim status.devices; nil: not written
 }
 
 // run waits for the first discovery, starts the kubelet plugin helper and
@@ -118,6 +120,7 @@ func (k *kubelet) run(ctx context.Context, mon *health.Monitor, drv *driver.Driv
 		return nil
 	}
 	drv.Heal()
+	drv.ReportPrepared(k.status)
 	if _, err := drv.Resources(); err != nil {
 		return err // a node whose rings cannot be published
 	}
@@ -126,7 +129,7 @@ func (k *kubelet) run(ctx context.Context, mon *health.Monitor, drv *driver.Driv
 			return fmt.Errorf("create kubelet plugin dir %s: %w", dir, err)
 		}
 	}
-	h, err := kubeletplugin.Start(ctx, drv,
+	h, err := kubeletplugin.Start(ctx, drv.WithStatus(k.status),
 		kubeletplugin.DriverName(inject.Driver),
 		kubeletplugin.KubeClient(k.client),
 		kubeletplugin.NodeName(k.node),

@@ -252,6 +252,9 @@ func (d *Driver) prepareLocked(claim *resourceapi.ResourceClaim) (kubeletplugin.
 		return kubeletplugin.PrepareResult{}, false, nil, refuse(ReasonBadDevice, "claim is not allocated")
 	}
 	ours, err := d.ourDevices(claim)
+	if err == nil && len(ours) > 0 {
+		err = refuseConfig(claim)
+	}
 	if err != nil {
 		return kubeletplugin.PrepareResult{}, false, nil, err
 	}
