@@ -55,7 +55,7 @@ func claimPod(t *testing.T, admin kubernetes.Interface, name string, r resourcea
 	}
 	if _, err := admin.ResourceV1().ResourceClaims("default").Create(ctx, &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "lpus", Exactly: &r}}}},
+		Spec:       resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "lpus", Exactly: &r}}}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
