@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -167,7 +168,8 @@ func (w *StatusWriter) write(ctx context.Context, op *statusOp) {
 		w.dropped.Add(1)
 		log.Debug("claim gone; device status not written", "err", err)
 		return
-	case apierrors.IsForbidden(err):
+	case apierrors.IsForbidden(err) || (apierrors.IsInvalid(err) && strings.Contains(err.Error(), "requires extra permission")):
+		// The granular status check (1.36+) answers Invalid, not Forbidden.
 		w.dropped.Add(1)
 		log.Error("not allowed to write claim device status: the service account needs patch on resourceclaims/status and associated-node:patch on resourceclaims/driver "+inject.Driver, "err", err)
 		return
