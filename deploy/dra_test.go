@@ -190,13 +190,17 @@ func TestChartDRAMode(t *testing.T) {
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
+		// claim status (docs/dra.md "Claim status"): this driver's entries only
+		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/status"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/driver"}, ResourceNames: []string{"lpu.hyperaccel.ai"}, Verbs: []string{"associated-node:patch"}},
 	}
 	if o.ClusterRole == nil || len(o.ClusterRole.Rules) != len(want) {
 		t.Fatalf("cluster role %+v", o.ClusterRole)
 	}
 	for i, r := range want {
 		got := o.ClusterRole.Rules[i]
-		if !slices.Equal(got.APIGroups, r.APIGroups) || !slices.Equal(got.Resources, r.Resources) || !slices.Equal(got.Verbs, r.Verbs) {
+		if !slices.Equal(got.APIGroups, r.APIGroups) || !slices.Equal(got.Resources, r.Resources) || !slices.Equal(got.Verbs, r.Verbs) ||
+			!slices.Equal(got.ResourceNames, r.ResourceNames) {
 			t.Errorf("rule %d = %+v, want %+v", i, got, r)
 		}
 	}

@@ -4,7 +4,7 @@
 // copying the binary onto PATH; kubectl then runs it as `kubectl lpu`.
 //
 //	kubectl lpu nodes          # rings per node, then the summary
-//	kubectl lpu pods           # pods holding LPUs, their IDs and contiguity
+//	kubectl lpu pods           # pods holding LPUs, their IDs, contiguity, prepared or not
 //	kubectl lpu nodes -o json  # the same for scripts
 package main
 
@@ -33,8 +33,9 @@ const usage = `usage: kubectl lpu nodes|pods [--kubeconfig FILE] [--context NAME
   nodes   every LPU node: its rings (a letter per LPU naming its holder, "."
           free), free LPUs, the largest free arc, and how many more
           1/2/4/8-arcs the cluster can take now
-  pods    every pod holding LPUs: node, count, IDs and whether they are
-          ring neighbours (DRA; device-plugin pods show the count only)
+  pods    every pod holding LPUs: node, count, IDs, whether they are ring
+          neighbours and whether lpu-dra prepared the claim (its
+          status.devices; DRA; device-plugin pods show the count only)
 `
 
 func main() {

@@ -43,6 +43,8 @@ source "$E2E_DIR/lib/perf.sh"
 source "$E2E_DIR/lib/cluster.sh"
 # shellcheck source=lib/dra.sh
 source "$E2E_DIR/lib/dra.sh"
+# shellcheck source=lib/dra_status.sh
+source "$E2E_DIR/lib/dra_status.sh"
 # shellcheck source=lib/install.sh
 source "$E2E_DIR/lib/install.sh"
 # shellcheck source=lib/install_upgrade.sh
@@ -55,7 +57,7 @@ source "$E2E_DIR/lib/dra_shared.sh"
 ALL=(1 2 3 4 5 orion perf image 6)
 # security runs on the same node before 6, which takes that node down
 ORDER=(1 2 3 4 5 orion perf image security 6)
-DRA_ORDER=(d1 d2 d3 d4 d5 d6 d7 d8 d9)
+DRA_ORDER=(d1 d2 d3 d4 d5 d6 d7 d8 d9 d10)
 CLUSTER=0
 
 usage() {
@@ -150,7 +152,7 @@ main() {
       1 | 2 | 3 | 4 | 5 | 6 | orion | perf | image | security) want+=("$s") ;;
       dra) want_dra+=("${DRA_ORDER[@]}") ;;
       demo-dra) DEMO=1 && want_dra+=(d1 d2) ;;
-      d1 | d2 | d3 | d4 | d5 | d6 | d7 | d8 | d9) want_dra+=("$s") ;;
+      d1 | d2 | d3 | d4 | d5 | d6 | d7 | d8 | d9 | d10) want_dra+=("$s") ;;
       install) want_dra+=(install) ;;
       -h | --help) usage ;;
       *) echo "unknown scenario: $s" >&2 && usage ;;

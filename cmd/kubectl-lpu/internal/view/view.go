@@ -10,6 +10,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+	"github.com/hyperaccel/lpu-node/pkg/claimstatus"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -61,6 +62,13 @@ type Pod struct {
 	Count      int      `json:"count"`
 	Contiguous *bool    `json:"contiguous,omitempty"` // DRA only
 	Claim      string   `json:"claim,omitempty"`
+	// Prepared is true when lpu-dra reported every arc of the claim in its
+	// status.devices (the node prepared it; LPUs and DeviceNodes come from
+	// there), false while only allocated (LPUs from the slices). DRA only.
+	Prepared *bool `json:"prepared,omitempty"`
+	// DeviceNodes are the device node paths the pod's containers got, from
+	// the claim's status (DRA).
+	DeviceNodes []string `json:"deviceNodes,omitempty"`
 }
 
 // Summary is the cluster's total.
@@ -106,7 +114,9 @@ func Build(nodes []corev1.Node, slices []resourceapi.ResourceSlice, claims []res
 }
 
 // claimHolders maps each node's allocated LPUs to the pod (or claim)
-// holding them, and lists those pods.
+// holding them, and lists those pods. An arc's LPUs come from the claim's
+// status.devices entry when lpu-dra wrote one (the node prepared it),
+// else from the published slices.
 func claimHolders(rings map[string][][]string, claims []resourceapi.ResourceClaim) (map[string]map[string]string, []Pod) {
 	holders := map[string]map[string]string{} // node → LPU → pod
 	var pods []Pod
@@ -120,36 +130,74 @@ func claimHolders(rings map[string][][]string, claims []resourceapi.ResourceClai
 				holder = c.Namespace + "/" + r.Name
 			}
 		}
-		var ids []string
-		node := ""
+		status := statusData(c)
+		p := Pod{Claim: c.Name}
+		prepared, arcs := true, 0
 		for _, res := range c.Status.Allocation.Devices.Results {
 			if res.Driver != inject.Driver {
 				continue
 			}
-			arc, err := arcslice.ParseDeviceName(res.Device)
-			rs := rings[res.Pool]
-			if err != nil || arc.Ring >= len(rs) || arc.Start >= len(rs[arc.Ring]) {
+			st, reported := status[res.Pool+"/"+res.Device]
+			ids := st.LPUs
+			if !reported {
+				ids = slicedLPUs(rings[res.Pool], res.Device)
+			}
+			if ids == nil {
 				continue
 			}
-			node = res.Pool
-			if holders[node] == nil {
-				holders[node] = map[string]string{}
+			arcs++
+			p.Node = res.Pool
+			prepared = prepared && reported
+			p.DeviceNodes = append(p.DeviceNodes, st.DeviceNodes...)
+			if holders[p.Node] == nil {
+				holders[p.Node] = map[string]string{}
 			}
-			ring := rs[arc.Ring]
-			for i := 0; i < arc.Size; i++ {
-				id := ring[(arc.Start+i)%len(ring)]
-				ids = append(ids, id)
-				holders[node][id] = holder
+			for _, id := range ids {
+				p.LPUs = append(p.LPUs, id)
+				holders[p.Node][id] = holder
 			}
 		}
-		if node == "" {
+		if p.Node == "" {
 			continue
 		}
-		ns, name, _ := strings.Cut(holder, "/")
-		contig := contiguous(rings[node], ids)
-		pods = append(pods, Pod{Namespace: ns, Name: name, Node: node, LPUs: ids, Count: len(ids), Contiguous: &contig, Claim: c.Name})
+		p.Namespace, p.Name, _ = strings.Cut(holder, "/")
+		p.Count = len(p.LPUs)
+		contig := contiguous(rings[p.Node], p.LPUs) || (arcs == 1 && rings[p.Node] == nil) // one arc is one run
+		p.Contiguous, p.Prepared = &contig, &prepared
+		pods = append(pods, p)
 	}
 	return holders, pods
+}
+
+// statusData reads lpu-dra's status.devices entries of a claim, by
+// pool/device; an entry that does not parse is left out (the slices
+// still name the arc's LPUs).
+func statusData(c resourceapi.ResourceClaim) map[string]claimstatus.Data {
+	out := map[string]claimstatus.Data{}
+	for _, d := range c.Status.Devices {
+		if d.Driver != inject.Driver || d.Data == nil {
+			continue
+		}
+		if data, err := claimstatus.Parse(d.Data.Raw); err == nil {
+			out[d.Pool+"/"+d.Device] = data
+		}
+	}
+	return out
+}
+
+// slicedLPUs are the LPUs of arc device name on a pool's rings as the
+// slices show them; nil when they do not.
+func slicedLPUs(rs [][]string, name string) []string {
+	arc, err := arcslice.ParseDeviceName(name)
+	if err != nil || arc.Ring >= len(rs) || arc.Start >= len(rs[arc.Ring]) || arc.Size > len(rs[arc.Ring]) {
+		return nil
+	}
+	ring := rs[arc.Ring]
+	ids := make([]string, 0, arc.Size)
+	for i := 0; i < arc.Size; i++ {
+		ids = append(ids, ring[(arc.Start+i)%len(ring)])
+	}
+	return ids
 }
 
 // countUsed sums the LPU counts of the bound, unfinished pods per node.
@@ -418,17 +466,21 @@ func (c Cluster) Text() string {
 // PodsText renders the pods view.
 func (c Cluster) PodsText() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-40s %-16s %-5s %-10s %s\n", "POD", "NODE", "LPUS", "CONTIGUOUS", "IDS")
+	fmt.Fprintf(&b, "%-40s %-16s %-5s %-10s %-9s %s\n", "POD", "NODE", "LPUS", "CONTIGUOUS", "STATE", "IDS")
 	for _, p := range c.Pods {
-		contig := "?"
+		contig, state := "?", "-"
 		if p.Contiguous != nil {
 			contig = strconv.FormatBool(*p.Contiguous)
+			state = "allocated"
+			if p.Prepared != nil && *p.Prepared {
+				state = "prepared"
+			}
 		}
 		ids := strings.Join(p.LPUs, ",")
 		if ids == "" {
 			ids = "-"
 		}
-		fmt.Fprintf(&b, "%-40s %-16s %-5d %-10s %s\n", p.Namespace+"/"+p.Name, p.Node, p.Count, contig, ids)
+		fmt.Fprintf(&b, "%-40s %-16s %-5d %-10s %-9s %s\n", p.Namespace+"/"+p.Name, p.Node, p.Count, contig, state, ids)
 	}
 	return b.String()
 }

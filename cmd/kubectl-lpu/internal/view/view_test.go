@@ -9,6 +9,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
@@ -140,6 +141,56 @@ func TestRingsFromAnyPublishedSizes(t *testing.T) {
 		got := draRings(draNode(t, "n", 2, sizes...))
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("sizes %v: rings %v, want %v", sizes, got, want)
+		}
+	}
+}
+
+// A claim lpu-dra reported in status.devices shows its LPUs and device
+// nodes from there, marked prepared, also on a node whose slices this
+// reader did not see (so its rings are unknown); a claim without status
+// is allocated, its LPUs from the slices; a garbled entry falls back to
+// the slices.
+func TestPodsFromClaimStatus(t *testing.T) {
+	entry := func(node, dev, raw string) resourceapi.AllocatedDeviceStatus {
+		return resourceapi.AllocatedDeviceStatus{Driver: inject.Driver, Pool: node, Device: dev, Data: &runtime.RawExtension{Raw: []byte(raw)}}
+	}
+	arc := alloc.Arc{Ring: 0, Start: 7, Size: 2}
+	prepared := claim("c1", "p1", "dra-a", arc)
+	prepared.Status.Devices = []resourceapi.AllocatedDeviceStatus{
+		entry("dra-a", arcslice.DeviceName(arc), `{"lpus":["lpu7","lpu0"],"ring":0,"start":7,"size":2,"deviceNodes":["/dev/lpu7","/dev/lpu0"]}`)}
+	unseen := claim("c2", "p2", "dra-x", arc)
+	unseen.Status.Devices = []resourceapi.AllocatedDeviceStatus{entry("dra-x", arcslice.DeviceName(arc), `{"lpus":["lpu15","lpu8"],"ring":0,"start":7,"size":2}`)}
+	allocated := claim("c3", "p3", "dra-a", alloc.Arc{Ring: 0, Start: 2, Size: 2})
+	garbled := claim("c4", "p4", "dra-a", alloc.Arc{Ring: 0, Start: 4, Size: 1})
+	garbled.Status.Devices = []resourceapi.AllocatedDeviceStatus{entry("dra-a", "ring0-start4-size1", `{"lpus":["lpu4","lpu5"],"ring":0,"start":4,"size":1}`)}
+	nodes := []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "dra-a"}}}
+	c := Build(nodes, draNode(t, "dra-a", 1), []resourceapi.ResourceClaim{prepared, unseen, allocated, garbled}, nil)
+	byName := map[string]Pod{}
+	for _, p := range c.Pods {
+		byName[p.Name] = p
+	}
+	for name, want := range map[string]struct {
+		lpus, nodes string
+		prepared    bool
+	}{
+		"p1": {"lpu7,lpu0", "/dev/lpu7,/dev/lpu0", true},
+		"p2": {"lpu15,lpu8", "", true},
+		"p3": {"lpu2,lpu3", "", false},
+		"p4": {"lpu4", "", false},
+	} {
+		p := byName[name]
+		if strings.Join(p.LPUs, ",") != want.lpus || strings.Join(p.DeviceNodes, ",") != want.nodes || p.Prepared == nil || *p.Prepared != want.prepared ||
+			p.Contiguous == nil || !*p.Contiguous {
+			t.Errorf("%s: %+v, want LPUs %s nodes %q prepared %v", name, p, want.lpus, want.nodes, want.prepared)
+		}
+	}
+	if got := strings.Join(c.Nodes[0].Rings[0].Holders, ","); got != "default/p1,,default/p3,default/p3,default/p4,,,default/p1" {
+		t.Errorf("holders %s", got)
+	}
+	text := c.PodsText()
+	for _, want := range []string{"STATE", "prepared  lpu7,lpu0", "allocated lpu2,lpu3"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("pods text lacks %q:\n%s", want, text)
 		}
 	}
 }

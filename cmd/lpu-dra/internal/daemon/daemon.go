@@ -80,6 +80,7 @@ func Run(ctx context.Context, p Params) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return mon.Run(ctx) })
+	startStatus(ctx, g, k, log)
 	g.Go(func() error { return k.run(ctx, mon, drv) })
 	g.Go(func() error {
 		return reservations.Run(ctx, drv, reservations.Options{Client: client, NodeName: opts.NodeName, Logger: log})
@@ -115,6 +116,7 @@ type kubelet struct {
 
 	helper    *kubeletplugin.Helper // set before published is closed
 	published chan struct{}         // closed once the helper started
+	status    *driver.StatusWriter  // claim status.devices; nil: not written
 }
 
 // run waits for the first discovery, starts the kubelet plugin helper and
@@ -126,6 +128,7 @@ func (k *kubelet) run(ctx context.Context, mon *health.Monitor, drv *driver.Driv
 		return nil
 	}
 	drv.Heal()
+	drv.ReportPrepared(k.status)
 	if _, err := drv.Resources(); err != nil {
 		return err // a node whose rings cannot be published
 	}
@@ -134,7 +137,7 @@ func (k *kubelet) run(ctx context.Context, mon *health.Monitor, drv *driver.Driv
 			return fmt.Errorf("create kubelet plugin dir %s: %w", dir, err)
 		}
 	}
-	h, err := kubeletplugin.Start(ctx, drv, k.options()...)
+	h, err := kubeletplugin.Start(ctx, drv.WithStatus(k.status), k.options()...)
 	if err != nil {
 		return fmt.Errorf("start kubelet plugin: %w", err)
 	}

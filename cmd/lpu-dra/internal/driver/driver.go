@@ -286,6 +286,9 @@ func (d *Driver) prepareLocked(ctx context.Context, claim *resourceapi.ResourceC
 		return kubeletplugin.PrepareResult{}, false, nil, refuse(ReasonBadDevice, "claim is not allocated")
 	}
 	ours, admin, err := d.ourDevices(claim)
+	if err == nil && len(ours) > 0 {
+		err = refuseConfig(claim)
+	}
 	if err != nil {
 		return kubeletplugin.PrepareResult{}, false, nil, err
 	}

@@ -46,7 +46,7 @@ func NewMetrics(node string) *Metrics {
 		republishes: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricRepublishes,
 			Help: "ResourceSlice publications handed to the kubelet plugin helper.", ConstLabels: labels}),
 	}
-	for _, r := range []string{ReasonForeignPool, ReasonBadDevice, ReasonUnhealthy, ReasonHeld, ReasonNotReady, ReasonWrite, ReasonChanged} {
+	for _, r := range []string{ReasonForeignPool, ReasonBadDevice, ReasonUnhealthy, ReasonHeld, ReasonNotReady, ReasonWrite, ReasonChanged, ReasonConfig} {
 		m.refusals.WithLabelValues(r)
 	}
 	reg.MustRegister(m.prepared, m.prepare, m.unprepare, m.refusals, m.republishes,

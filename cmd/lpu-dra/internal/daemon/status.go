@@ -1,0 +1,19 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/driver"
+)
+
+// startStatus starts the claim status writer the kubelet plugin reports
+// through, and the one-off check of the API server's version. The check
+// stays out of the group: a hung API server must not hold up shutdown.
+func startStatus(ctx context.Context, g *errgroup.Group, k *kubelet, log *slog.Logger) {
+	k.status = driver.NewStatusWriter(k.client, driver.StatusOptions{Logger: log})
+	g.Go(func() error { k.status.Run(ctx); return nil })
+	go warnOldAPIServer(ctx, k.client.Discovery(), log)
+}
