@@ -79,6 +79,13 @@ type crioSnippet struct {
 			PluginConfigDir     string `toml:"nri_plugin_config_dir"`
 			RegistrationTimeout string `toml:"nri_plugin_registration_timeout"`
 			RequestTimeout      string `toml:"nri_plugin_request_timeout"`
+			DefaultValidator    *struct {
+				Enable                           bool     `toml:"nri_enable_default_validator"`
+				RejectOCIHookAdjustment          bool     `toml:"nri_validator_reject_oci_hook_adjustment"`
+				RejectNamespaceAdjustment        bool     `toml:"nri_validator_reject_namespace_adjustment"`
+				RequiredPlugins                  []string `toml:"nri_validator_required_plugins"`
+				TolerateMissingPluginsAnnotation string   `toml:"nri_validator_tolerate_missing_plugins_annotation"`
+			} `toml:"default_validator"`
 		} `toml:"nri"`
 	} `toml:"crio"`
 }
@@ -201,6 +208,20 @@ func TestRuntimeSnippets(t *testing.T) {
 		}
 		if s.Crio.NRI.Listen != vals.Config.NRI.Socket {
 			t.Errorf("nri_listen = %q, chart config nri.socket = %q", s.Crio.NRI.Listen, vals.Config.NRI.Socket)
+		}
+		v := s.Crio.NRI.DefaultValidator
+		if v == nil || !v.Enable {
+			t.Fatal("[crio.nri.default_validator] nri_enable_default_validator is not true")
+		}
+		if len(v.RequiredPlugins) != 0 {
+			t.Errorf("nri_validator_required_plugins = %v: a global requirement stops every container on the node while lpu-nri is down", v.RequiredPlugins)
+		}
+		if v.TolerateMissingPluginsAnnotation != vals.NRI.TolerateMissingPluginsAnnotation {
+			t.Errorf("nri_validator_tolerate_missing_plugins_annotation = %q, chart annotates its pod with %q",
+				v.TolerateMissingPluginsAnnotation, vals.NRI.TolerateMissingPluginsAnnotation)
+		}
+		if v.RejectOCIHookAdjustment || v.RejectNamespaceAdjustment {
+			t.Error("the snippet turns on unrelated validator rejections")
 		}
 	})
 }

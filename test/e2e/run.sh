@@ -12,6 +12,8 @@
 #   demo-dra  d1 d2, printing what each pod sees and its claim
 #   install   on that cluster: the image, the chart (install, upgrade,
 #             uninstall) and the plain manifests, installed as users do
+#   crio      scenarios 1-4, CRI-O's annotation copy and the runtime's
+#             security cases on CRI-O (lib/crio.sh); CRIO_BIN, PINNS_BIN
 # env: BASE (private base dir; default a fresh /tmp/lpu-e2e.XXXX), KEEP=1
 #      (leave $BASE on disk), PERF_ROUNDS, PERF_BLOCK, LPU_DRA (a prebuilt
 #      lpu-dra for the DRA run instead of the checkout's), CONTAINERD=1.7
@@ -53,6 +55,8 @@ source "$E2E_DIR/lib/install_upgrade.sh"
 source "$E2E_DIR/lib/security.sh"
 # shellcheck source=lib/dra_shared.sh
 source "$E2E_DIR/lib/dra_shared.sh"
+# shellcheck source=lib/crio.sh
+source "$E2E_DIR/lib/crio.sh"
 
 ALL=(1 2 3 4 5 orion perf image 6)
 # security runs on the same node before 6, which takes that node down
@@ -61,7 +65,7 @@ DRA_ORDER=(d1 d2 d3 d4 d5 d6 d7 d8 d9 d10)
 CLUSTER=0
 
 usage() {
-  sed -n '4,19p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '4,21p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -154,6 +158,8 @@ main() {
       demo-dra) DEMO=1 && want_dra+=(d1 d2) ;;
       d1 | d2 | d3 | d4 | d5 | d6 | d7 | d8 | d9 | d10) want_dra+=("$s") ;;
       install) want_dra+=(install) ;;
+      crio) [ $# = 1 ] || { echo "crio runs on its own node: run it alone" >&2; exit 2; }
+        crio_binaries_present || { rmdir "$BASE" 2>/dev/null; exit 0; } ;;
       -h | --help) usage ;;
       *) echo "unknown scenario: $s" >&2 && usage ;;
     esac
@@ -164,6 +170,7 @@ main() {
   fi
   trap finish EXIT
   trap 'exit 130' INT TERM
+  [ "$1" = crio ] && { main_crio; return; }
   if [ "${want_dra[*]}" = install ]; then
     main_install
     return

@@ -4,6 +4,9 @@
 # and, from the Go module proxy, containerd + ctr + shim, crictl, a kubelet,
 # helm (for the deploy tests), and a control plane for the cluster tests:
 # etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kubectl.
+# crio: CRI-O and pinns are not on the module proxy; they come prebuilt from
+# CRIO_BIN and PINNS_BIN (gunzipped into the cache, sha256 checked) with the
+# Debian packages they need at run time (conmon, runc, libseccomp2, ...).
 # Built binaries are cached by version under $LPU_E2E_CACHE (outside the
 # checkout), so only the first run on a machine pays the cold build (~15 min
 # for the node tools, ~5-8 min more for the control plane, which shares most
@@ -11,9 +14,9 @@
 # installs the distribution's prometheus package (2.42, with promtool) that
 # test/prom runs the chart's alerts and dashboard on.
 #
-# usage: test/e2e/tools.sh [apt|containerd|containerd17|crictl|kubelet|etcd|kube|helm|prometheus|path|all]...
+# usage: test/e2e/tools.sh [apt|containerd|containerd17|crictl|kubelet|etcd|kube|helm|prometheus|crio|path|all]...
 #   path prints the cached tools' directories for PATH; all is every step but
-#   helm and containerd17 (containerd 1.7 for go test ./deploy/'s
+#   helm, crio and containerd17 (containerd 1.7 for go test ./deploy/'s
 #   TestContainerd17Snippet; ~4 min cold)
 set -euo pipefail
 
@@ -25,6 +28,14 @@ K8S_STAGING_VERSION=${K8S_STAGING_VERSION:-v0.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.7.0}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 LPU_E2E_CACHE=${LPU_E2E_CACHE:-/var/cache/lpu-e2e}
+TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)/shared/tools
+CRIO_VERSION=${CRIO_VERSION:-1.36.3}
+CRIO_BIN=${CRIO_BIN:-$TOOLS_DIR/crio-$CRIO_VERSION-linux-amd64.gz}
+PINNS_BIN=${PINNS_BIN:-$TOOLS_DIR/pinns-$CRIO_VERSION-linux-amd64.gz}
+# sha256 of the gunzipped binaries (../shared/tools/README.md); set empty
+# for a binary of your own
+CRIO_SHA256=${CRIO_SHA256-3a32c66bff43495de8c6c7da6a232c6d09bcd1ff531d4a6a17e91c87fc4b980d}
+PINNS_SHA256=${PINNS_SHA256-c3ccdb9152f62c3d7e8fa10dd8eab406e2952ef244f47e085db36e131b4b3def}
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 export PATH=/usr/local/go/bin:$PATH
 
@@ -186,9 +197,54 @@ do_etcd() {
   rm -rf "$d" && mv "$d.tmp" "$d"
 }
 
+# install_prebuilt SRC DEST SHA256: SRC (gunzipped when it ends in .gz) as
+# the executable DEST, its sha256 checked; a DEST that already matches stays.
+install_prebuilt() {
+  local src=$1 dest=$2 sum=$3 got
+  if [ -x "$dest" ]; then
+    if [ -n "$sum" ]; then
+      [ "$(sha256sum <"$dest" | cut -d' ' -f1)" = "$sum" ] && return 0
+    elif [ "$dest" -nt "$src" ]; then
+      return 0
+    fi
+  fi
+  case $src in
+    *.gz) gzip -dc "$src" >"$dest.tmp" ;;
+    *) cp "$src" "$dest.tmp" ;;
+  esac
+  got=$(sha256sum <"$dest.tmp" | cut -d' ' -f1)
+  if [ -n "$sum" ] && [ "$got" != "$sum" ]; then
+    rm -f "$dest.tmp"
+    log "$src: sha256 $got, want $sum"
+    return 1
+  fi
+  chmod 0755 "$dest.tmp" && mv "$dest.tmp" "$dest"
+}
+
+# do_crio: CRI-O and pinns from CRIO_BIN and PINNS_BIN, and what they run
+# with. Absent binaries are not an error here: run.sh crio skips its group.
+do_crio() {
+  local d want="libseccomp2 libsqlite3-0 conmon runc containernetworking-plugins" missing="" p
+  for p in "$CRIO_BIN" "$PINNS_BIN"; do
+    [ -f "$p" ] || { log "skip crio: no file $p (CRIO_BIN / PINNS_BIN)"; return 0; }
+  done
+  for p in $want; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+  if [ -n "$missing" ]; then
+    log "apt-get install$missing"
+    # another step (apt) may hold the dpkg lock: wait for it
+    apt-get -o DPkg::Lock::Timeout=300 update -qq
+    # shellcheck disable=SC2086 # a list of package names
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends $missing >/dev/null
+  fi
+  d=$(bin_dir crio "$CRIO_VERSION")
+  mkdir -p "$d"
+  install_prebuilt "$CRIO_BIN" "$d/crio" "$CRIO_SHA256"
+  install_prebuilt "$PINNS_BIN" "$d/pinns" "$PINNS_SHA256"
+}
+
 # print_path: the PATH entries for every cached tool, for callers to prepend.
 print_path() {
-  echo "$(bin_dir containerd "$CONTAINERD_VERSION"):$(bin_dir crictl "$CRICTL_VERSION"):$(bin_dir kubelet "$K8S_VERSION"):$(bin_dir kube "$K8S_VERSION"):$(bin_dir etcd "$ETCD_VERSION"):$(bin_dir helm "$HELM_VERSION")"
+  echo "$(bin_dir containerd "$CONTAINERD_VERSION"):$(bin_dir crictl "$CRICTL_VERSION"):$(bin_dir kubelet "$K8S_VERSION"):$(bin_dir kube "$K8S_VERSION"):$(bin_dir etcd "$ETCD_VERSION"):$(bin_dir helm "$HELM_VERSION"):$(bin_dir crio "$CRIO_VERSION")"
 }
 
 main() {
@@ -196,9 +252,9 @@ main() {
   for step in "$@"; do
     case $step in
       all) do_apt; do_containerd; do_crictl; do_kubelet; do_kube; do_etcd; do_prometheus ;;
-      apt|containerd|containerd17|crictl|kubelet|kube|etcd|helm|prometheus) "do_$step" ;;
+      apt|containerd|containerd17|crictl|kubelet|kube|etcd|helm|prometheus|crio) "do_$step" ;;
       path) print_path ;;
-      *) echo "usage: $0 [apt|containerd|containerd17|crictl|kubelet|etcd|kube|helm|prometheus|path|all]..." >&2; exit 2 ;;
+      *) echo "usage: $0 [apt|containerd|containerd17|crictl|kubelet|etcd|kube|helm|prometheus|crio|path|all]..." >&2; exit 2 ;;
     esac
   done
 }

@@ -30,10 +30,15 @@ RING=()                             # device indices of ring 0 in ring order
 # containerd17) with deploy/runtime/containerd-1.7.toml; default: 2.x (2.4.2)
 CTD_SERIES=${CONTAINERD:-2}
 CONTAINERD17_VERSION=${CONTAINERD17_VERSION:-v1.7.35}
+# RT: the CRI runtime of instance a ($BASE/ctd-a): containerd, or crio (run.sh
+# crio, lib/crio.sh; it listens on crio.sock in the same layout)
+RT=containerd
+RT_NAME=containerd
 
 cri() { crictl --config "$BASE/ctd-$CTD/crictl.yaml" "$@" 2>/dev/null; }
 ctrc() { ctr --address "$BASE/ctd-$CTD/containerd.sock" "$@"; }
 nri_sock() { echo "$BASE/ctd-$1/nri.sock"; }
+rt_sock() { if [ "$RT" = crio ]; then echo "$BASE/ctd-$1/crio.sock"; else echo "$BASE/ctd-$1/containerd.sock"; fi; }
 
 # record KIND PATH: something outside $BASE that this run created and the
 # teardown must remove (node, file, dir).
@@ -63,6 +68,8 @@ preflight() {
   [ -e /var/lib/kubelet ] || record tree /var/lib/kubelet
   [ -e /var/log/containers ] || record emptydir /var/log/containers
   [ -e /run/containerd ] || record tree-if-empty /run/containerd
+  # containers/image's blob-info cache (skopeo, CRI-O: run.sh crio)
+  [ -e /var/lib/containers ] || record tree /var/lib/containers
   log "base dir $BASE"
 }
 
@@ -277,6 +284,10 @@ containerd_snippet() {
 # and imports: first the project's snippet, then our overrides (later imports
 # win), so the snippet is loaded the way an operator would load it.
 ctd_config() {
+  if [ "$RT" = crio ]; then
+    crio_config "$@"
+    return
+  fi
   if [ "$CTD_SERIES" = 1.7 ]; then
     ctd17_config "$@"
     return
@@ -436,6 +447,7 @@ EOF
 # snippet imported, and its NRI validator settings in effect.
 check_snippet_loaded() {
   local d=$BASE/ctd-$1 snip dump rel
+  [ "$RT" = crio ] && { crio_check_config "$1"; return; }
   if [ "$CTD_SERIES" = 1.7 ]; then
     dump=$(containerd --config "$d/config.toml" config dump 2>&1) || { nok "containerd 1.7 loads its config" "$(tail -3 <<<"$dump")"; return 0; }
     echo "$dump" >"$d/config.dump.toml"
@@ -466,6 +478,7 @@ check_snippet_loaded() {
 # the first time, import the images.
 ctd_start() {
   local n=$1 d=$BASE/ctd-$1 t
+  [ "$RT" = crio ] && { crio_start "$1"; return; }
   rm -f "$d/containerd.sock" "$d/containerd.sock.ttrpc"
   start_daemon "containerd-$n" "$LOGS/containerd-$n.log" containerd --config "$d/config.toml"
   wait_for 30 test -S "$d/containerd.sock" || fatal "containerd $n" "socket did not appear: $(tail -5 "$LOGS/containerd-$n.log")"
@@ -481,7 +494,7 @@ ctd_start() {
   fi
 }
 
-ctd_stop() { stop_daemon "containerd-$1" 5; }
+ctd_stop() { if [ "$RT" = crio ]; then crio_stop "$1"; else stop_daemon "containerd-$1" 5; fi; }
 
 # ---------------------------------------------------------------- kubelet
 kubelet_config() {
@@ -492,8 +505,8 @@ apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 staticPodPath: $k/manifests
 podLogsDir: $k/logs
-containerRuntimeEndpoint: unix://$BASE/ctd-$n/containerd.sock
-imageServiceEndpoint: unix://$BASE/ctd-$n/containerd.sock
+containerRuntimeEndpoint: unix://$(rt_sock "$n")
+imageServiceEndpoint: unix://$(rt_sock "$n")
 cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
@@ -658,7 +671,7 @@ node_up() {
     fatal "lpu-device-plugin" "kubelet saw no registration for $RESOURCE: $(tail -5 "$LOGS/lpu-device-plugin.log")"
   wait_for 20 kubelet_has_lpus ||
     fatal "lpu-device-plugin" "kubelet has no $RESOURCE devices after registration: $(tail -5 "$LOGS/lpu-device-plugin.log")"
-  ok "node up: containerd (NRI), kubelet, lpu-nri connected, lpu-device-plugin registered"
+  ok "node up: $RT_NAME (NRI), kubelet, lpu-nri connected, lpu-device-plugin registered"
   wait_for 5 test -s "$BASE/nfd/lpu"
   expect "device plugin wrote the NFD feature file (lpu.count=8)" "$({ tr '\n' ' ' <"$BASE/nfd/lpu"; } 2>&1)" \
     grep -qx "$RESOURCE.count=8" "$BASE/nfd/lpu"
@@ -679,9 +692,9 @@ remove_cri_pods() {
   done
 }
 
-# our_shims: PIDs of shims started by our containerds (their arguments carry
-# our socket path).
-our_shims() { ps -eo pid=,args= | awk -v b="$BASE/ctd-" '$2 ~ /containerd-shim/ && index($0, b) {print $1}'; }
+# our_shims: PIDs of shims started by our containerds and of conmons started
+# by our CRI-O (their arguments carry our paths).
+our_shims() { ps -eo pid=,args= | awk -v b="$BASE/ctd-" '$2 ~ /containerd-shim|conmon/ && index($0, b) {print $1}'; }
 
 teardown() {
   set +e
@@ -689,7 +702,7 @@ teardown() {
   kubelet_stop
   local n p m i
   for n in a b; do
-    if running "containerd-$n"; then
+    if running "containerd-$n" || running "crio-$n"; then
       CTD=$n
       remove_cri_pods
       for p in $(ctrc -n lpu-e2e containers ls -q 2>/dev/null); do
@@ -699,7 +712,7 @@ teardown() {
       done
     fi
   done
-  for n in lpu-device-plugin lpu-nri noopnri fixednri stall; do stop_daemon "$n" 3; done
+  for n in lpu-device-plugin lpu-nri noopnri fixednri stall registry; do stop_daemon "$n" 3; done
   # shims exit by themselves once their pods are gone; give them a moment
   wait_for 5 eval '[ -z "$(our_shims)" ]'
   for n in a b; do ctd_stop "$n"; done
@@ -722,9 +735,9 @@ teardown() {
         emptydir) find "$path" -maxdepth 1 -type l -lname "$BASE/*" -delete 2>/dev/null; rmdir "$path" 2>/dev/null ;;
         dir) rmdir "$path" 2>/dev/null ;;
         tree-if-empty) rmdir "$path"/* "$path" 2>/dev/null ;;
-        # only trees a run may own whole: the kubelet's, and the plain
-        # manifests' state dir (lib/install.sh)
-        tree) case $path in /var/lib/kubelet | /var/lib/lpu) rm -rf "$path" ;; esac ;;
+        # only trees a run may own whole: the kubelet's, the plain
+        # manifests' state dir (lib/install.sh), containers/image's cache
+        tree) case $path in /var/lib/kubelet | /var/lib/lpu | /var/lib/containers) rm -rf "$path" ;; esac ;;
       esac
     done < <(tac "$BASE/created")
   fi

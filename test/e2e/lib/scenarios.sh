@@ -323,20 +323,20 @@ scenario_3() {
 # containerd restart: lpu-nri reconnects. lpu-nri down: no LPU container
 # starts bare; lpu-nri back: the waiting pod starts with its devices.
 scenario_4() {
-  log "scenario 4: containerd restart, lpu-nri down and back"
+  log "scenario 4: $RT_NAME restart, lpu-nri down and back"
   ensure_kubelet
   ctd_stop a
   wait_for 10 eval '! nri_ready'
   ctd_start a
-  if wait_for 30 nri_ready; then ok "lpu-nri reconnected after the containerd restart"; else
-    nok "lpu-nri reconnected after the containerd restart" "$(tail -3 "$LOGS/lpu-nri.log")"
+  if wait_for 30 nri_ready; then ok "lpu-nri reconnected after the $RT_NAME restart"; else
+    nok "lpu-nri reconnected after the $RT_NAME restart" "$(tail -3 "$LOGS/lpu-nri.log")"
   fi
   lpu_pod afterctd 2
   if wait_running afterctd 60; then
-    ok "afterctd: a new LPU pod runs after the containerd restart"
+    ok "afterctd: a new LPU pod runs after the $RT_NAME restart"
     check_lpu_container afterctd 2
   else
-    nok "afterctd: a new LPU pod runs after the containerd restart" "$(kpod_status afterctd)"
+    nok "afterctd: a new LPU pod runs after the $RT_NAME restart" "$(kpod_status afterctd)"
   fi
   wait_gone afterctd
 
@@ -364,7 +364,7 @@ scenario_4() {
     done
     expect "gated: a pod requiring plugin lpu is not created while lpu-nri is down" "$(cri ps -a --label io.kubernetes.container.name=gated)" \
       test -z "$(cri ps -a -q --label io.kubernetes.container.name=gated)"
-    expect "gated: kubelet reports containerd's validator refusal" "kubelet: $(kpod_status gated)" test -n "$gate"
+    expect "gated: kubelet reports $RT_NAME's validator refusal" "kubelet: $(kpod_status gated)" test -n "$gate"
   fi
   lpu_pod guarded 2
   local seen=""
