@@ -22,7 +22,7 @@ const msgNoConfig = "driver lpu.hyperaccel.ai takes no opaque config"
 // driver takes none; config for other drivers, and no config, pass.
 func TestDRAConfigPolicy(t *testing.T) {
 	helm := helmBinary(t)
-	c := clustertest.Start(t, clustertest.Options{})
+	c := clustertest.Start(t, gateClusterOptions)
 	cs := kubernetes.NewForConfigOrDie(c.Config)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
