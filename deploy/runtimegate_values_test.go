@@ -1,0 +1,139 @@
+package deploy_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// gatePolicies is the runtime gate and the dra-no-config policy of one
+// rendering, by name.
+type gatePolicies struct {
+	Mutating   map[string]*admissionv1.MutatingAdmissionPolicy
+	Validating map[string]*admissionv1.ValidatingAdmissionPolicy
+	Bindings   []string // policy names the bindings bind
+}
+
+func decodeGate(t *testing.T, rendered []byte) gatePolicies {
+	t.Helper()
+	g := gatePolicies{Mutating: map[string]*admissionv1.MutatingAdmissionPolicy{}, Validating: map[string]*admissionv1.ValidatingAdmissionPolicy{}}
+	for _, doc := range docSep.Split(string(rendered), -1) {
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+			t.Fatal(err)
+		}
+		switch tm.Kind {
+		case "MutatingAdmissionPolicy":
+			var o admissionv1.MutatingAdmissionPolicy
+			strict(t, doc, &o)
+			g.Mutating[o.Name] = &o
+		case "ValidatingAdmissionPolicy":
+			var o admissionv1.ValidatingAdmissionPolicy
+			strict(t, doc, &o)
+			g.Validating[o.Name] = &o
+		case "MutatingAdmissionPolicyBinding":
+			var o admissionv1.MutatingAdmissionPolicyBinding
+			strict(t, doc, &o)
+			g.Bindings = append(g.Bindings, o.Spec.PolicyName)
+		case "ValidatingAdmissionPolicyBinding":
+			var o admissionv1.ValidatingAdmissionPolicyBinding
+			strict(t, doc, &o)
+			if !slices.Equal(o.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
+				t.Errorf("binding %s: actions %v, want Deny", o.Name, o.Spec.ValidationActions)
+			}
+			g.Bindings = append(g.Bindings, o.Spec.PolicyName)
+		}
+	}
+	return g
+}
+
+// TestRuntimeGateRendering: which policies each mode renders, every one
+// bound, failing closed, matching updates; claim pods gated in every
+// namespace by default.
+func TestRuntimeGateRendering(t *testing.T) {
+	helm := helmBinary(t)
+	gate, claims := release+"-require-lpu-nri", release+"-require-lpu-nri-claims"
+	vgate, vclaims, noConfig := release+"-runtime-gate", release+"-runtime-gate-claims", release+"-dra-no-config"
+
+	plugin := decodeGate(t, render(t, helm))
+	if names(plugin.Mutating) != gate || names(plugin.Validating) != vgate {
+		t.Fatalf("devicePlugin mode: %s / %s, want the pod gate only", names(plugin.Mutating), names(plugin.Validating))
+	}
+	dra := decodeGate(t, render(t, helm, "mode=dra"))
+	if names(dra.Mutating) != gate+","+claims || names(dra.Validating) != noConfig+","+vgate+","+vclaims {
+		t.Fatalf("dra mode: %s / %s", names(dra.Mutating), names(dra.Validating))
+	}
+	for _, name := range []string{gate, claims, vgate, vclaims, noConfig} {
+		if !slices.Contains(dra.Bindings, name) {
+			t.Errorf("%s has no binding (bindings: %v)", name, dra.Bindings)
+		}
+	}
+	for name, m := range dra.Mutating {
+		wantFailClosedUpdates(t, name, m.Spec.FailurePolicy, m.Spec.MatchConstraints)
+	}
+	for name, v := range dra.Validating {
+		wantFailClosedUpdates(t, name, v.Spec.FailurePolicy, v.Spec.MatchConstraints)
+	}
+	for _, sel := range []*metav1.LabelSelector{dra.Mutating[claims].Spec.MatchConstraints.NamespaceSelector, dra.Validating[vclaims].Spec.MatchConstraints.NamespaceSelector} {
+		if sel == nil || len(sel.MatchLabels) != 0 || len(sel.MatchExpressions) != 0 {
+			t.Errorf("default claim namespace selector %v, want {} (every namespace)", sel)
+		}
+	}
+	// The selector goes to both claim policies, and only to them.
+	narrow := decodeGate(t, render(t, helm, "mode=dra", `json:runtimeGate.claimNamespaceSelector={"matchExpressions":[{"key":"team","operator":"In","values":["ml"]}]}`))
+	for _, sel := range []*metav1.LabelSelector{narrow.Mutating[claims].Spec.MatchConstraints.NamespaceSelector, narrow.Validating[vclaims].Spec.MatchConstraints.NamespaceSelector} {
+		if sel == nil || len(sel.MatchExpressions) != 1 || sel.MatchExpressions[0].Key != "team" || !slices.Equal(sel.MatchExpressions[0].Values, []string{"ml"}) {
+			t.Errorf("claim namespace selector %v, want team In [ml]", sel)
+		}
+	}
+	if sel := narrow.Mutating[gate].Spec.MatchConstraints.NamespaceSelector; sel != nil && (len(sel.MatchLabels) != 0 || len(sel.MatchExpressions) != 0) {
+		t.Errorf("the pod gate got the claim selector %v", sel)
+	}
+	if off := decodeGate(t, render(t, helm, "mode=dra", "runtimeGate.enabled=false")); len(off.Mutating) != 0 || names(off.Validating) != noConfig {
+		t.Errorf("runtimeGate off: %s / %s, want the dra-no-config policy only", names(off.Mutating), names(off.Validating))
+	}
+}
+
+func wantFailClosedUpdates(t *testing.T, name string, fp *admissionv1.FailurePolicyType, mc *admissionv1.MatchResources) {
+	t.Helper()
+	if fp == nil || *fp != admissionv1.Fail {
+		t.Errorf("%s: failurePolicy %v, want Fail", name, fp)
+	}
+	if mc == nil || len(mc.ResourceRules) != 1 {
+		t.Fatalf("%s: match %v", name, mc)
+	}
+	ops := mc.ResourceRules[0].Operations
+	if !slices.Equal(ops, []admissionv1.OperationType{admissionv1.Create, admissionv1.Update}) {
+		t.Errorf("%s: operations %v, want CREATE and UPDATE", name, ops)
+	}
+}
+
+// TestRuntimeGateRejectsBadValues: the schema refuses malformed gate
+// values, naming the key.
+func TestRuntimeGateRejectsBadValues(t *testing.T) {
+	helm := helmBinary(t)
+	for name, tc := range map[string]struct{ set, want string }{
+		"selector operator":      {`json:runtimeGate.claimNamespaceSelector={"matchExpressions":[{"key":"a","operator":"Maybe"}]}`, "operator"},
+		"selector without key":   {`json:runtimeGate.claimNamespaceSelector={"matchExpressions":[{"operator":"Exists"}]}`, "key"},
+		"selector unknown field": {`json:runtimeGate.claimNamespaceSelector={"matchNames":["a"]}`, "matchNames"},
+		"selector label value":   {`json:runtimeGate.claimNamespaceSelector={"matchLabels":{"a":1}}`, "matchLabels"},
+		"resource name":          {`json:runtimeGate.lpuResources=["not a name"]`, "lpuResources"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, err := runHelm(t, helm, templateArgs("mode=dra", tc.set)...)
+			if err == nil {
+				t.Fatalf("helm template %s succeeded:\n%.400s", tc.set, out)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error does not name %q: %v", tc.want, err)
+			}
+		})
+	}
+}
+
+// names are a map's keys, sorted and joined by commas.
+func names[V any](m map[string]V) string { return strings.Join(keys(m), ",") }
