@@ -138,6 +138,7 @@ func New(devices Devices, opts Options) (*Driver, error) {
 	}
 	d := &Driver{opts: opts, devices: devices, log: log, tracer: tracer, cdi: cache, state: state, holder: holder, kick: make(chan struct{}, 1)}
 	d.opts.Metrics.setPrepared(len(state.Claims))
+	d.checkJournal()
 	return d, nil
 }
 
@@ -483,10 +484,6 @@ func (d *Driver) Prepared() map[string]checkpoint.Claim {
 	return d.current().Claims
 }
 
-// held returns the LPUs of prepared claims, as the checkpoint holds them now.
-func (d *Driver) held() []string {
-	return d.current().Held()
-}
 
 // current is a copy of the checkpoint as it is on disk, read without the
 // lock (a save renames a complete file into place); the last state this

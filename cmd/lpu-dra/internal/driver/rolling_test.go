@@ -79,7 +79,7 @@ func TestTwoInstancesSeeEachOther(t *testing.T) {
 	if r := prepareOn(t, cur, claim("u3", arc(2, 4))); r.Err != nil || len(r.Devices) != 1 {
 		t.Fatalf("repeated Prepare on the other instance: %+v", r)
 	}
-	if held := cur.held(); !slices.Equal(held, []string{"lpu2", "lpu3", "lpu4", "lpu5"}) {
+	if held := cur.current().Held(); !slices.Equal(held, []string{"lpu2", "lpu3", "lpu4", "lpu5"}) {
 		t.Fatalf("the new instance publishes held %v", held)
 	}
 	// Heal on either side keeps the other's spec.

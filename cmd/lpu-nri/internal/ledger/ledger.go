@@ -110,11 +110,6 @@ type Ledger struct {
 // Option changes how Open sets the ledger up.
 type Option func(*Ledger)
 
-// SyncOnClaim makes Claim return only once its record is on disk (one
-// fdatasync per Claim, shared by concurrent Claims), instead of once it is
-// in the log and before SyncPod.
-func SyncOnClaim() Option { return func(l *Ledger) { l.syncOnClaim = true } }
-
 // Open loads the ledger from stateDir (creating the directory 0700 when
 // missing), or starts empty, and compacts: the snapshot holds every
 // entry and an empty log of a new generation follows it. A file that

@@ -1,0 +1,7 @@
+package ledger
+
+// SyncOnClaim makes Claim return only once its record is on disk (one
+// fdatasync per Claim, shared by concurrent Claims), instead of once it is
+// in the log and before SyncPod: the old durability, kept for the crash
+// tests and the benchmark's ack=synced case.
+func SyncOnClaim() Option { return func(l *Ledger) { l.syncOnClaim = true } }
