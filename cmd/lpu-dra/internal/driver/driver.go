@@ -484,7 +484,6 @@ func (d *Driver) Prepared() map[string]checkpoint.Claim {
 	return d.current().Claims
 }
 
-
 // current is a copy of the checkpoint as it is on disk, read without the
 // lock (a save renames a complete file into place); the last state this
 // instance saw when the file cannot be read.
