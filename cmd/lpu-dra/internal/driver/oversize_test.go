@@ -63,6 +63,9 @@ func claimPod(t *testing.T, admin kubernetes.Interface, name string, r resourcea
 	if _, err := admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: corev1.PodSpec{
+			// The apiserver taints a new Node not-ready (no kubelet here):
+			// only the claim may keep the pod from scheduling.
+			Tolerations:    []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			ResourceClaims: []corev1.PodResourceClaim{{Name: "lpus", ResourceClaimName: &claimName}},
 			Containers: []corev1.Container{{Name: "c", Image: "busybox",
 				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "lpus"}}}}},
