@@ -100,6 +100,17 @@ func Symlink(target, path string, opts ...Option) error {
 	return syncDirUnless(filepath.Dir(path), opts)
 }
 
+// Rename moves the complete file oldPath (written and synced by its
+// owner, e.g. a preallocated log) to newPath, replacing what is there
+// atomically, and makes the new name durable (WithoutSync is the only
+// option it heeds).
+func Rename(oldPath, newPath string, opts ...Option) error {
+	if err := os.Rename(oldPath, newPath); err != nil {
+		return fmt.Errorf("rename %s: %w", newPath, err)
+	}
+	return syncDirUnless(filepath.Dir(newPath), opts)
+}
+
 // syncDirUnless is SyncDir unless opts hold WithoutSync.
 func syncDirUnless(dir string, opts []Option) error {
 	if apply(opts).noSync {

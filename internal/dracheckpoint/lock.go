@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hyperaccel/lpu-node/internal/atomicfile"
 	"github.com/hyperaccel/lpu-node/internal/statedir"
 )
 
@@ -101,7 +102,9 @@ func (l *Lock) Release() (Record, error) {
 func appendJournal(dir string, rec Record) error {
 	path := filepath.Join(dir, JournalName)
 	if st, err := os.Lstat(path); err == nil && st.Size() > journalMax {
-		if err := os.Rename(path, path+".1"); err != nil {
+		// The journal is a record for people and tests, not state: its
+		// rotation need not be durable.
+		if err := atomicfile.Rename(path, path+".1", atomicfile.WithoutSync()); err != nil {
 			return fmt.Errorf("rotate lock journal %s: %w", path, err)
 		}
 	}

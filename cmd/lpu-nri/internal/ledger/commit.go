@@ -163,13 +163,9 @@ func (l *Ledger) compact() error {
 // installWAL renames the new log f into place and makes it the one
 // batches go to.
 func (l *Ledger) installWAL(f *os.File) error {
-	if err := os.Rename(f.Name(), l.walPath); err != nil {
+	if err := atomicfile.Rename(f.Name(), l.walPath); err != nil {
 		f.Close()
-		os.Remove(f.Name())
-		return fmt.Errorf("allocation ledger: %w", err)
-	}
-	if err := atomicfile.SyncDir(l.dir); err != nil {
-		f.Close()
+		os.Remove(f.Name()) // gone already when only the directory sync failed
 		return fmt.Errorf("allocation ledger: %w", err)
 	}
 	if l.wal != nil {
