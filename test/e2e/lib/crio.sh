@@ -215,6 +215,23 @@ crio_start() {
 
 crio_stop() { stop_daemon "crio-$1" 10; }
 
+# crio_hugetlb: on a cgroup v1 host whose kernel has the hugetlb controller
+# enabled (/proc/cgroups) but no hierarchy mounted for it, CRI-O passes the
+# kubelet's hugepage limits on and runc fails every container ("cannot set
+# hugetlb limit"); containerd drops them. A real v1 node mounts every
+# controller, so the run mounts this one and unmounts it at teardown.
+crio_hugetlb() {
+  local d=/sys/fs/cgroup/hugetlb
+  [ -f /sys/fs/cgroup/cgroup.controllers ] && return 0 # cgroup v2
+  awk '$1 == "hugetlb" && $2 == 0 && $4 == 1 {f=1} END {exit !f}' /proc/cgroups || return 0
+  mountpoint -q "$d" && return 0
+  if ! { mkdir -p "$d" && mount -t cgroup -o hugetlb cgroup "$d"; }; then
+    fatal "crio" "cannot mount the hugetlb cgroup hierarchy at $d"
+  fi
+  record mount "$d"
+  log "mounted the hugetlb cgroup hierarchy at $d (v1 host without it; unmounted at teardown)"
+}
+
 # ---------------------------------------------------------------- CRI-O cases
 # scenario_crio_annotations: CRI-O copies every pod annotation into every
 # container's annotations (what NRI hands lpu-nri as the container's); a pod
@@ -322,6 +339,7 @@ main_crio() {
   build_binaries
   build_images
   crio_registry
+  crio_hugetlb
   make_node
   node_up
   local s

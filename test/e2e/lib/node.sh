@@ -732,6 +732,7 @@ teardown() {
     while read -r kind path; do
       case $kind in
         node | file) rm -f "$path" ;;
+        mount) umount "$path" 2>/dev/null && rmdir "$path" 2>/dev/null ;;
         emptydir) find "$path" -maxdepth 1 -type l -lname "$BASE/*" -delete 2>/dev/null; rmdir "$path" 2>/dev/null ;;
         dir) rmdir "$path" 2>/dev/null ;;
         tree-if-empty) rmdir "$path"/* "$path" 2>/dev/null ;;
