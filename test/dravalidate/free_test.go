@@ -152,17 +152,7 @@ func TestFreeSlicesChooseLikeEveryArc(t *testing.T) {
 // The comparison above can fail: dropping a free arc the allocator would
 // take changes its choice.
 func TestChoiceSeesADroppedArc(t *testing.T) {
-	classes, templates := chartObjects(t)
-	for _, dc := range classes {
-		legacyscheme.Scheme.Default(dc)
-	}
-	var arc4 *resourcev1.ResourceClaim
-	for _, rct := range templates {
-		if rct.Name == "lpu-arc-4" {
-			arc4 = &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default", UID: "uid-c"}, Spec: *rct.Spec.Spec.DeepCopy()}
-			legacyscheme.Scheme.Default(arc4)
-		}
-	}
+	classes, arc4 := arc4Claim(t)
 	b, err := arcslice.NewBuilder(inventory(1, 8), arcslice.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -183,17 +173,7 @@ func TestChoiceSeesADroppedArc(t *testing.T) {
 // and there the allocator, not finding it, hands out a 4-arc overlapping
 // it. FreeSlices keeps it, and the allocator counts its LPUs as taken.
 func TestAllocatedArcKeepsItsCountersConsumed(t *testing.T) {
-	classes, templates := chartObjects(t)
-	for _, dc := range classes {
-		legacyscheme.Scheme.Default(dc)
-	}
-	var arc4 *resourcev1.ResourceClaim
-	for _, rct := range templates {
-		if rct.Name == "lpu-arc-4" {
-			arc4 = &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default", UID: "uid-c"}, Spec: *rct.Spec.Spec.DeepCopy()}
-			legacyscheme.Scheme.Default(arc4)
-		}
-	}
+	classes, arc4 := arc4Claim(t)
 	b, err := arcslice.NewBuilder(inventory(1, 8), arcslice.Options{Sizes: []int{1, 2, 4, 8}})
 	if err != nil {
 		t.Fatal(err)
@@ -269,4 +249,23 @@ func BenchmarkFreeSlicesFilter(b *testing.B) {
 			})
 		}
 	}
+}
+
+// arc4Claim returns the chart's DeviceClasses and a claim from its
+// lpu-arc-4 template, both defaulted as the API server would.
+func arc4Claim(t *testing.T) ([]*resourcev1.DeviceClass, *resourcev1.ResourceClaim) {
+	t.Helper()
+	classes, templates := chartObjects(t)
+	for _, dc := range classes {
+		legacyscheme.Scheme.Default(dc)
+	}
+	for _, rct := range templates {
+		if rct.Name == "lpu-arc-4" {
+			arc4 := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default", UID: "uid-c"}, Spec: *rct.Spec.Spec.DeepCopy()}
+			legacyscheme.Scheme.Default(arc4)
+			return classes, arc4
+		}
+	}
+	t.Fatal("the chart has no lpu-arc-4 template")
+	return nil, nil
 }

@@ -24,17 +24,7 @@ import (
 // is refused (fail closed) and counted in lpu_nri_ledger_full_total.
 func TestReplayAfterChurn(t *testing.T) {
 	state := t.TempDir()
-	f := newFixture(t, 8, false, func(c *Config) {
-		l, err := ledger.Open(state)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Ledger = l
-	})
-	rt := nritest.New(t)
-	rt.Start(t)
-	f.connect(t, rt)
-	rt.WaitPlugins(t, 1)
+	f, rt := ledgerFixture(t, state)
 	create := func(p *api.PodSandbox, c *api.Container) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -95,17 +85,7 @@ func TestReplayAfterChurn(t *testing.T) {
 // holds against another pod after lpu-nri's ledger is reopened.
 func TestStartAfterClaim(t *testing.T) {
 	state := t.TempDir()
-	f := newFixture(t, 8, false, func(c *Config) {
-		l, err := ledger.Open(state)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Ledger = l
-	})
-	rt := nritest.New(t)
-	rt.Start(t)
-	f.connect(t, rt)
-	rt.WaitPlugins(t, 1)
+	f, rt := ledgerFixture(t, state)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	owner := pod("owner", nil)
@@ -129,4 +109,22 @@ func TestStartAfterClaim(t *testing.T) {
 	if err := re.Claim(id, "another-pod"); !errors.Is(err, ledger.ErrOtherPod) {
 		t.Errorf("the started container's ID after a reopen: %v, want ErrOtherPod", err)
 	}
+}
+
+// ledgerFixture is an 8-LPU plugin with its ledger in state, connected to
+// a real NRI runtime side.
+func ledgerFixture(t *testing.T, state string) (*fixture, *nritest.Runtime) {
+	t.Helper()
+	f := newFixture(t, 8, false, func(c *Config) {
+		l, err := ledger.Open(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Ledger = l
+	})
+	rt := nritest.New(t)
+	rt.Start(t)
+	f.connect(t, rt)
+	rt.WaitPlugins(t, 1)
+	return f, rt
 }
