@@ -216,20 +216,30 @@ crio_start() {
 crio_stop() { stop_daemon "crio-$1" 10; }
 
 # crio_hugetlb: on a cgroup v1 host whose kernel has the hugetlb controller
-# enabled (/proc/cgroups) but no hierarchy mounted for it, CRI-O passes the
-# kubelet's hugepage limits on and runc fails every container ("cannot set
+# enabled (/proc/cgroups) but no hierarchy of it mounted here, CRI-O passes
+# the kubelet's hugepage limits on and runc fails every container ("cannot set
 # hugetlb limit"); containerd drops them. A real v1 node mounts every
-# controller, so the run mounts this one and unmounts it at teardown.
+# controller, so the run mounts this one and unmounts it at teardown. Whether
+# it is mounted is read from mountinfo, not from /proc/cgroups' hierarchy
+# column: a hierarchy that was unmounted while it still had cgroups keeps its
+# number but is invisible to runc.
 crio_hugetlb() {
   local d=/sys/fs/cgroup/hugetlb
   [ -f /sys/fs/cgroup/cgroup.controllers ] && return 0 # cgroup v2
-  awk '$1 == "hugetlb" && $2 == 0 && $4 == 1 {f=1} END {exit !f}' /proc/cgroups || return 0
-  mountpoint -q "$d" && return 0
+  awk '$1 == "hugetlb" && $4 == 1 {f=1} END {exit !f}' /proc/cgroups || return 0
+  hugetlb_mounted && return 0
   if ! { mkdir -p "$d" && mount -t cgroup -o hugetlb cgroup "$d"; }; then
     fatal "crio" "cannot mount the hugetlb cgroup hierarchy at $d"
   fi
   record mount "$d"
   log "mounted the hugetlb cgroup hierarchy at $d (v1 host without it; unmounted at teardown)"
+}
+
+# hugetlb_mounted: a cgroup v1 mount with the hugetlb controller is visible in
+# this mount namespace (mountinfo: fields after " - " are type, source, super
+# options).
+hugetlb_mounted() {
+  awk -F' - ' '{split($2, f, " "); if (f[1] == "cgroup" && ("," f[3] ",") ~ /,hugetlb,/) m=1} END {exit !m}' /proc/self/mountinfo
 }
 
 # ---------------------------------------------------------------- CRI-O cases
