@@ -132,7 +132,7 @@ func (w *simWriter) unbindUser(i int) {
 	}
 	for _, e := range entries {
 		switch e.Name() {
-		case "vendor", "device", "class", attrNUMA:
+		case "vendor", "device", "class", "subsystem_vendor", "subsystem_device", attrNUMA:
 		default:
 			w.fail(os.RemoveAll(filepath.Join(w.root, dir, e.Name())))
 		}
@@ -158,13 +158,18 @@ func pciDevDir(addr string) string {
 }
 
 // pciFunction writes one PCI function with its vendor, device, class,
-// numa_node and driver link, and its /sys/bus/pci/devices link.
+// subsystem IDs, numa_node and driver link, and its /sys/bus/pci/devices
+// link. Every real function has subsystem_vendor and subsystem_device, and
+// Node Feature Discovery skips a function without them; the simulated
+// ones repeat vendor and device (a board without an OEM subsystem ID).
 func (w *simWriter) pciFunction(addr, vendor, devID, class, driver string, numa int) {
 	dir := pciDevDir(addr)
 	w.mkdir(dir)
 	w.file(dir+"/vendor", vendor+"\n", 0o644)
 	w.file(dir+"/device", devID+"\n", 0o644)
 	w.file(dir+"/class", class+"\n", 0o644)
+	w.file(dir+"/subsystem_vendor", vendor+"\n", 0o644)
+	w.file(dir+"/subsystem_device", devID+"\n", 0o644)
 	w.file(dir+"/"+attrNUMA, strconv.Itoa(numa)+"\n", 0o644)
 	w.mkdir("/sys/bus/pci/drivers/" + driver)
 	w.symlink("../../../bus/pci/drivers/"+driver, dir+"/driver")

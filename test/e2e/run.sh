@@ -11,14 +11,18 @@
 #   dra       d1..d9 on a real cluster (etcd, apiserver, scheduler, ...)
 #   demo-dra  d1 d2, printing what each pod sees and its claim
 #   install   on that cluster: the image, the chart (install, upgrade,
-#             uninstall) and the plain manifests, installed as users do
+#             uninstall) and the plain manifests, installed as users do;
+#             with Node Feature Discovery v0.19.0 (NFD_TARBALL, lib/nfd.sh)
+#             labelling the node for the chart
 #   crio      scenarios 1-4, CRI-O's annotation copy and the runtime's
 #             security cases on CRI-O (lib/crio.sh); CRIO_BIN, PINNS_BIN
 # env: BASE (private base dir; default a fresh /tmp/lpu-e2e.XXXX), KEEP=1
 #      (leave $BASE on disk), PERF_ROUNDS, PERF_BLOCK, LPU_DRA (a prebuilt
 #      lpu-dra for the DRA run instead of the checkout's), CONTAINERD=1.7
 #      (the node on containerd 1.7 with deploy/runtime/containerd-1.7.toml
-#      instead of 2.4.2 with the 2.x drop-in).
+#      instead of 2.4.2 with the 2.x drop-in), NFD_TARBALL (nfd-master,
+#      nfd-worker and CRDs for install; default
+#      ../shared/tools/nfd-0.19.0-linux-amd64.tar.gz; absent: NFD skipped).
 #
 # Must run as root. Every assertion prints "ok - ..." or "not ok - ...: ...";
 # the last line is "e2e: N passed, M failed"; the exit status is non-zero when
@@ -57,6 +61,8 @@ source "$E2E_DIR/lib/security.sh"
 source "$E2E_DIR/lib/dra_shared.sh"
 # shellcheck source=lib/crio.sh
 source "$E2E_DIR/lib/crio.sh"
+# shellcheck source=lib/nfd.sh
+source "$E2E_DIR/lib/nfd.sh"
 
 ALL=(1 2 3 4 5 orion perf image 6)
 # security runs on the same node before 6, which takes that node down
@@ -65,7 +71,7 @@ DRA_ORDER=(d1 d2 d3 d4 d5 d6 d7 d8 d9 d10)
 CLUSTER=0
 
 usage() {
-  sed -n '4,21p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '4,26p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -73,7 +79,7 @@ STARTED=$SECONDS
 finish() {
   local rc=$?
   trap - EXIT INT TERM
-  if [ "$CLUSTER" = 1 ]; then cluster_teardown; else teardown; fi
+  if [ "$CLUSTER" = 1 ]; then nfd_down; cluster_teardown; else teardown; fi
   if [ -s "$BASE/bench" ]; then
     log "measurements ($BASE/bench):"
     sed 's/^/#   /' "$BASE/bench" >&2

@@ -7,6 +7,9 @@
 # crio: CRI-O and pinns are not on the module proxy; they come prebuilt from
 # CRIO_BIN and PINNS_BIN (gunzipped into the cache, sha256 checked) with the
 # Debian packages they need at run time (conmon, runc, libseccomp2, ...).
+# nfd: Node Feature Discovery's nfd-master and nfd-worker v0.19.0 and that
+# tag's CRDs, not on the module proxy either: NFD_TARBALL unpacked into the
+# cache (the tarball's sha256 and its SHA256SUMS checked).
 # Built binaries are cached by version under $LPU_E2E_CACHE (outside the
 # checkout), so only the first run on a machine pays the cold build (~15 min
 # for the node tools, ~5-8 min more for the control plane, which shares most
@@ -14,9 +17,9 @@
 # installs the distribution's prometheus package (2.42, with promtool) that
 # test/prom runs the chart's alerts and dashboard on.
 #
-# usage: test/e2e/tools.sh [apt|containerd|containerd17|crictl|kubelet|etcd|kube|helm|prometheus|crio|path|all]...
+# usage: test/e2e/tools.sh [apt|containerd|containerd17|crictl|kubelet|etcd|kube|helm|prometheus|crio|nfd|path|all]...
 #   path prints the cached tools' directories for PATH; all is every step but
-#   helm, crio and containerd17 (containerd 1.7 for go test ./deploy/'s
+#   helm, crio, nfd and containerd17 (containerd 1.7 for go test ./deploy/'s
 #   TestContainerd17Snippet; ~4 min cold)
 set -euo pipefail
 
@@ -36,6 +39,11 @@ PINNS_BIN=${PINNS_BIN:-$TOOLS_DIR/pinns-$CRIO_VERSION-linux-amd64.gz}
 # for a binary of your own
 CRIO_SHA256=${CRIO_SHA256-3a32c66bff43495de8c6c7da6a232c6d09bcd1ff531d4a6a17e91c87fc4b980d}
 PINNS_SHA256=${PINNS_SHA256-c3ccdb9152f62c3d7e8fa10dd8eab406e2952ef244f47e085db36e131b4b3def}
+NFD_VERSION=${NFD_VERSION:-0.19.0}
+NFD_TARBALL=${NFD_TARBALL:-$TOOLS_DIR/nfd-$NFD_VERSION-linux-amd64.tar.gz}
+# sha256 of ../shared/tools/nfd-0.19.0-linux-amd64.tar.gz; set empty for a
+# tarball of your own (its SHA256SUMS is still checked)
+NFD_SHA256=${NFD_SHA256-0ac96c9e05da202290a890f857204305711d9475bd4fdd2d703caff5927be29b}
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 export PATH=/usr/local/go/bin:$PATH
 
@@ -242,6 +250,38 @@ do_crio() {
   install_prebuilt "$PINNS_BIN" "$d/pinns" "$PINNS_SHA256"
 }
 
+# do_nfd: NFD_TARBALL (nfd-VERSION/{nfd-master,nfd-worker,SHA256SUMS,crds/})
+# unpacked into the cache as nfd-VERSION/; its sha256 and the binaries'
+# SHA256SUMS are checked. An absent tarball is not an error here: the
+# install group skips its NFD cases (test/e2e/lib/nfd.sh).
+do_nfd() {
+  local d got tmp
+  [ -f "$NFD_TARBALL" ] || { log "skip nfd: no file $NFD_TARBALL (NFD_TARBALL)"; return 0; }
+  d=$(bin_dir nfd "$NFD_VERSION")
+  got=$(sha256sum <"$NFD_TARBALL" | cut -d' ' -f1)
+  # unpacked from this very tarball, binaries intact: nothing to do
+  if [ "$(cat "$d/tarball.sha256" 2>/dev/null)" = "$got" ] && [ -f "$d/crds/nfd-api-crds.yaml" ] &&
+    (cd "$d" && sha256sum --quiet -c SHA256SUMS) >/dev/null 2>&1; then
+    return 0
+  fi
+  if [ -n "$NFD_SHA256" ] && [ "$got" != "$NFD_SHA256" ]; then
+    log "$NFD_TARBALL: sha256 $got, want $NFD_SHA256"
+    return 1
+  fi
+  tmp=$d.tmp
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  tar -C "$tmp" -xzf "$NFD_TARBALL" "nfd-$NFD_VERSION/" ||
+    { log "$NFD_TARBALL: cannot unpack nfd-$NFD_VERSION/"; rm -rf "$tmp"; return 1; }
+  if ! (cd "$tmp/nfd-$NFD_VERSION" && sha256sum --quiet -c SHA256SUMS); then
+    log "$NFD_TARBALL: its SHA256SUMS do not match the binaries"
+    rm -rf "$tmp"
+    return 1
+  fi
+  echo "$got" >"$tmp/nfd-$NFD_VERSION/tarball.sha256"
+  rm -rf "$d" && mv "$tmp/nfd-$NFD_VERSION" "$d" && rmdir "$tmp"
+  log "nfd $NFD_VERSION unpacked into $d (tarball sha256 $got)"
+}
+
 # print_path: the PATH entries for every cached tool, for callers to prepend.
 print_path() {
   echo "$(bin_dir containerd "$CONTAINERD_VERSION"):$(bin_dir crictl "$CRICTL_VERSION"):$(bin_dir kubelet "$K8S_VERSION"):$(bin_dir kube "$K8S_VERSION"):$(bin_dir etcd "$ETCD_VERSION"):$(bin_dir helm "$HELM_VERSION"):$(bin_dir crio "$CRIO_VERSION")"
@@ -252,9 +292,9 @@ main() {
   for step in "$@"; do
     case $step in
       all) do_apt; do_containerd; do_crictl; do_kubelet; do_kube; do_etcd; do_prometheus ;;
-      apt|containerd|containerd17|crictl|kubelet|kube|etcd|helm|prometheus|crio) "do_$step" ;;
+      apt|containerd|containerd17|crictl|kubelet|kube|etcd|helm|prometheus|crio|nfd) "do_$step" ;;
       path) print_path ;;
-      *) echo "usage: $0 [apt|containerd|containerd17|crictl|kubelet|etcd|kube|helm|prometheus|crio|path|all]..." >&2; exit 2 ;;
+      *) echo "usage: $0 [apt|containerd|containerd17|crictl|kubelet|etcd|kube|helm|prometheus|crio|nfd|path|all]..." >&2; exit 2 ;;
     esac
   done
 }

@@ -212,10 +212,16 @@ node_clean() {
   expect "$what: the seal key stays ($state/seal.key)" "state dir: $(find "$state" -maxdepth 1 -printf '%f ' 2>&1)" test -s "$state/seal.key"
 }
 
-# install_helm HELM CHART: mode devicePlugin from the chart.
+# install_helm HELM CHART: mode devicePlugin from the chart. With NFD
+# (lib/nfd.sh; skipped with one line without NFD_TARBALL) the chart's
+# NodeFeatureRule is enabled and NFD, not the e2e, labels the node.
 install_helm() {
-  local helm=$1 chart=$2 out
+  local helm=$1 chart=$2 out nfd=false
+  if nfd_available && nfd_trees && nfd_up "$CHART_NFD" && nfd_rule_cases "$helm" "$chart"; then
+    nfd=true
+  fi
   if ! out=$("$helm" install lpu-node "$chart" --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --create-namespace \
+    --set nodeFeatureRule.enabled=$nfd \
     --set image.repository=localhost/lpu-node --set image.tag=e2e --set image.pullPolicy=Never \
     --set simulate=8 --set config.stateDir="$CHART_STATE" --set config.nri.socket="$(nri_sock a)" \
     --set config.cdi.specDir="$DRA_CDI" --set nfd.featuresDir="$CHART_NFD" \
@@ -224,13 +230,15 @@ install_helm() {
     nok "install: helm install the chart" "$(tail -5 <<<"$out")"
     return
   fi
-  ok "install: helm install lpu-node (chart $(sed -n 's/^version: //p' "$chart/Chart.yaml"))"
-  label_for_ds "$CHART_NS"
+  ok "install: helm install lpu-node (chart $(sed -n 's/^version: //p' "$chart/Chart.yaml"), nodeFeatureRule.enabled=$nfd)"
+  # without NFD (or when it failed to label) the e2e labels the node itself
+  if [ "$nfd" != true ] || ! nfd_onboard; then label_for_ds "$CHART_NS"; fi
   if wait_for 180 ds_ready "$CHART_NS"; then
-    ok "install: the DaemonSet's pods are Ready on $KNODE"
+    ok "install: the DaemonSet's pods are Ready on $KNODE$([ "$nfd" = true ] && echo ", placed by its nodeSelector on NFD's label")"
   else
     nok "install: the DaemonSet's pods are Ready" "$(ds_not_ready "$CHART_NS")"
   fi
+  [ "$nfd" = true ] && { nfd_feature_labels || true; }
   four_lpu_pod install "$CHART_STATE"
   helm_upgrade_roll "$helm" "$chart"
   out=$("$helm" uninstall lpu-node --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --wait --timeout 60s 2>&1) ||
@@ -241,6 +249,11 @@ install_helm() {
     nok "install: helm uninstall removed the DaemonSet's pods" "$(kc get pods -n "$CHART_NS" -o name | tr '\n' ' ')"
   fi
   node_clean uninstall "$CHART_STATE" "$CHART_NFD"
+  if [ "$nfd" = true ]; then
+    expect "nfd: helm uninstall removed the chart's NodeFeatureRule" "$(kc get nodefeaturerules -o name 2>&1 | tr '\n' ' ')" \
+      eval '[ -z "$(kc get nodefeaturerules -o name 2>&1)" ]'
+    nfd_down
+  fi
 }
 
 # install_manifests REF: deploy/manifests/lpu-node.yaml as shipped but for
