@@ -35,8 +35,9 @@ do_tools() {
   # etcd and kube (apiserver, scheduler, controller-manager, kubectl) run the
   # cluster tests: test/clustertest and the e2e DRA scenarios.
   # prometheus (and promtool) run the chart's alerts and dashboard (test/prom);
-  # crio: the prebuilt CRI-O of ../shared/tools (run.sh crio, deploy tests).
-  bash test/e2e/tools.sh helm apt containerd containerd17 crictl kubelet kube etcd prometheus crio
+  # crio: the prebuilt CRI-O of ../shared/tools (run.sh crio, deploy tests);
+  # nfd: the prebuilt Node Feature Discovery v0.19.0 there (run.sh install).
+  bash test/e2e/tools.sh helm apt containerd containerd17 crictl kubelet kube etcd prometheus crio nfd
 }
 
 do_lint() {
@@ -98,8 +99,9 @@ do_fuzz() {
 
 # The node scenarios (on containerd 2.4.2, then the functional ones again on
 # containerd 1.7 with its snippet, ~2 min), then the DRA ones and the chart
-# install, each on its own cluster, the security group, and the node on
-# CRI-O 1.36.3 (skipped in one line without ../shared/tools); all always run.
+# install (with NFD v0.19.0 labelling the node), each on its own cluster,
+# the security group, and the node on CRI-O 1.36.3 (CRI-O and NFD each
+# skipped in one line without ../shared/tools); all always run.
 do_e2e() {
   local rc=0
   bash test/e2e/run.sh all || rc=1

@@ -9,7 +9,10 @@
 #      pod while LPU pods keep being created, and every LPU container that
 #      starts during the roll has its LPUs (never bare); `helm uninstall`
 #      leaves no socket and no CDI spec, the seal key stays, and the NFD
-#      feature file stays until its expiry (see node_clean);
+#      feature file stays until its expiry (see node_clean); with NFD
+#      v0.19.0 (lib/nfd.sh) the chart's NodeFeatureRule labels the node
+#      from simulated PCI functions first, and the feature file becomes
+#      node labels;
 #   2. `kubectl apply -f deploy/manifests/lpu-node.yaml` with the two
 #      overrides a machine without LPUs and with a private containerd needs
 #      (LPU_SIMULATE=8 on both containers, the NRI socket's host dir), the
@@ -38,7 +41,7 @@ ds_not_ready() {
 }
 
 # label_for_ds NS: the node carries the labels the DaemonSets in NS select
-# on, as a person (or NFD, which this cluster does not run) would set them.
+# on, as a person would set them (NFD sets them in install_helm, lib/nfd.sh).
 label_for_ds() {
   local sel
   for sel in $(kc get ds -n "$1" -o json | jq -r '.items[].spec.template.spec.nodeSelector // {} | to_entries[] | "\(.key)=\(.value)"' | sort -u); do
@@ -251,7 +254,7 @@ install_helm() {
   node_clean uninstall "$CHART_STATE" "$CHART_NFD"
   if [ "$nfd" = true ]; then
     expect "nfd: helm uninstall removed the chart's NodeFeatureRule" "$(kc get nodefeaturerules -o name 2>&1 | tr '\n' ' ')" \
-      eval '[ -z "$(kc get nodefeaturerules -o name 2>&1)" ]'
+      wait_for 10 eval 'out=$(kc get nodefeaturerules -o name) && [ -z "$out" ]'
     nfd_down
   fi
 }
