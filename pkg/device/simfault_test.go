@@ -2,6 +2,8 @@ package device_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -47,5 +49,38 @@ func TestSimulateOrionFaults(t *testing.T) {
 	}
 	if err := device.Simulate(t.TempDir(), device.SimSpec{Devices: 2, Rings: 1, Faults: map[int]device.SimFault{0: device.SimUnbound}}); err == nil {
 		t.Fatal("a fault on an lpu node was accepted")
+	}
+}
+
+// TestSimulatedPCIFunctionsHaveSubsystemIDs: every simulated PCI function,
+// an unbound one too, has the attributes the PCI core always writes and
+// Node Feature Discovery's PCI source requires (it skips a function that
+// lacks one): vendor, device, class, subsystem_vendor, subsystem_device.
+func TestSimulatedPCIFunctionsHaveSubsystemIDs(t *testing.T) {
+	specs := map[string]device.SimSpec{
+		"orion":  {Devices: 4, Rings: 1, Backend: device.BackendXilinx, Faults: map[int]device.SimFault{1: device.SimUnbound}},
+		"bertha": {Devices: 4, Rings: 1, Backend: device.BackendPCI},
+	}
+	for name, spec := range specs {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			must(t, device.Simulate(root, spec))
+			fns, err := filepath.Glob(filepath.Join(root, device.PCIDevicesDir, "*"))
+			if err != nil || len(fns) < spec.Devices {
+				t.Fatalf("%d functions under %s (err %v), want at least %d", len(fns), device.PCIDevicesDir, err, spec.Devices)
+			}
+			for _, fn := range fns {
+				for _, attr := range []string{"vendor", "device", "class", "subsystem_vendor", "subsystem_device"} {
+					b, err := os.ReadFile(filepath.Join(fn, attr))
+					if err != nil {
+						t.Errorf("%s: %v", filepath.Base(fn), err)
+						continue
+					}
+					if v := strings.TrimSpace(string(b)); !strings.HasPrefix(v, "0x") || len(v) < 6 {
+						t.Errorf("%s/%s = %q, want 0x and hex digits", filepath.Base(fn), attr, v)
+					}
+				}
+			}
+		})
 	}
 }
