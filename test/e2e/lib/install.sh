@@ -220,8 +220,10 @@ node_clean() {
 # NodeFeatureRule is enabled and NFD, not the e2e, labels the node.
 install_helm() {
   local helm=$1 chart=$2 out nfd=false
-  if nfd_available && nfd_trees && nfd_up "$CHART_NFD" && nfd_rule_cases "$helm" "$chart"; then
-    nfd=true
+  if nfd_available; then
+    # a failed NFD case leaves the e2e to label the node: NFD must not
+    # undo that label, so it stops
+    if nfd_trees && nfd_up "$CHART_NFD" && nfd_rule_cases "$helm" "$chart"; then nfd=true; else nfd_down; fi
   fi
   if ! out=$("$helm" install lpu-node "$chart" --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --create-namespace \
     --set nodeFeatureRule.enabled=$nfd \
