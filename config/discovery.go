@@ -95,7 +95,11 @@ func defaultMounts(backend string) []Mount {
 // validateDiscovery checks the discovery and simulate sections.
 func (v *validator) discovery(c *Config) {
 	v.oneOf("discovery.backend", c.Discovery.Backend, AllowedBackends)
-	v.oneOf("simulate.backend", c.Simulate.Backend, AllowedBackends)
+	// simulate.backend defaults to discovery.backend: a bad one is named
+	// once, under the field the file set.
+	if c.Simulate.Backend != c.Discovery.Backend {
+		v.oneOf("simulate.backend", c.Simulate.Backend, AllowedBackends)
+	}
 	d := c.Discovery
 	for _, f := range []struct{ path, value string }{
 		{"discovery.xilinx.vendor", d.Xilinx.Vendor}, {"discovery.xilinx.userDevice", d.Xilinx.UserDevice},
