@@ -7,10 +7,6 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
-// AllowedBackends are the values of discovery.backend and simulate.backend,
-// pkg/device's backend names.
-var AllowedBackends = []string{device.BackendLPU, device.BackendXilinx, device.BackendPCI}
-
 // Discovery selects how LPUs are found: our own sysfs layout (lpu), Alveo
 // cards under XRT (xilinx, Orion) or PCI accelerators by vendor and class
 // (pci, Bertha). The backend's section is read only when it is selected.
@@ -94,8 +90,12 @@ func defaultMounts(backend string) []Mount {
 
 // validateDiscovery checks the discovery and simulate sections.
 func (v *validator) discovery(c *Config) {
-	v.oneOf("discovery.backend", c.Discovery.Backend, AllowedBackends)
-	v.oneOf("simulate.backend", c.Simulate.Backend, AllowedBackends)
+	v.oneOf("discovery.backend", c.Discovery.Backend, device.Backends)
+	// simulate.backend defaults to discovery.backend: a bad one is named
+	// once, under the field the file set.
+	if c.Simulate.Backend != c.Discovery.Backend {
+		v.oneOf("simulate.backend", c.Simulate.Backend, device.Backends)
+	}
 	d := c.Discovery
 	for _, f := range []struct{ path, value string }{
 		{"discovery.xilinx.vendor", d.Xilinx.Vendor}, {"discovery.xilinx.userDevice", d.Xilinx.UserDevice},

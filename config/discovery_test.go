@@ -60,8 +60,8 @@ func TestDiscoveryConfig(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c, err := Load(writeFile(t, "version: v1\n"+tc.yaml))
 			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err %v, want %q", err, tc.err)
+				if err == nil || !strings.Contains(err.Error(), tc.err) || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("err %v, want one line with %q", err, tc.err)
 				}
 				return
 			}

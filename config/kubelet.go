@@ -63,14 +63,21 @@ func (k Kubelet) CheckRoot() error {
 	if k.RootDir == DefaultKubeletRootDir {
 		return nil
 	}
-	fi, err := os.Stat(k.RootDir)
+	return CheckDir("kubelet.rootDir", k.RootDir)
+}
+
+// CheckDir fails, on one line naming the config field and the value, when
+// path does not exist or is not a directory: what a daemon checks at start
+// for the directories it reads under (kubelet.rootDir, root).
+func CheckDir(field, path string) error {
+	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("kubelet.rootDir: %q does not exist", k.RootDir)
+		return fmt.Errorf("%s: %q does not exist", field, path)
 	case err != nil:
-		return fmt.Errorf("kubelet.rootDir: %q: %w", k.RootDir, err)
+		return fmt.Errorf("%s: %q: %w", field, path, err)
 	case !fi.IsDir():
-		return fmt.Errorf("kubelet.rootDir: %q is not a directory", k.RootDir)
+		return fmt.Errorf("%s: %q is not a directory", field, path)
 	}
 	return nil
 }

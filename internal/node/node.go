@@ -59,10 +59,17 @@ type Node struct {
 }
 
 // Open assembles the node from cfg (after the flags were laid over it).
-// It fails when the simulated node cannot be written or, with
-// o.Kubelet, when a named kubelet root does not exist.
+// It fails when the discovery root is not a directory (a typo there would
+// otherwise serve an empty node), when the simulated node cannot be
+// written or, with o.Kubelet, when a named kubelet root does not exist.
 func Open(cfg *config.Config, o Options) (*Node, error) {
 	log := startup.Logger(o.Logger)
+	if o.Simulate <= 0 {
+		// The simulated node is its own root; the configured one is not read.
+		if err := config.CheckDir("root", cfg.Root); err != nil {
+			return nil, err
+		}
+	}
 	if o.Kubelet {
 		if err := cfg.Kubelet.CheckRoot(); err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +16,9 @@ func testConfig(t *testing.T) *config.Config {
 	cfg := config.Default()
 	cfg.Root = filepath.Join(dir, "host")
 	cfg.StateDir = filepath.Join(dir, "state")
+	if err := os.MkdirAll(cfg.Root, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	return cfg
 }
 
@@ -117,5 +121,39 @@ func TestHealthOptions(t *testing.T) {
 	}
 	if n.Simulated || n.Root != cfg.Root {
 		t.Errorf("real node: simulated %v, root %s", n.Simulated, n.Root)
+	}
+}
+
+// TestOpenRoot: a discovery root that does not exist, or is a file, fails
+// Open on one line naming the field and the value (a typo would otherwise
+// serve an empty node); the simulated node never reads it.
+func TestOpenRoot(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		root     string
+		simulate int
+		wantErr  string
+	}{
+		"existing":           {root: dir},
+		"missing":            {root: filepath.Join(dir, "gone"), wantErr: `root: "` + filepath.Join(dir, "gone") + `" does not exist`},
+		"a file":             {root: file, wantErr: `root: "` + file + `" is not a directory`},
+		"missing, simulated": {root: filepath.Join(dir, "gone"), simulate: 8},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.Root = tc.root
+			_, err := Open(cfg, Options{Simulate: tc.simulate})
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("Open = %v", err)
+			case tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr):
+				t.Fatalf("Open = %v, want %q", err, tc.wantErr)
+			}
+		})
 	}
 }

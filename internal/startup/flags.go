@@ -48,7 +48,7 @@ var shared = map[string]func(c *cmdline.Command, f *Flags){
 	},
 	"simulate-backend": func(c *cmdline.Command, f *Flags) {
 		c.String(&f.simulateBackend, "simulate-backend", "LPU_SIMULATE_BACKEND", "", "`LAYOUT` --simulate writes and discovers: lpu, xilinx (Orion) or pci (Bertha); overrides config simulate.backend (default: discovery.backend)").
-			OneOf(config.AllowedBackends...).Sets(func(cfg *config.Config) { cfg.Simulate.Backend = f.simulateBackend })
+			OneOf(device.Backends...).Sets(func(cfg *config.Config) { cfg.Simulate.Backend = f.simulateBackend })
 	},
 	"version": func(c *cmdline.Command, f *Flags) {
 		c.Bool(&f.Version, "version", "", "print the version and exit").Exits()
