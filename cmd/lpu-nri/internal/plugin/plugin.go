@@ -248,6 +248,10 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 		return nil, nil, err
 	}
 	if len(alloc.IDs) > 0 {
+		// the runtime guard's proof (security.runtimeGuard): it reaches the
+		// container only with the rest of this adjustment, so a container
+		// the runtime created without lpu-nri does not start
+		adj.AddAnnotation(inject.AnnotationVerified, p.key.VerifiedToken(ctr.GetId()))
 		p.m.Injections.Inc()
 		p.log.Info("injected LPUs", "namespace", pod.GetNamespace(), "pod", pod.GetName(),
 			"container", ctr.GetName(), "ids", alloc.IDs, "allocation", alloc.ID)
