@@ -203,7 +203,7 @@ func pluginConfig(ctx context.Context, p Params, n *node.Node, m *metrics.Metric
 	pc := plugin.Config{Key: key, Store: store, Options: n.Inject, Metrics: m, Ready: rs, Log: log,
 		CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Tracer: tracer,
 		Ledger: led, AcceptLegacySeals: cfg.Security.AcceptLegacySeals,
-		AllowNamespaces: cfg.Security.AllowNamespaces,
+		AllowNamespaces: cfg.Security.AllowNamespaces, RuntimeGuard: cfg.Security.RuntimeGuard,
 		Claims: func(pod string, claims []string) ([]string, error) {
 			return dracheckpoint.PodLPUs(cfg.StateDir, pod, claims)
 		}}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,7 +96,7 @@ func (g *guardNode) create(t *testing.T, id string, ann map[string]string) *oci.
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c := &api.Container{Id: id, PodSandboxId: "pod-g", Name: id, Annotations: ann}
+	c := &api.Container{Id: id, PodSandboxId: "pod-g", Name: id, Annotations: ann, Hooks: api.FromOCIHooks(spec.Hooks)}
 	rsp, err := g.rt.CreateContainer(ctx, pod("g", nil), c)
 	if err != nil {
 		t.Fatalf("NRI CreateContainer %s: %v", id, err)
@@ -229,5 +230,32 @@ func TestRuntimeGuardNoPlugin(t *testing.T) {
 	spec := g.create(t, "ctr-down", seal(t, key, "lpu0"))
 	if _, err := g.start(t, "ctr-down", spec); err == nil {
 		t.Fatal("lpu-nri down: the guard let an unverified container start")
+	}
+}
+
+// TestRuntimeGuardMissingHook: with the guard on, a verified container
+// whose pristine spec lacks the guard's hook (CDI off in the runtime) is
+// still served, and logged at warn; one with the hook is not.
+func TestRuntimeGuardMissingHook(t *testing.T) {
+	var logs bytes.Buffer
+	f := newFixture(t, 8, false, func(c *Config) {
+		c.RuntimeGuard = true
+		c.Log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	hooked := &api.Hooks{CreateRuntime: []*api.Hook{{Path: "/var/lib/lpu/bin/lpu-nri", Args: []string{"lpu-nri", guard.Command, "--state-dir", "/var/lib/lpu"}}}}
+	for _, tc := range []struct {
+		hooks *api.Hooks
+		warn  bool
+	}{{nil, true}, {hooked, false}} {
+		logs.Reset()
+		c := ctr("m", seal(t, f.key, "lpu1"))
+		c.Hooks = tc.hooks
+		adj, _, err := f.p.CreateContainer(context.Background(), pod("m", nil), c)
+		if err != nil || len(adj.GetLinux().GetDevices()) != 1 {
+			t.Fatalf("hooks %v: CreateContainer = %v, %v; want the LPU injected", tc.hooks, adj, err)
+		}
+		if got := strings.Contains(logs.String(), "no guard hook"); got != tc.warn {
+			t.Errorf("hooks %v: warned %v, want %v (log %q)", tc.hooks, got, tc.warn, logs.String())
+		}
 	}
 }
