@@ -613,5 +613,11 @@ sec_after() {
   sec_expect "ledger: the victim's allocation ${VICTIM_ALLOC:0:8}... stays recorded to the victim's pod ($owner), not the replaying one" \
     "victim uid $uid; ledger: $(head -c 300 "$ledger" 2>&1)" test -n "$uid" -a "$owner" = "$uid"
   remove_all_pods
-  sec_restart_daemons "$CFG" || true
+  # back on the suite's config; the device plugin only if it left it
+  # (run.sh crio's cases keep the guard off and the plugin as it was)
+  if grep -q '^  runtimeGuard: true' "$SEC_CFG"; then
+    sec_restart_daemons "$CFG" || true
+  else
+    sec_restart_nri "$CFG" || true
+  fi
 }
