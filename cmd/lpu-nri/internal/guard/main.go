@@ -8,9 +8,6 @@ import (
 	"path/filepath"
 )
 
-// Usage is the hook's help line.
-const Usage = "lpu-nri guard --state-dir DIR   (the runtime guard's OCI hook: reads the container state on stdin)"
-
 // Main runs the hook with its arguments (after "guard"): it returns the
 // exit status, 0 only for a container lpu-nri verified, and says why on
 // stderr otherwise (runc shows it in the container's start error).
