@@ -23,6 +23,14 @@ type Security struct {
 	// other such container is refused. Default [kube-system]; an empty
 	// list allows none.
 	AllowNamespaces []string `json:"allowNamespaces"`
+	// RuntimeGuard makes every LPU container of the device plugin carry a
+	// CDI device (hyperaccel.ai/lpu-guard=verified) whose createRuntime
+	// hook, "lpu-nri guard", refuses to start a container lpu-nri did not
+	// verify: the runtime lost or timed out lpu-nri and created it bare, as
+	// containerd before 2.2 (no NRI validator) does. Both daemons must see
+	// the same value, lpu-nri must be able to write cdi.specDir, and the
+	// runtime must have CDI on. Default false.
+	RuntimeGuard bool `json:"runtimeGuard"`
 }
 
 // DefaultAllowNamespaces is Security.AllowNamespaces' default: privileged

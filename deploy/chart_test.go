@@ -111,6 +111,10 @@ func chartCases() map[string]chartCase {
 			sets:  []string{"networkPolicy.enabled=false"},
 			kinds: append([]string{"ServiceAccount", "ConfigMap", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI, noNetworkPolicy: true,
 		},
+		"runtime guard in nri mode": {
+			sets:  []string{"config.security.runtimeGuard=true"},
+			kinds: baseKinds, mode: config.InjectionNRI, cdiMount: true,
+		},
 		"no runtime gate": {
 			sets:  []string{"runtimeGate.enabled=false"},
 			kinds: []string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "DaemonSet"}, mode: config.InjectionNRI,

@@ -80,6 +80,7 @@ fuzz_budget() {
     FuzzDeviceAttributes) echo 5000x ;; # writes a device tree per input
     FuzzXilinxAttributes) echo 5000x ;; # writes six attributes of a card per input
     FuzzDecide) echo 10000x ;;
+    FuzzCheck) echo 10000x ;;           # loads the seal key per input
     FuzzLoad) echo 30000x ;;
     FuzzPreferred|FuzzParseDev|FuzzParseNetworkTable) echo 100000x ;;
     *) echo 50000x ;;
@@ -97,15 +98,16 @@ do_fuzz() {
   done < <(git grep -o -E '^func Fuzz[A-Za-z0-9_]+' -- '*_test.go' | sed -E 's/:func /:/' | sort -u || true)
 }
 
-# The node scenarios (on containerd 2.4.2, then the functional ones again on
-# containerd 1.7 with its snippet, ~2 min), then the DRA ones and the chart
-# install (with NFD v0.19.0 labelling the node), each on its own cluster,
-# the security group, and the node on CRI-O 1.36.3 (CRI-O and NFD each
-# skipped in one line without ../shared/tools); all always run.
+# The node scenarios (on containerd 2.4.2, then the functional ones and the
+# security group again on containerd 1.7 with its snippet, ~4.5 min), then
+# the DRA ones and the chart install (with NFD v0.19.0 labelling the node),
+# each on its own cluster, the security group, and the node on CRI-O 1.36.3
+# (CRI-O and NFD each skipped in one line without ../shared/tools); all
+# always run.
 do_e2e() {
   local rc=0
   bash test/e2e/run.sh all || rc=1
-  CONTAINERD=1.7 bash test/e2e/run.sh 1 2 3 4 5 orion 6 || rc=1
+  CONTAINERD=1.7 bash test/e2e/run.sh 1 2 3 4 5 orion security 6 || rc=1
   bash test/e2e/run.sh security || rc=1
   bash test/e2e/run.sh dra || rc=1
   bash test/e2e/run.sh install || rc=1

@@ -11,6 +11,7 @@ import (
 	nrilog "github.com/containerd/nri/pkg/log"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/daemon"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/guard"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/plugin"
 	"github.com/hyperaccel/lpu-node/internal/startup"
 )
@@ -22,6 +23,11 @@ var version = "dev"
 var errChecksFailed = errors.New("doctor: some checks failed")
 
 func main() {
+	// the runtime guard's hook runs on every LPU container start: no config
+	// file, no logger, only its own flag
+	if len(os.Args) > 1 && os.Args[1] == guard.Command {
+		os.Exit(guard.Main(os.Args[2:], os.Stdin, os.Stderr))
+	}
 	if err := run(); err != nil {
 		if !errors.Is(err, errChecksFailed) {
 			startup.LogError(err)

@@ -135,10 +135,15 @@ func CDIDeviceNames(ids []string) []string {
 // the file already holds the same spec it touches nothing and returns
 // changed=false, so runtimes watching the directory see no event.
 func WriteSpec(dir string, spec *specs.Spec) (changed bool, err error) {
+	return WriteNamedSpec(dir, SpecFileName, spec)
+}
+
+// WriteNamedSpec is WriteSpec for the file dir/name (the guard's spec).
+func WriteNamedSpec(dir, name string, spec *specs.Spec) (changed bool, err error) {
 	if spec == nil {
 		return false, errors.New("write cdi spec: nil spec")
 	}
-	path := filepath.Join(dir, SpecFileName)
+	path := filepath.Join(dir, name)
 	same, err := sameSpec(path, spec)
 	if err != nil {
 		return false, err

@@ -425,6 +425,15 @@ imports = [$imports]
           BinaryName = "/usr/sbin/runc"
           SystemdCgroup = false
           Root = "$BASE/runc-$n"
+      # security rule 7, as in ctd_config (run.sh security, nodev)
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nodev]
+        runtime_type = "io.containerd.runc.v2"
+        privileged_without_host_devices = true
+        privileged_without_host_devices_all_devices_allowed = true
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nodev.options]
+          BinaryName = "/usr/sbin/runc"
+          SystemdCgroup = false
+          Root = "$BASE/runc-$n"
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = "$d/cni/bin"
       conf_dir = "$d/cni/net.d"

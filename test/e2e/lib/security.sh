@@ -46,6 +46,20 @@ sec_restart_nri() {
   wait_for 20 nri_ready || { sec_nok "lpu-nri connects on $(basename "$1")" "$(tail -3 "$LOGS/lpu-nri.log")"; return 1; }
 }
 
+# sec_restart_daemons CONFIG: lpu-nri and the device plugin restarted on
+# CONFIG, lpu-nri connected and the plugin registered with the kubelet again.
+sec_restart_daemons() {
+  local regs
+  # shellcheck disable=SC2034 # read by the eval below
+  regs=$(grep -c "Got registration request from device plugin.*$RESOURCE" "$KUBELET_LOG" || true)
+  stop_daemon lpu-device-plugin 3
+  sec_restart_nri "$1" || return 1
+  CFG=$1 start_lpu_dp nri
+  wait_for 30 eval '[ "$(grep -c "Got registration request from device plugin.*$RESOURCE" "$KUBELET_LOG")" -gt "$regs" ] &&
+    [ "$(metric "http://$DP_METRICS/metrics" lpu_device_healthy)" = 8 ]' ||
+    { sec_nok "the device plugin registers again on $(basename "$1")" "$(tail -3 "$LOGS/lpu-device-plugin.log")"; return 1; }
+}
+
 # never_created NAME: the runtime has no container of that name, in any state.
 never_created() { [ -z "$(cri ps -a -q --name "^$1\$")" ]; }
 
@@ -161,8 +175,11 @@ scenario_security() {
   remove_all_pods
   local t0=$SECONDS
   mkdir -p "$SEC_DIR"
-  { cat "$CFG"; printf 'security:\n  auditInterval: 2s\n'; } >"$SEC_CFG"
-  sec_restart_nri "$SEC_CFG" || return 0
+  # the runtime guard on (both daemons read it): every LPU container the
+  # kubelet makes carries the guard's CDI device and its hook.
+  # SEC_GUARD=false shows what it closes (slow on containerd 1.7 fails).
+  { cat "$CFG"; printf 'security:\n  auditInterval: 2s\n  runtimeGuard: %s\n' "${SEC_GUARD:-true}"; } >"$SEC_CFG"
+  sec_restart_daemons "$SEC_CFG" || return 0
   # idle keep-alive connections to the device plugin's metrics port, watched
   # in the background for longer than its idle timeout (30 s)
   "$BASE/bin/connflood" --addr "$DP_METRICS" --conns 32 --keepalive --hold 1s --watch 45s \
@@ -294,6 +311,11 @@ sec_crictl() {
   sec_expect "victim's container carries the device plugin's sealed v2 allocation" "$vann" \
     eval 'jq -e ".\"lpu.hyperaccel.ai/allocation\" and (.\"lpu.hyperaccel.ai/seal\" | startswith(\"v2:\"))" <<<"$vann" >/dev/null'
   VICTIM_ALLOC=$(jq -r '."lpu.hyperaccel.ai/allocation"' <<<"$vann")
+  local hook proof
+  hook=$(cri inspect "$vc" | jq -c '.info.runtimeSpec.hooks.createRuntime // [] | map(.args | join(" "))')
+  proof=$(cri inspect "$vc" | jq -r '.info.runtimeSpec.annotations["lpu.hyperaccel.ai/verified"] // ""')
+  sec_expect "guard: the victim runs with the guard's createRuntime hook from CDI (hyperaccel.ai/lpu-guard=verified) and lpu-nri's proof in its spec (lpu.hyperaccel.ai/verified ${proof:0:11}...)" \
+    "hooks: $hook; proof: '$proof'" eval 'grep -q "lpu-nri guard --state-dir" <<<"$hook" && [[ $proof == v1:* ]]'
   for i in 0 1 2 3 4 5 6 7; do grep -qw "$i" <<<"$VICTIM" || free+=("lpu$i"); done
   kubelet_stop
   # control: the crictl path grants what a valid, fresh, node-bound seal names
@@ -340,9 +362,22 @@ sec_crictl() {
 # allowlist (go test ./deploy -run TestRuntimeGatePolicies, real apiserver);
 # the audit reports the bare container once lpu-nri is back.
 sec_gate() {
-  local sb c ann req='{"required-plugins.noderesource.dev": "[\"lpu\"]"}'
+  local req='{"required-plugins.noderesource.dev": "[\"lpu\"]"}'
   stop_daemon lpu-nri 3
   wait_for 5 eval '! nri_ready'
+  if [ "$CTD_SERIES" = 1.7 ]; then
+    # there the runtime guard is what fails such a container (slow)
+    echo "# skip gated: containerd 1.7 has no NRI validator (the per-pod gate needs containerd >= 2.2)"
+  else
+    sec_gated "$req"
+  fi
+  sec_tolerant "$req"
+}
+
+# sec_gated REQ: with lpu-nri down the validator refuses a container whose
+# pod requires plugin lpu.
+sec_gated() {
+  local sb c ann req=$1
   ann=$("$BASE/bin/sealtool" --state-dir "$STATE" lpu0 lpu1)
   sb=$(sec_sandbox gated "$req") || { sec_nok "crictl sandbox gated" "runp failed"; return; }
   if c=$(sec_create "$sb" gated gated "$ann"); then
@@ -354,6 +389,12 @@ sec_gate() {
   fi
   cri stopp "$sb" >/dev/null
   cri rmp -f "$sb" >/dev/null
+}
+
+# sec_tolerant REQ: the toleration annotation lets the runtime create it
+# bare while lpu-nri is down; the audit reports it once lpu-nri is back.
+sec_tolerant() {
+  local sb c ann req=$1
   ann=$("$BASE/bin/sealtool" --state-dir "$STATE" lpu2 lpu3)
   sb=$(sec_sandbox tolerant "$(jq -c '. + {"tolerate-missing-plugins.noderesource.dev": "true"}' <<<"$req")") ||
     { sec_nok "crictl sandbox tolerant" "runp failed"; return; }
@@ -385,7 +426,9 @@ sec_gate() {
 # then fail the container. Later attempts show lpu-nri's own check keeping
 # to the runtime's deadline (it refuses: podresources). The container must
 # never start bare, and starts with its LPUs once lpu-nri answers in time.
-# The pod carries required-plugins.noderesource.dev: ["lpu"], as the chart's
+# On containerd 1.7 (no validator) NRI creates the container without
+# lpu-nri's adjustment; the runtime guard's hook (security.runtimeGuard,
+# on in SEC_CFG) must then refuse to start it. The pod carries required-plugins.noderesource.dev: ["lpu"], as the chart's
 # MutatingAdmissionPolicy gives every LPU pod (this node has no apiserver):
 # without it a kubelet retry right after the thaw can pass PreStartContainer
 # on a readiness answer lpu-nri gives before it notices NRI dropped it, and
@@ -409,9 +452,56 @@ while True:
         os.kill(pid, signal.SIGCONT)
         print("thawed", pid, flush=True)'
 VALIDATOR_FAILED='validator plugin [^ ]*lpu[^ ]* failed'
+GUARD_REFUSED='lpu-nri guard: refusing to start the container'
+
+# sec_slow_validator N0: containerd >= 2.2 (lpu-nri its NRI validator):
+# the frozen CreateContainer fails, nothing is created.
+sec_slow_validator() {
+  local n0=$1 st
+  wait_for 20 eval '[ "$(grep -c "$VALIDATOR_FAILED" "$LOGS/containerd-a.log")" -gt "$n0" ]'
+  st=$(kpod_status slow)
+  sec_expect "slow: lpu-nri frozen past the plugin timeout, then 5 s late: the LPU container never starts, bare or otherwise (crictl ps -a)" \
+    "$(cri ps -a --name '^slow$'); kubelet: $st; lpu_nri_uninjected_allocations=$(nri_gauge lpu_nri_uninjected_allocations)" never_created slow
+  sec_expect "slow: containerd's NRI validation failed it once lpu-nri was lost ('$(grep -o "${VALIDATOR_FAILED}[^\"]*" "$LOGS/containerd-a.log" | tail -1 | cut -c1-80)')" \
+    "stall: $(tr '\n' ' ' <"$LOGS/stall.log"); containerd: $(grep -i 'lpu' "$LOGS/containerd-a.log" | tail -2)" \
+    eval '[ "$(grep -c "$VALIDATOR_FAILED" "$LOGS/containerd-a.log")" -gt "$n0" ]'
+}
+
+# bare_starts NAME: the containers of that name (any state) that started
+# without an LPU node of our major in their spec, one "ID state" a line.
+# A container whose start failed has startedAt at the epoch (or unset).
+bare_starts() {
+  local c info
+  for c in $(cri ps -a -q --name "^$1\$"); do
+    info=$(cri inspect "$c") || continue
+    jq -r --arg id "$c" --argjson major "$LPU_MAJOR" '
+      (.status.startedAt // "") as $s
+      | select(($s | tostring | test("^($|0$|null$|1970-01-01T|1969-12-31T|0001-01-01T)")) | not)
+      | select([.info.runtimeSpec.linux.devices[]? | select(.major == $major)] | length == 0)
+      | "\($id[0:12]) \(.status.state) started \($s)"' <<<"$info"
+  done
+}
+
+# sec_slow_guard G0: containerd 1.7 (no NRI validator). NRI closes the
+# frozen lpu-nri and creates the container without its adjustment; the
+# runtime guard's hook refuses to start it, so no container runs bare.
+sec_slow_guard() {
+  local g0=$1 st bare
+  wait_for 20 eval '[ "$(grep -c "$GUARD_REFUSED" "$LOGS/containerd-a.log")" -gt "$g0" ]'
+  st=$(kpod_status slow)
+  bare=$(bare_starts slow)
+  sec_expect "slow (containerd 1.7, no validator): lpu-nri frozen past the plugin timeout: no slow container ever started without its LPUs ($(cri ps -a -q --name '^slow$' | wc -l) created, $(grep -c . <<<"$bare") started bare)" \
+    "bare: ${bare:-none}; $(cri ps -a --name '^slow$' | tail -n +2 | tr -s ' ' | tr '\n' ';'); kubelet: $st; lpu_nri_uninjected_allocations=$(nri_gauge lpu_nri_uninjected_allocations)" \
+    test -z "$bare"
+  sec_expect "slow (containerd 1.7): the runtime guard's hook refused the container NRI created without lpu-nri ('$(grep -o "${GUARD_REFUSED}[^\"]*" "$LOGS/containerd-a.log" | tail -1 | cut -c47-150)')" \
+    "stall: $(tr '\n' ' ' <"$LOGS/stall.log"); containerd: $(grep -i 'lpu' "$LOGS/containerd-a.log" | tail -2 | cut -c1-300)" \
+    eval '[ "$(grep -c "$GUARD_REFUSED" "$LOGS/containerd-a.log")" -gt "$g0" ]'
+  sec_expect "slow (containerd 1.7): the audit finds no container running without its allocation (lpu_nri_uninjected_allocations=$(nri_gauge lpu_nri_uninjected_allocations))" \
+    "$(grep '"uninjected' "$LOGS/lpu-nri.log" | tail -1 | cut -c1-300)" test "$(nri_gauge lpu_nri_uninjected_allocations)" = 0
+}
 
 sec_slow() {
-  local n0 st p0
+  local n0 p0 g0
   ensure_kubelet
   rm -f "$STALL_SOCK"
   touch "$SEC_DIR/freeze"
@@ -421,24 +511,23 @@ sec_slow() {
     "$SEC_CFG" >"$SLOW_CFG"
   sec_restart_nri "$SLOW_CFG" || { stop_daemon stall 2; return; }
   p0=$(refusals podresources)
-  # shellcheck disable=SC2034 # read by the evals below
   n0=$(grep -c "$VALIDATOR_FAILED" "$LOGS/containerd-a.log" || true)
+  g0=$(grep -c "$GUARD_REFUSED" "$LOGS/containerd-a.log" || true)
   lpu_pod slow 2 busybox '  annotations:
     required-plugins.noderesource.dev: "[\"lpu\"]"'
   wait_for 30 grep -q thawed "$LOGS/stall.log"
-  wait_for 20 eval '[ "$(grep -c "$VALIDATOR_FAILED" "$LOGS/containerd-a.log")" -gt "$n0" ] && refused_since podresources "$p0"'
-  st=$(kpod_status slow)
-  sec_expect "slow: lpu-nri frozen past the plugin timeout, then 5 s late: the LPU container never starts, bare or otherwise (crictl ps -a)" \
-    "$(cri ps -a --name '^slow$'); kubelet: $st; lpu_nri_uninjected_allocations=$(nri_gauge lpu_nri_uninjected_allocations)" never_created slow
-  sec_expect "slow: containerd's NRI validation failed it once lpu-nri was lost ('$(grep -o "${VALIDATOR_FAILED}[^\"]*" "$LOGS/containerd-a.log" | tail -1 | cut -c1-80)')" \
-    "stall: $(tr '\n' ' ' <"$LOGS/stall.log"); containerd: $(grep -i 'lpu' "$LOGS/containerd-a.log" | tail -2)" \
-    eval '[ "$(grep -c "$VALIDATOR_FAILED" "$LOGS/containerd-a.log")" -gt "$n0" ]'
+  if [ "$CTD_SERIES" = 1.7 ]; then
+    sec_slow_guard "$g0"
+  else
+    sec_slow_validator "$n0"
+  fi
+  wait_for 20 refused_since podresources "$p0"
   sec_expect "slow: unfrozen, lpu-nri's own cross-check keeps to the runtime's deadline and refuses (podresources)" \
     "refusals{podresources}=$(refusals podresources), before $p0" refused_since podresources "$p0"
   sec_restart_nri "$SEC_CFG"
   stop_daemon stall 2
   rm -f "$STALL_SOCK"
-  if wait_running slow 60; then
+  if wait_running slow 90; then
     local got
     got=$(lpu_nodes slow | sort -n | tr '\n' ' ')
     sec_expect "slow: starts with exactly its 2 LPUs once lpu-nri answers in time ([${got% }])" "sees [${got% }]" test "$(wc -w <<<"$got")" = 2
@@ -524,5 +613,11 @@ sec_after() {
   sec_expect "ledger: the victim's allocation ${VICTIM_ALLOC:0:8}... stays recorded to the victim's pod ($owner), not the replaying one" \
     "victim uid $uid; ledger: $(head -c 300 "$ledger" 2>&1)" test -n "$uid" -a "$owner" = "$uid"
   remove_all_pods
-  sec_restart_nri "$CFG" || true
+  # back on the suite's config; the device plugin only if it left it
+  # (run.sh crio's cases keep the guard off and the plugin as it was)
+  if grep -q '^  runtimeGuard: true' "$SEC_CFG"; then
+    sec_restart_daemons "$CFG" || true
+  else
+    sec_restart_nri "$CFG" || true
+  fi
 }

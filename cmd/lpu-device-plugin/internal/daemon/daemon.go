@@ -70,7 +70,7 @@ func Run(ctx context.Context, p Params) error {
 	m := newMetrics(p, name, mon, n.Discoverer, holders)
 	plug, err := plugin.New(mon, plugin.Options{
 		ResourceName: cfg.ResourceName, KubeletDir: cfg.Kubelet.DevicePluginDir, StateDir: cfg.StateDir,
-		Injection: mode, Policy: cfg.Allocation.Policy, Key: key,
+		Injection: mode, Policy: cfg.Allocation.Policy, Key: key, RuntimeGuard: cfg.Security.RuntimeGuard,
 		Recorder: m, Tracer: tracer, Logger: log,
 	})
 	if err != nil {

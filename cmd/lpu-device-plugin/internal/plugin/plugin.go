@@ -91,6 +91,10 @@ type Options struct {
 	Policy string
 	// Key seals the allocation annotation; required in nri mode.
 	Key *inject.Key
+	// RuntimeGuard (security.runtimeGuard, nri mode) adds the CDI device
+	// inject.GuardDevice to every allocation: its hook keeps a container
+	// lpu-nri did not verify from starting.
+	RuntimeGuard bool
 	// Recorder receives metrics; nil records nothing.
 	Recorder Recorder
 	// Tracer starts one Allocate span per container allocation (pkg/trace);
@@ -408,7 +412,11 @@ func (p *Plugin) respond(pl alloc.Placement, allocID string) (*pluginapi.Contain
 		if err != nil {
 			return nil, "", fmt.Errorf("devices %s: %w", strings.Join(pl.IDs, ","), err)
 		}
-		return &pluginapi.ContainerAllocateResponse{Annotations: ann}, result, nil
+		resp := &pluginapi.ContainerAllocateResponse{Annotations: ann}
+		if p.opts.RuntimeGuard {
+			resp.CdiDevices = []*pluginapi.CDIDevice{{Name: inject.GuardDevice}}
+		}
+		return resp, result, nil
 	}
 	cresp, err := cdiResponse(pl.IDs)
 	if err != nil {

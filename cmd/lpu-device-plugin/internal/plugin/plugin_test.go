@@ -76,6 +76,7 @@ type setup struct {
 	policy    string
 	noKubelet bool
 	tracer    oteltrace.Tracer // nil traces nothing
+	guard     bool             // Options.RuntimeGuard
 }
 
 // twoRings is 16 devices on rings lpu0..lpu7 and lpu8..lpu15 (sysfs ring
@@ -123,8 +124,8 @@ func start(t testing.TB, s setup) *node {
 	n.plugin, err = New(mon, Options{
 		ResourceName: resource, KubeletDir: n.dir, StateDir: n.state,
 		Injection: s.injection, Policy: s.policy, Key: key, Recorder: n.rec, Tracer: s.tracer,
-		PreStartTimeout: 500 * time.Millisecond,
-		Logger:          slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
+		PreStartTimeout: 500 * time.Millisecond, RuntimeGuard: s.guard,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -643,6 +644,34 @@ func TestAllocateStateless(t *testing.T) {
 	}
 	if _, err := key.OpenAllocation(a.ContainerResponses[0].Annotations); err != nil {
 		t.Fatalf("replayed annotations do not open after a restart: %v", err)
+	}
+}
+
+// TestAllocateRuntimeGuard: with security.runtimeGuard, an nri-mode
+// allocation also names the guard's CDI device (the runtime adds its hook
+// whether or not lpu-nri answers); without it, none.
+func TestAllocateRuntimeGuard(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		n := start(t, setup{rows: eight(), injection: config.InjectionNRI, guard: on})
+		resp, err := allocate(n, []string{"lpu0", "lpu1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := resp.ContainerResponses[0]
+		var names []string
+		for _, d := range c.CdiDevices {
+			names = append(names, d.Name)
+		}
+		want := []string(nil)
+		if on {
+			want = []string{inject.GuardDevice}
+		}
+		if !slices.Equal(names, want) {
+			t.Errorf("runtimeGuard %v: CDI devices %v, want %v", on, names, want)
+		}
+		if c.Annotations[inject.AnnotationDevices] != "lpu0,lpu1" {
+			t.Errorf("runtimeGuard %v: annotations %v lost the sealed allocation", on, c.Annotations)
+		}
 	}
 }
 

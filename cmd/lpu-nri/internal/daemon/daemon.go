@@ -6,12 +6,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/cdimode"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/doctor"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/guard"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
@@ -86,6 +88,9 @@ func Run(ctx context.Context, p Params) error {
 		g.Go(func() error { return s.Run(ctx) })
 		g.Go(func() error { return m.Serve(ctx, cfg.Metrics.Address, s.Synced, log) })
 	case config.InjectionNRI:
+		if err := installGuard(p); err != nil {
+			return err
+		}
 		stop, err := startNRI(ctx, g, p, n, m)
 		if err != nil {
 			return err
@@ -97,6 +102,29 @@ func Run(ctx context.Context, p Params) error {
 	err = g.Wait()
 	log.Info("lpu-nri stopped")
 	return err
+}
+
+// installGuard, with security.runtimeGuard on, installs the guard hook's
+// binary under the state directory and writes the guard's CDI spec, which
+// the device plugin's allocations name: without it the runtime cannot
+// resolve that device and fails every LPU container, so an error stops
+// the daemon here, where it is seen.
+func installGuard(p Params) error {
+	cfg := p.Config
+	if !cfg.Security.RuntimeGuard {
+		return nil
+	}
+	hook, err := guard.Install(cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("security.runtimeGuard: %w", err)
+	}
+	changed, err := guard.WriteSpec(cfg.CDI.SpecDir, hook, cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("security.runtimeGuard: %w", err)
+	}
+	p.log().Info("runtime guard installed", "hook", hook, "spec", filepath.Join(cfg.CDI.SpecDir, guard.SpecFileName),
+		"device", inject.GuardDevice, "specChanged", changed)
+	return nil
 }
 
 // cleanups runs what a start-up acquired, last first.
@@ -175,7 +203,7 @@ func pluginConfig(ctx context.Context, p Params, n *node.Node, m *metrics.Metric
 	pc := plugin.Config{Key: key, Store: store, Options: n.Inject, Metrics: m, Ready: rs, Log: log,
 		CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Tracer: tracer,
 		Ledger: led, AcceptLegacySeals: cfg.Security.AcceptLegacySeals,
-		AllowNamespaces: cfg.Security.AllowNamespaces,
+		AllowNamespaces: cfg.Security.AllowNamespaces, RuntimeGuard: cfg.Security.RuntimeGuard,
 		Claims: func(pod string, claims []string) ([]string, error) {
 			return dracheckpoint.PodLPUs(cfg.StateDir, pod, claims)
 		}}

@@ -82,6 +82,7 @@ Usage:
   lpu-nri cdi generate [--root DIR] [--output DIR] [common flags]
   lpu-nri cdi list [--root DIR] [common flags]
   lpu-nri doctor [--nri-plugin-dir DIR] [--kubelet-dir DIR] [--other-fingerprints FP,...] [common flags]
+  lpu-nri guard --state-dir DIR
   lpu-nri --help | --version
 
 Every flag but --version has an environment twin (in brackets). Precedence:
@@ -97,6 +98,9 @@ Commands:
   doctor        check the node (NRI socket and registration, plugin index, readiness,
                 CDI spec, /dev vs sysfs, seal key and its fingerprint, device plugin
                 socket); exit 1 on any FAIL
+  guard         the runtime guard's OCI hook (security.runtimeGuard), run by the runtime
+                from the CDI spec lpu-nri writes: reads the container state on stdin and
+                exits 1 unless lpu-nri verified the container; takes only --state-dir
 
 Other environment:
   NODE_NAME       node name the allocation seals are bound to (default: the host name);

@@ -24,6 +24,11 @@ type Runtime struct {
 	Dir       string // short temp dir holding the socket and plugin dir
 	Socket    string // Dir/nri.sock, where plugins connect
 	PluginDir string // Dir/plugins: pre-installed plugins (none by default)
+	// Name and Version are the runtime's name and version plugins see at
+	// Configure (default "nritest" "v0.0.1", which lpu-nri treats as
+	// current): "containerd" "v1.7.35" makes lpu-nri subscribe as it does
+	// on a runtime without NRI validators. Set them before Start.
+	Name, Version string
 
 	mu      sync.Mutex // guards r, ln, conns, plugins, changed
 	r       *adaptation.Adaptation
@@ -69,7 +74,11 @@ func (rt *Runtime) start() error {
 	if running {
 		return fmt.Errorf("nritest: runtime already started")
 	}
-	r, err := adaptation.New("nritest", "v0.0.1", rt.sync, rt.update,
+	name, version := rt.Name, rt.Version
+	if name == "" {
+		name, version = "nritest", "v0.0.1"
+	}
+	r, err := adaptation.New(name, version, rt.sync, rt.update,
 		adaptation.WithPluginPath(rt.PluginDir),
 		adaptation.WithPluginConfigPath(filepath.Join(rt.Dir, "conf.d")),
 		adaptation.WithSocketPath(filepath.Join(rt.Dir, "inner.sock")),

@@ -16,6 +16,7 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/guard"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
@@ -69,6 +70,11 @@ type Config struct {
 	// dir): a claim container's verified allocation. nil refuses every
 	// container with a claim's CDI device.
 	Claims func(podUID string, claimUIDs []string) ([]string, error)
+	// RuntimeGuard (security.runtimeGuard): a verified container whose
+	// pristine spec lacks the guard's createRuntime hook is logged at warn
+	// (the runtime has CDI off, or the device plugin runs without the
+	// guard), so a guard that is silently absent is seen.
+	RuntimeGuard bool
 	// ClaimWait bounds how long CreateContainer re-reads the claims of a
 	// pod lpu-dra has not recorded yet (claimWait); zero is
 	// DefaultClaimWait, negative does not wait.
@@ -92,6 +98,7 @@ type Plugin struct {
 	ledger       *ledger.Ledger
 	acceptV1     bool
 	allowNS      []string
+	guard        bool
 	audit        tracker
 	connMu       sync.Mutex
 	synced       atomic.Bool
@@ -110,7 +117,7 @@ func New(cfg Config) (*Plugin, error) {
 	p := &Plugin{key: cfg.Key, store: cfg.Store, opts: cfg.Options, check: cfg.Check,
 		checkTimeout: cfg.CheckTimeout, m: cfg.Metrics, ready: cfg.Ready, log: cfg.Log, tracer: cfg.Tracer,
 		ledger: cfg.Ledger, acceptV1: cfg.AcceptLegacySeals, allowNS: cfg.AllowNamespaces, claims: cfg.Claims,
-		claimWait: claimWait(cfg.ClaimWait)}
+		claimWait: claimWait(cfg.ClaimWait), guard: cfg.RuntimeGuard}
 	p.audit.init()
 	if l, ok := p.ready.(liveSetter); ok {
 		l.SetLive(p.Live) // readiness answers "connected" only on proof
@@ -248,6 +255,14 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 		return nil, nil, err
 	}
 	if len(alloc.IDs) > 0 {
+		// the runtime guard's proof (security.runtimeGuard): it reaches the
+		// container only with the rest of this adjustment, so a container
+		// the runtime created without lpu-nri does not start
+		adj.AddAnnotation(inject.AnnotationVerified, p.key.VerifiedToken(ctr.GetId()))
+		if p.guard && !hasGuardHook(ctr) {
+			p.log.Warn("runtime guard: the container has no guard hook (is CDI on in the runtime, and security.runtimeGuard on in the device plugin?)",
+				"namespace", pod.GetNamespace(), "pod", pod.GetName(), "container", ctr.GetName(), "device", inject.GuardDevice)
+		}
 		p.m.Injections.Inc()
 		p.log.Info("injected LPUs", "namespace", pod.GetNamespace(), "pod", pod.GetName(),
 			"container", ctr.GetName(), "ids", alloc.IDs, "allocation", alloc.ID)
@@ -367,6 +382,18 @@ func (p *Plugin) checkHolder(ctx context.Context, snap *inventory.Snapshot, pod 
 		}
 	}
 	return nil
+}
+
+// hasGuardHook reports whether the container's pristine spec holds the
+// runtime guard's createRuntime hook (lpu-nri guard ...), which the
+// runtime adds from the guard's CDI device.
+func hasGuardHook(ctr *api.Container) bool {
+	for _, h := range ctr.GetHooks().GetCreateRuntime() {
+		if args := h.GetArgs(); len(args) > 1 && args[1] == guard.Command {
+			return true
+		}
+	}
+	return false
 }
 
 // claimUIDs returns the claim UIDs of the container's lpu-dra CDI devices

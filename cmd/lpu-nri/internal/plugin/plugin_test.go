@@ -136,6 +136,16 @@ type view struct {
 	Other   string   // anything else set in the adjustment
 }
 
+// verifiedOnly returns the runtime guard's annotation among anns (every
+// verified allocation gets one; TestRuntimeGuard asserts it), so views
+// show only the rest.
+func verifiedOnly(anns map[string]string) map[string]string {
+	if v, ok := anns[inject.AnnotationVerified]; ok {
+		return map[string]string{inject.AnnotationVerified: v}
+	}
+	return nil
+}
+
 func viewOf(a *api.ContainerAdjustment) view {
 	var v view
 	if a == nil {
@@ -154,7 +164,7 @@ func viewOf(a *api.ContainerAdjustment) view {
 	for _, m := range a.GetMounts() {
 		v.Mounts = append(v.Mounts, fmt.Sprintf("%s -> %s %s %s", m.GetSource(), m.GetDestination(), m.GetType(), strings.Join(m.GetOptions(), ",")))
 	}
-	if len(a.GetAnnotations()) > 0 || len(a.GetArgs()) > 0 || a.GetHooks().String() != "" || len(a.GetRlimits()) > 0 || len(a.GetCDIDevices()) > 0 {
+	if len(a.GetAnnotations()) > len(verifiedOnly(a.GetAnnotations())) || len(a.GetArgs()) > 0 || a.GetHooks().String() != "" || len(a.GetRlimits()) > 0 || len(a.GetCDIDevices()) > 0 {
 		v.Other = a.String()
 	}
 	return v

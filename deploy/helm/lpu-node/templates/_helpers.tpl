@@ -50,9 +50,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- $root -}}
 {{- end -}}
 
-{{/* True when lpu-nri may write CDI specs: cdi mode, or auto mode which can fall back to CDI. */}}
+{{/* True when lpu-nri may write CDI specs: cdi mode, auto mode which can fall back to CDI, or the runtime guard's spec (security.runtimeGuard) in nri mode. */}}
 {{- define "lpu-node.cdi" -}}
-{{- if has .Values.config.injection.mode (list "cdi" "auto") -}}true{{- end -}}
+{{- if or (has .Values.config.injection.mode (list "cdi" "auto")) (.Values.config.security | default dict).runtimeGuard -}}true{{- end -}}
 {{- end -}}
 
 {{/* The ConfigMap body: the versioned node config. */}}
