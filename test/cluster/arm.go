@@ -530,9 +530,17 @@ func (r *runner) burst(ctx context.Context, jobs []churn.Job, n int, sc *scraper
 	return throughput, r.drain(ctx)
 }
 
-// drain waits until the arm's pods and every claim are gone.
+// drain waits until the arm's pods and every claim are gone. The deadline
+// grows with what is left: at 1,000 nodes an overloaded apiserver deletes
+// ~2,000 DRA pods and claims in more than 3 min, and a drain that gives up
+// loses the whole run.
 func (r *runner) drain(ctx context.Context) error {
-	deadline := time.Now().Add(3 * time.Minute)
+	pods, err := r.cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "arm=" + r.spec.name})
+	if err != nil {
+		return fmt.Errorf("list pods: %w", err)
+	}
+	allow := drainAllowance(len(pods.Items))
+	deadline := time.Now().Add(allow)
 	for {
 		pods, err := r.cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "arm=" + r.spec.name})
 		if err != nil {
@@ -546,7 +554,7 @@ func (r *runner) drain(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("arm %s: %d pods and %d claims left after 3 min", r.spec.name, len(pods.Items), len(claims.Items))
+			return fmt.Errorf("arm %s: %d pods and %d claims left after %v", r.spec.name, len(pods.Items), len(claims.Items), allow)
 		}
 		select {
 		case <-ctx.Done():
@@ -614,6 +622,11 @@ func (r *runner) churnPhase(ctx context.Context, jobs []churn.Job) (time.Duratio
 		r.events <- event{kind: "depart", name: name}
 	}
 	return took, r.drain(ctx)
+}
+
+// drainAllowance is 3 min plus 0.2 s for each pod left to delete.
+func drainAllowance(pods int) time.Duration {
+	return 3*time.Minute + time.Duration(pods)*200*time.Millisecond
 }
 
 // parallel runs fn(0..n-1) on width goroutines; the first error wins.
