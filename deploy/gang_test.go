@@ -137,7 +137,8 @@ func (g gang) apply(ctx context.Context, t *testing.T, cs kubernetes.Interface) 
 // 8, the chart's arc sizes): both pods are bound, each on its own 4-arc,
 // and the PodGroup says it was scheduled. Then, with a second empty node,
 // the same gang on 8-arcs (one fits, two do not) stays wholly Pending with
-// no claim allocated and the PodGroup says Unschedulable, while the same
+// no claim allocated and the PodGroup says Unschedulable, a gang whose
+// minCount exceeds its pods is never tried and holds nothing, and the same
 // two pods without a group take the ring one of them can have: the
 // partial hold the gang prevents.
 func TestGangExample(t *testing.T) {
@@ -159,10 +160,15 @@ func TestGangExample(t *testing.T) {
 	waitGroupCondition(ctx, t, cs, ex.group, metav1.ConditionTrue, "")
 
 	lpuNode(ctx, t, cs, "lpu-1")
+	// A PodGroup asking for more pods than it has: never tried.
+	short := ex.variant("short", "lpu-arc-4")
+	short.group.Spec.SchedulingPolicy.Gang.MinCount = int32(len(short.pods) + 1)
+	short.workload.Spec.PodGroupTemplates[0].SchedulingPolicy.Gang.MinCount = short.group.Spec.SchedulingPolicy.Gang.MinCount
+	short.apply(ctx, t, cs)
 	big := ex.variant("big", "lpu-arc-8")
 	big.apply(ctx, t, cs)
 	waitGroupCondition(ctx, t, cs, big.group, metav1.ConditionFalse, schedv1beta1.PodGroupReasonUnschedulable)
-	for _, p := range big.pods {
+	for _, p := range append(big.pods, short.pods...) {
 		got, err := cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -171,8 +177,12 @@ func TestGangExample(t *testing.T) {
 			t.Errorf("pod %s of the unfit gang bound to %s", p.Name, got.Spec.NodeName)
 		}
 	}
-	if held := allocatedClaims(ctx, t, cs, big.pods); len(held) > 0 {
-		t.Errorf("the unfit gang holds LPUs: %v", held)
+	if held := allocatedClaims(ctx, t, cs, append(big.pods, short.pods...)); len(held) > 0 {
+		t.Errorf("an unfit gang holds LPUs: %v", held)
+	}
+	if got, err := cs.SchedulingV1beta1().PodGroups(short.group.Namespace).Get(ctx, short.group.Name, metav1.GetOptions{}); err != nil ||
+		meta.FindStatusCondition(got.Status.Conditions, schedv1beta1.PodGroupInitiallyScheduled) != nil {
+		t.Errorf("PodGroup short of pods was tried: %v %+v", err, got.Status.Conditions)
 	}
 
 	// The control: without the group the first 8-arc pod binds and holds
