@@ -66,6 +66,7 @@ type gangRec struct {
 // gangRow is what one gang arm measured.
 type gangRow struct {
 	Arm, Gate        string
+	Side             string // the node side whose contiguity Contiguous is
 	Gangs, Whole     int
 	PartialHoldLPUs  float64 // LPU-seconds held by started pods of gangs not yet whole
 	Deadlocks        int     // gangs not whole at the churn's end
@@ -79,8 +80,8 @@ type gangRow struct {
 // A gang's pods hold their LPUs from their bind until the last sibling's
 // (or the end, if one is never bound); holds up to holdGrace are the bind
 // round, not partial holds.
-func tallyGangs(arm, gate string, gangs []gangRec, frozen map[string]podRec, bound map[string]time.Time, end time.Time) gangRow {
-	w := gangRow{Arm: arm, Gate: gate, Gangs: len(gangs)}
+func tallyGangs(arm, gate, side string, gangs []gangRec, frozen map[string]podRec, bound map[string]time.Time, end time.Time) gangRow {
+	w := gangRow{Arm: arm, Gate: gate, Side: side, Gangs: len(gangs)}
 	var waits []float64
 	for _, g := range gangs {
 		last, whole := time.Time{}, true
@@ -113,7 +114,7 @@ func tallyGangs(arm, gate string, gangs []gangRec, frozen map[string]podRec, bou
 	for _, rec := range frozen {
 		if rec.size > 1 && !rec.started.IsZero() {
 			started++
-			if rec.contig["dra"] {
+			if rec.contig[side] {
 				contig++
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,13 +18,17 @@ import (
 )
 
 // gangArms run the churn with a share of its arrivals turned into gangs,
-// on DRA with dynamic slices and the chart's strict templates: "on" makes
-// each gang a PodGroup (GenericWorkload on, gang minCount = its pods);
-// "off" creates the same pods without a group, which is what a cluster
-// without the gate makes of them (the apiserver drops spec.schedulingGroup).
+// on DRA with dynamic slices and the chart's strict templates, and on the
+// device plugin (count placement; contiguity as pkg/alloc picks, nothing
+// refused, so that a gang is never broken by admission): "on" makes each
+// gang a PodGroup (GenericWorkload on, gang minCount = its pods); "off"
+// creates the same pods without a group, which is what a cluster without
+// the gate makes of them (the apiserver drops spec.schedulingGroup).
 var gangArms = []armSpec{
 	{name: "gang-on", dra: true, dynamic: true, profile: profileDefault, gang: "on"},
 	{name: "gang-off", dra: true, dynamic: true, profile: profileDefault, gang: "off"},
+	{name: "gang-dp-on", profile: profileDefault, gang: "on"},
+	{name: "gang-dp-off", profile: profileDefault, gang: "off"},
 }
 
 // gangState plays an arm's gangs on its runner: it creates them, and a
@@ -141,7 +146,7 @@ func (g *gangState) row(ctx context.Context) gangRow {
 	}
 	gangs := append([]gangRec(nil), g.gangs...)
 	g.mu.Unlock()
-	w := tallyGangs(g.r.spec.name, g.r.spec.gang, gangs, g.r.frozen, bound, g.r.frozenAt)
+	w := tallyGangs(g.r.spec.name, g.r.spec.gang, g.r.spec.sides()[0], gangs, g.r.frozen, bound, g.r.frozenAt)
 	if g.r.spec.gang == "on" {
 		err := g.r.cs.SchedulingV1beta1().PodGroups(namespace).DeleteCollection(ctx, metav1.DeleteOptions{},
 			metav1.ListOptions{LabelSelector: "arm=" + g.r.spec.name})
@@ -199,9 +204,13 @@ func (g *gangState) result(ctx context.Context, logf func(string, ...any)) *gang
 // other results files are left as they are).
 func writeGangResults(cfg config, res *results, suffix string) (gangOnly bool, err error) {
 	var rows [][]string
+	gangRows := 0
 	for _, w := range res.Rows {
 		if w.Gang != nil {
-			rows = append(rows, w.Gang.csv(res.Nodes))
+			gangRows++
+			if w.Side == w.Gang.Side { // one line per arm, not per node side
+				rows = append(rows, w.Gang.csv(res.Nodes))
+			}
 		}
 	}
 	if len(rows) == 0 {
@@ -218,5 +227,25 @@ func writeGangResults(cfg config, res *results, suffix string) (gangOnly bool, e
 	if err := fh.Close(); err != nil {
 		return false, fmt.Errorf("write %s: %w", path, err)
 	}
-	return len(rows) == len(res.Rows), nil
+	return gangRows == len(res.Rows), nil
+}
+
+// gangTable is the gang arms' rows as a markdown table ("" without any).
+func gangTable(res *results) string {
+	var b strings.Builder
+	for _, w := range res.Rows {
+		g := w.Gang
+		if g == nil || w.Side != g.Side {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("| arm | gate | gangs | whole | partial holds LPU-s | deadlocks | gang wait p50/p99 s | contiguous |\n|---|---|---|---|---|---|---|---|\n")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %.1f | %d | %.2f / %.2f | %.1f %% |\n", g.Arm, g.Gate, g.Gangs, g.Whole,
+			g.PartialHoldLPUs, g.Deadlocks, g.WaitP50, g.WaitP99, 100*g.Contiguous)
+	}
+	if b.Len() > 0 {
+		b.WriteString("\n")
+	}
+	return b.String()
 }

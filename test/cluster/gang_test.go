@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ func TestTallyGangs(t *testing.T) {
 		gang("none", 8, t0),
 	}
 	frozen["single"] = podRec{size: 2, started: t0, contig: map[string]bool{"dra": false}}
-	w := tallyGangs("gang-off", "off", gangs, frozen, bound, end)
+	w := tallyGangs("gang-off", "off", "dra", gangs, frozen, bound, end)
 	if w.Gangs != 4 || w.Whole != 2 || w.Deadlocks != 2 {
 		t.Fatalf("%+v, want 4 gangs, 2 whole, 2 deadlocks", w)
 	}
@@ -93,5 +94,35 @@ func TestTallyGangs(t *testing.T) {
 	line := strings.Join(w.csv(10), ",")
 	if line != "10,gang-off,off,4,2,60.0,2,3.00,5.00,0.8333" || len(w.csv(10)) != len(gangCSVHeader) {
 		t.Errorf("csv %s", line)
+	}
+}
+
+// One CSV line and one table line per gang arm, also when a device-plugin
+// arm has two node sides; a run of gang arms only leaves results-N.csv
+// alone.
+func TestWriteGangResults(t *testing.T) {
+	on := &gangRow{Arm: "gang-on", Gate: "on", Side: "dra", Gangs: 3, Whole: 3, Contiguous: 1}
+	dp := &gangRow{Arm: "gang-dp-off", Gate: "off", Side: "pkg/alloc", Gangs: 3, Whole: 1, Deadlocks: 2, PartialHoldLPUs: 12.5}
+	res := &results{Nodes: 4, Rows: []row{{Arm: "gang-on", Side: "dra", Gang: on},
+		{Arm: "gang-dp-off", Side: "pkg/alloc", Gang: dp}, {Arm: "gang-dp-off", Side: "kubelet-default", Gang: dp}}}
+	cfg := config{Out: t.TempDir()}
+	gangOnly, err := writeGangResults(cfg, res, "4")
+	if err != nil || !gangOnly {
+		t.Fatalf("gangOnly %v, %v", gangOnly, err)
+	}
+	b, err := os.ReadFile(outPath(cfg, "results-gang-4.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Join(gangCSVHeader, ",") + "\n4,gang-on,on,3,3,0.0,0,0.00,0.00,1.0000\n4,gang-dp-off,off,3,1,12.5,2,0.00,0.00,0.0000\n"
+	if string(b) != want {
+		t.Errorf("csv:\n%s\nwant:\n%s", b, want)
+	}
+	if tab := gangTable(res); strings.Count(tab, "| gang-") != 2 || !strings.Contains(tab, "| gang-dp-off | off | 3 | 1 | 12.5 | 2 |") {
+		t.Errorf("table:\n%s", tab)
+	}
+	res.Rows = append(res.Rows, row{Arm: "dra-static", Side: "dra"})
+	if gangOnly, err := writeGangResults(cfg, res, "4"); err != nil || gangOnly {
+		t.Errorf("with a churn arm: gangOnly %v, %v", gangOnly, err)
 	}
 }

@@ -278,6 +278,7 @@ func table(cfg config, res *results) string {
 		}
 	}
 	b.WriteString("\n")
+	b.WriteString(gangTable(res))
 	return b.String()
 }
 
