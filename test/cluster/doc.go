@@ -46,9 +46,8 @@
 //     sibling was not bound, from the pods' bind times; gaps up to 1 s
 //     are one bind round), deadlocks (gangs not whole at the end), the
 //     wait from a gang's arrival to its last pod (p50/p99) and the share
-//     of multi-LPU pods on a contiguous arc; results-gang-N.csv.
-//
-//	go run ./test/cluster -nodes 100 -pods 1000 -unit 15s -arms gang-on,gang-off,gang-dp-on,gang-dp-off
+//     of multi-LPU pods on a contiguous arc; results-gang-N.csv. Run
+//     them with -arms gang-on,gang-off,gang-dp-on,gang-dp-off.
 //
 // # Workload and measures
 //
