@@ -40,7 +40,8 @@
 //     plugin), not in "all": the churn with -gang-share of its arrivals
 //     turned into gangs of -gang-mix (default 2x8,4x4,2x4: pods × arc),
 //     as PodGroups with the Workload API on (the control plane then runs
-//     with GenericWorkload) or as the same pods without a group. A gang's
+//     with GenericWorkload) or as the same pods without a group (-load
+//     counts the gangs' LPUs: arrivals are drawn at that much less). A gang's
 //     pods depart together one lifetime after the last started. Per arm:
 //     gangs whole, partial holds (LPU-seconds started pods held while a
 //     sibling was not bound, from the pods' bind times; gaps up to 1 s

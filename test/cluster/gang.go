@@ -137,3 +137,27 @@ func (w gangRow) csv(nodes int) []string {
 	return []string{strconv.Itoa(nodes), w.Arm, w.Gate, strconv.Itoa(w.Gangs), strconv.Itoa(w.Whole), f(w.PartialHoldLPUs, 1),
 		strconv.Itoa(w.Deadlocks), f(w.WaitP50, 2), f(w.WaitP99, 2), f(w.Contiguous, 4)}
 }
+
+// gangLoadFactor is how many times more LPUs an arrival asks for on
+// average when share of the arrivals are gangs drawn evenly from mix
+// instead of single pods of singles.
+func gangLoadFactor(share float64, mix []gangShape, singles churn.Mix) float64 {
+	gang := 0.0
+	for _, g := range mix {
+		gang += float64(g.Pods*g.Size) / float64(len(mix))
+	}
+	return 1 - share + share*gang/singles.Mean()
+}
+
+// churnLoad is the load the churn's arrivals are drawn at: -load, or with
+// gang arms -load divided by the gangs' load factor, so that the offered
+// load, gangs included, is still -load.
+func (c config) churnLoad(logf func(string, ...any)) float64 {
+	if !c.gangs() {
+		return c.Load
+	}
+	f := gangLoadFactor(c.GangShare, c.GangMix, churn.MixDefault)
+	logf("gangs: %.0f %% of arrivals from %v ask %.2f× the LPUs of singles on average; arrivals drawn at load %.3f for an offered load of %.2f",
+		100*c.GangShare, c.GangMix, f, c.Load/f, c.Load)
+	return c.Load / f
+}

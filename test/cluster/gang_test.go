@@ -126,3 +126,21 @@ func TestWriteGangResults(t *testing.T) {
 		t.Errorf("with a churn arm: gangOnly %v, %v", gangOnly, err)
 	}
 }
+
+// With a third of the arrivals gangs of 2x8, 4x4, 2x4 (13.3 LPUs on
+// average) instead of the default mix's singles (2.6), an arrival asks
+// 2.38× the LPUs, and the churn is drawn at that much less load.
+func TestGangLoad(t *testing.T) {
+	f := gangLoadFactor(1.0/3, defaultGangMix, churn.MixDefault)
+	if want := 2.0/3 + (40.0/3)/2.6/3; math.Abs(f-want) > 1e-9 {
+		t.Fatalf("factor %.4f, want %.4f", f, want)
+	}
+	c := config{Load: 0.9, GangShare: 1.0 / 3, GangMix: defaultGangMix, Arms: gangArms[:1]}
+	if got := c.churnLoad(t.Logf); math.Abs(got-0.9/f) > 1e-9 {
+		t.Errorf("churn load %.4f, want %.4f", got, 0.9/f)
+	}
+	c.Arms = allArms
+	if got := c.churnLoad(t.Logf); got != 0.9 {
+		t.Errorf("without gang arms the churn load is %.3f, want -load", got)
+	}
+}

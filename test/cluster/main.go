@@ -200,7 +200,7 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 	if err != nil {
 		return nil, err
 	}
-	jobs := churn.Generate(cfg.Seed, churn.MixDefault, cfg.Pods, cfg.Load, capacity)
+	jobs := churn.Generate(cfg.Seed, churn.MixDefault, cfg.Pods, cfg.churnLoad(logf), capacity)
 	burstJobs := churn.Generate(cfg.Seed+1, churn.MixDefault, cfg.Burst, cfg.Load, capacity)
 	res := &results{Nodes: cfg.Nodes, TwoRing: cfg.TwoRing, Pods: cfg.Pods, Capacity: capacity, Bound: countBound(jobs, caps)}
 	for _, j := range jobs {
