@@ -25,7 +25,8 @@ func TestGangSmoke(t *testing.T) {
 }
 
 // smokeGang is TestSmoke's gang arm: 6 nodes, a third of a short churn's
-// arrivals gangs of the default mix, with the Workload API (gang-on) and
+// arrivals gangs of the default mix, offered twice what fits (-load 1.8,
+// so that gangs contend), with the Workload API (gang-on) and
 // without a group (gang-off). With the gate on no gang may hold LPUs
 // while a sibling is not bound, and every pod is on a contiguous arc;
 // gangs are whole or counted as deadlocks, never lost; the CSV has the
@@ -33,7 +34,7 @@ func TestGangSmoke(t *testing.T) {
 func smokeGang(t *testing.T) {
 	out := t.TempDir()
 	t.Setenv("LPU_CLUSTER_STATE", filepath.Join(t.TempDir(), "state.json"))
-	cfg, err := parseFlags([]string{"-nodes", "6", "-pods", "40", "-unit", "3s", "-burst", "6", "-gang-share", "0.35",
+	cfg, err := parseFlags([]string{"-nodes", "6", "-pods", "40", "-unit", "3s", "-burst", "6", "-gang-share", "0.35", "-load", "1.8",
 		"-arms", "gang-on,gang-off", "-out", out, "-manifest", "../../deploy/manifests/lpu-node-dra.yaml"})
 	if err != nil {
 		t.Fatal(err)
