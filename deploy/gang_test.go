@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -140,7 +141,8 @@ func (g gang) apply(ctx context.Context, t *testing.T, cs kubernetes.Interface) 
 // no claim allocated and the PodGroup says Unschedulable, a gang whose
 // minCount exceeds its pods is never tried and holds nothing, and the same
 // two pods without a group take the ring one of them can have: the
-// partial hold the gang prevents.
+// partial hold the gang prevents. Last, the PodGroup outlives a delete
+// while its pods run.
 func TestGangExample(t *testing.T) {
 	helm := helmBinary(t)
 	ex := readGang(t)
@@ -197,6 +199,34 @@ func TestGangExample(t *testing.T) {
 		solo = append(solo, p)
 	}
 	waitPartial(ctx, t, cs, solo)
+	checkGroupProtection(ctx, t, cs, ex)
+}
+
+// checkGroupProtection deletes the example's PodGroup while its pods run:
+// it stays, Terminating with the PodGroupProtection finalizer, until the
+// pods are gone, then the controller-manager lets it go.
+func checkGroupProtection(ctx context.Context, t *testing.T, cs kubernetes.Interface, g gang) {
+	t.Helper()
+	pgs := cs.SchedulingV1beta1().PodGroups(g.group.Namespace)
+	if err := pgs.Delete(ctx, g.group.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgs.Get(ctx, g.group.Name, metav1.GetOptions{})
+	if err != nil || got.DeletionTimestamp == nil || strings.Join(got.Finalizers, ",") != "scheduling.k8s.io/podgroup-protection" {
+		t.Fatalf("PodGroup deleted under its running pods: %v, finalizers %v", err, got.Finalizers)
+	}
+	zero := int64(0)
+	for _, p := range g.pods {
+		if err := cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll(ctx, t, "PodGroup gone after its pods", func() error {
+		if _, err := pgs.Get(ctx, g.group.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("PodGroup %s still there (%v)", g.group.Name, err)
+		}
+		return nil
+	})
 }
 
 // installClasses creates the chart's DeviceClasses and claim templates.
