@@ -4,7 +4,7 @@
 // copying the binary onto PATH; kubectl then runs it as `kubectl lpu`.
 //
 //	kubectl lpu nodes          # rings per node, then the summary
-//	kubectl lpu pods           # pods holding LPUs, their IDs, contiguity, prepared or not
+//	kubectl lpu pods           # pods holding LPUs, their IDs, contiguity, prepared or not, PodGroup
 //	kubectl lpu nodes -o json  # the same for scripts
 package main
 
@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	schedapi "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -35,7 +37,10 @@ const usage = `usage: kubectl lpu nodes|pods [--kubeconfig FILE] [--context NAME
           1/2/4/8-arcs the cluster can take now
   pods    every pod holding LPUs: node, count, IDs, whether they are ring
           neighbours and whether lpu-dra prepared the claim (its
-          status.devices; DRA; device-plugin pods show the count only)
+          status.devices; DRA; device-plugin pods show the count only),
+          the PodGroup it belongs to (Workload API; its pods are listed
+          even while Pending), then each PodGroup: minCount, pods, running,
+          whether it is whole and the scheduler's condition
 `
 
 func main() {
@@ -108,7 +113,29 @@ func Read(ctx context.Context, cs kubernetes.Interface) (view.Cluster, error) {
 	if err != nil {
 		return view.Cluster{}, fmt.Errorf("list pods: %w", err)
 	}
-	return view.Build(nodes.Items, slices.Items, claims.Items, pods.Items), nil
+	groups, err := listGroups(ctx, cs)
+	if err != nil {
+		return view.Cluster{}, err
+	}
+	return view.Build(nodes.Items, slices.Items, claims.Items, pods.Items, groups), nil
+}
+
+// listGroups lists the PodGroups (Workload API). A cluster that does not
+// serve them (the GenericWorkload gate or scheduling.k8s.io/v1beta1 off)
+// has none; a reader not allowed to list them sees the groups the pods
+// name, without minCount.
+func listGroups(ctx context.Context, cs kubernetes.Interface) ([]schedapi.PodGroup, error) {
+	l, err := cs.SchedulingV1beta1().PodGroups("").List(ctx, metav1.ListOptions{})
+	switch {
+	case err == nil:
+		return l.Items, nil
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case apierrors.IsForbidden(err):
+		slog.Warn("cannot list podgroups: groups shown without minCount", "err", err)
+		return nil, nil
+	}
+	return nil, fmt.Errorf("list podgroups: %w", err)
 }
 
 // Print writes the view of cmd (nodes or pods) as text or JSON.

@@ -67,6 +67,7 @@ type armSpec struct {
 	bestEffort bool   // DRA: the firstAvailable template (an arc, else singles)
 	profile    string // scheduler profile
 	strict     bool   // device plugin: refuse a scattered set at admission
+	gang       string // gang arms (gang.go): "on" PodGroups, "off" the same pods without
 }
 
 // allArms are every arm, in run order (DRA first, then the device plugin).
@@ -127,6 +128,12 @@ type runner struct {
 	atEnd  func()            // runs at the churn's end, before the pods go
 	// lifetimes are the churn's job lifetimes in units, counted from start.
 	lifetimes []float64
+	// createJob, when set, makes the churn's job instead of create (gang
+	// arms: a gang's PodGroup and pods); onStart, when set and true for a
+	// started pod, takes over scheduling its departure (gang.go).
+	createJob func(ctx context.Context, job, size int, burst bool) error
+	onStart   func(ctx context.Context, p *corev1.Pod) bool
+	frozenAt  time.Time // when the churn's records were frozen
 
 	pending atomic.Int64 // async API calls in flight
 	wg      sync.WaitGroup
@@ -279,7 +286,7 @@ func (r *runner) bound(ctx context.Context, p *corev1.Pod) {
 	r.mu.Unlock()
 	r.republish(n)
 	r.async(func() { r.markRunning(ctx, p, now) })
-	if !rec.burst {
+	if !rec.burst && (r.onStart == nil || !r.onStart(ctx, p)) {
 		life := time.Duration(float64(r.unit) * r.lifetimes[rec.job])
 		time.AfterFunc(life, func() {
 			select {
@@ -580,9 +587,13 @@ func (r *runner) churnPhase(ctx context.Context, jobs []churn.Job) (time.Duratio
 		case <-time.After(time.Until(at)):
 		}
 		sem <- struct{}{}
+		create := r.create
+		if r.createJob != nil {
+			create = r.createJob
+		}
 		go func(i, size int) {
 			defer func() { <-sem }()
-			if err := r.create(ctx, i, size, false); err != nil {
+			if err := create(ctx, i, size, false); err != nil {
 				select {
 				case errc <- err:
 				default:
@@ -613,7 +624,7 @@ func (r *runner) churnPhase(ctx context.Context, jobs []churn.Job) (time.Duratio
 	for _, name := range names {
 		ended[name] = *r.pods[name]
 	}
-	r.frozen = ended
+	r.frozen, r.frozenAt = ended, time.Now()
 	r.mu.Unlock()
 	if r.atEnd != nil {
 		r.atEnd()

@@ -73,12 +73,18 @@ podMaxBackoffSeconds: 1
 // kube-scheduler in dir. Nodes have no kubelet, so the apiserver must not
 // taint new nodes not-ready (TaintNodesByCondition) and the node-lifecycle
 // controller must not taint them unreachable and evict.
-func startControlPlane(ctx context.Context, dir string, score int, profiling bool, logf func(string, ...any)) (*clustertest.Cluster, error) {
+// With workload the Workload API and gang scheduling are on
+// (docs/dra.md, "Jobs that span servers").
+func startControlPlane(ctx context.Context, dir string, score int, profiling, workload bool, logf func(string, ...any)) (*clustertest.Cluster, error) {
 	cfg := filepath.Join(dir, "scheduler.yaml")
 	// clustertest writes the scheduler's kubeconfig at this path before
 	// starting it; with --config the scheduler reads it from the file only.
 	if err := os.WriteFile(cfg, []byte(schedulerConfig(filepath.Join(dir, "kube-scheduler.kubeconfig"), score)), 0o600); err != nil {
 		return nil, fmt.Errorf("write %s: %w", cfg, err)
+	}
+	var gate []string
+	if workload {
+		gate = []string{"--feature-gates=GenericWorkload=true"}
 	}
 	return clustertest.New(ctx, clustertest.Options{
 		Dir:               dir,
@@ -86,16 +92,16 @@ func startControlPlane(ctx context.Context, dir string, score int, profiling boo
 		ControllerManager: true,
 		Timeout:           4 * time.Minute,
 		Logf:              logf,
-		APIServerFlags: []string{
+		APIServerFlags: append([]string{
 			"--disable-admission-plugins=TaintNodesByCondition",
 			"--max-requests-inflight=800", "--max-mutating-requests-inflight=400",
-		},
-		ControllerManagerFlags: []string{
+		}, append(gate, workloadRuntimeConfig(workload)...)...),
+		ControllerManagerFlags: append([]string{
 			"--controllers=*,-node-lifecycle-controller",
 			"--kube-api-qps=300", "--kube-api-burst=600",
-		},
+		}, gate...),
 		// The later --profiling wins over clustertest's --profiling=false.
-		SchedulerFlags: []string{"--config", cfg, "--profiling=" + strconv.FormatBool(profiling)},
+		SchedulerFlags: append([]string{"--config", cfg, "--profiling=" + strconv.FormatBool(profiling)}, gate...),
 	})
 }
 

@@ -40,6 +40,10 @@ type config struct {
 	Score    int
 	EveryArc bool   // publish every arc, not the shipped config's dra.arcSizes
 	Profile  string // directory for a scheduler CPU profile per arm's burst
+	// GangShare of the churn's arrivals are gangs of GangMix in the gang
+	// arms (gang.go).
+	GangShare float64
+	GangMix   []gangShape
 	// inspect, when set, runs at the end of each arm's churn, before its
 	// pods are deleted, with the admin kubeconfig (tests look at the
 	// cluster through kubectl lpu there).
@@ -62,8 +66,14 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.EveryArc, "every-arc", false, "publish every arc of every ring (57 per ring of 8), not the manifest config's dra.arcSizes")
 	fs.StringVar(&c.Profile, "profile", "", "`DIR` for a CPU profile of kube-scheduler over the first 15 s of each arm's burst (<arm>-scheduler.pprof; go tool pprof reads it)")
 	fs.IntVar(&c.Score, "nodes-to-score", 0, "kube-scheduler percentageOfNodesToScore (0: the scheduler's adaptive default)")
+	fs.Float64Var(&c.GangShare, "gang-share", 0.3, "gang arms: share of the churn's arrivals that are gangs")
+	mix := fs.String("gang-mix", "2x8,4x4,2x4", "gang arms: the gangs, PODSxARC, comma-separated, drawn evenly")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	var err error
+	if c.GangMix, err = parseGangMix(*mix); err != nil {
+		return c, fmt.Errorf("-gang-mix: %w", err)
 	}
 	switch {
 	case c.Nodes < 1:
@@ -78,6 +88,8 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("-nodes-to-score %d: want 0..100", c.Score)
 	case c.Unit < time.Second:
 		return c, fmt.Errorf("-unit %v: want at least 1s (the scheduler's retry backoff is 1 s)", c.Unit)
+	case c.GangShare < 0 || c.GangShare > 1:
+		return c, fmt.Errorf("-gang-share %g: want 0..1", c.GangShare)
 	}
 	if c.Burst == 0 {
 		c.Burst = c.Nodes * 3 / 2
@@ -89,7 +101,7 @@ func parseFlags(args []string) (config, error) {
 			continue
 		}
 		found := false
-		for _, a := range allArms {
+		for _, a := range append(allArms[:len(allArms):len(allArms)], gangArms...) {
 			if a.name == name {
 				c.Arms, found = append(c.Arms, a), true
 			}
@@ -103,7 +115,7 @@ func parseFlags(args []string) (config, error) {
 
 func armNames() string {
 	var n []string
-	for _, a := range allArms {
+	for _, a := range append(allArms[:len(allArms):len(allArms)], gangArms...) {
 		n = append(n, a.name)
 	}
 	return strings.Join(n, ", ")
@@ -164,7 +176,7 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 		_ = os.RemoveAll(dir)
 		_ = os.Remove(stateFile())
 	}()
-	c, err := startControlPlane(ctx, dir, cfg.Score, cfg.Profile != "", logf)
+	c, err := startControlPlane(ctx, dir, cfg.Score, cfg.Profile != "", cfg.gangs(), logf)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +200,7 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 	if err != nil {
 		return nil, err
 	}
-	jobs := churn.Generate(cfg.Seed, churn.MixDefault, cfg.Pods, cfg.Load, capacity)
+	jobs := churn.Generate(cfg.Seed, churn.MixDefault, cfg.Pods, cfg.churnLoad(logf), capacity)
 	burstJobs := churn.Generate(cfg.Seed+1, churn.MixDefault, cfg.Burst, cfg.Load, capacity)
 	res := &results{Nodes: cfg.Nodes, TwoRing: cfg.TwoRing, Pods: cfg.Pods, Capacity: capacity, Bound: countBound(jobs, caps)}
 	for _, j := range jobs {

@@ -44,6 +44,7 @@ type row struct {
 	Slices, SliceBytes, Rewrites int
 	Errors                       []string
 	ChurnSeconds                 float64
+	Gang                         *gangRow // gang arms only
 }
 
 // profileSpan is how long -profile records the scheduler from the start
@@ -59,6 +60,7 @@ func runArm(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scrape
 	for _, j := range jobs {
 		r.lifetimes = append(r.lifetimes, j.End-j.Arrive)
 	}
+	gs := attachGangs(r, cfg, jobs)
 	if err := r.watch(ctx); err != nil {
 		return nil, err
 	}
@@ -102,6 +104,7 @@ func runArm(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scrape
 	stats1 := sliceStats(nodes)
 	nSlices, bytes := countSlices(ctx, cs)
 	r.wg.Wait()
+	gang := gs.result(ctx, logf)
 
 	var rows []row
 	for _, side := range spec.sides() {
@@ -110,7 +113,7 @@ func runArm(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scrape
 			APICPUPer1k:   (api1.CPUSeconds - api0.CPUSeconds) * 1000 / float64(len(jobs)),
 			SchedCPUPer1k: (sch1.CPUSeconds - sch0.CPUSeconds) * 1000 / float64(len(jobs)),
 			APIRSS:        api1.RSSMiB, SchedRSS: sch1.RSSMiB, Slices: nSlices, SliceBytes: bytes, Rewrites: stats1 - stats0,
-			Errors: r.errs}
+			Errors: r.errs, Gang: gang}
 		w.tally(r.frozen, side)
 		rows = append(rows, w)
 		// The row in the log too: a long run stopped before its end
@@ -230,6 +233,10 @@ func writeResults(cfg config, res *results) error {
 	if res.TwoRing > 0 {
 		suffix += "-mixed"
 	}
+	gangOnly, err := writeGangResults(cfg, res, suffix)
+	if err != nil || gangOnly {
+		return err
+	}
 	fcsv, err := os.Create(outPath(cfg, "results-"+suffix+".csv"))
 	if err != nil {
 		return err
@@ -271,6 +278,7 @@ func table(cfg config, res *results) string {
 		}
 	}
 	b.WriteString("\n")
+	b.WriteString(gangTable(res))
 	return b.String()
 }
 

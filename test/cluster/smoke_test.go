@@ -120,4 +120,5 @@ func TestSmoke(t *testing.T) {
 	if d, k := rows["dra-dynamic"], rows["dp-least+kubelet-default"]; d.Contiguous < k.Contiguous {
 		t.Errorf("dra-dynamic started %d contiguous, fewer than device plugin + kubelet default (%d)", d.Contiguous, k.Contiguous)
 	}
+	t.Run("gang", smokeGang)
 }

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedapi "k8s.io/api/scheduling/v1beta1"
 
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/claimstatus"
@@ -25,6 +26,30 @@ type Cluster struct {
 	Nodes   []Node  `json:"nodes"`
 	Pods    []Pod   `json:"pods"`
 	Summary Summary `json:"summary"`
+	// Groups are the PodGroups (Workload API) that pods name or that
+	// exist, by namespace/name.
+	Groups []*Group `json:"podGroups,omitempty"`
+}
+
+// Group is a PodGroup of the Workload API (scheduling.k8s.io/v1beta1): a
+// gang of pods the scheduler places whole, and how many of its pods run.
+type Group struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// MinCount is the gang's minCount, 1 for a basic group, 0 when the
+	// PodGroup object is not visible (missing, or the API is off).
+	MinCount int `json:"minCount"`
+	// Pods name the group in spec.schedulingGroup (unfinished ones);
+	// Running of them are in phase Running.
+	Pods    int `json:"pods"`
+	Running int `json:"running"`
+	// Whole is true when at least MinCount of the pods run (every pod
+	// that names the group when MinCount is unknown).
+	Whole bool `json:"whole"`
+	// Scheduled is the scheduler's PodGroupInitiallyScheduled condition:
+	// "True", or "False" and its reason; empty while the scheduler has not
+	// tried the group.
+	Scheduled string `json:"scheduled,omitempty"`
 }
 
 // Node is one node's LPUs.
@@ -69,6 +94,10 @@ type Pod struct {
 	// DeviceNodes are the device node paths the pod's containers got, from
 	// the claim's status (DRA).
 	DeviceNodes []string `json:"deviceNodes,omitempty"`
+	// Group is the PodGroup the pod names, nil for none. Pods of a group
+	// are listed even while they hold no LPUs (Count 0, Node empty while
+	// Pending), so that a group that is not whole shows who is missing.
+	Group *Group `json:"podGroup,omitempty"`
 }
 
 // Summary is the cluster's total.
@@ -81,13 +110,14 @@ type Summary struct {
 
 // Build assembles the view from the API objects: lpu-dra's ResourceSlices
 // and the claims allocated from them (DRA nodes), node allocatable and
-// the pods' limits (device-plugin nodes).
-func Build(nodes []corev1.Node, slices []resourceapi.ResourceSlice, claims []resourceapi.ResourceClaim, pods []corev1.Pod) Cluster {
+// the pods' limits (device-plugin nodes), and the PodGroups the pods name.
+func Build(nodes []corev1.Node, slices []resourceapi.ResourceSlice, claims []resourceapi.ResourceClaim, pods []corev1.Pod, groups []schedapi.PodGroup) Cluster {
 	rings := draRings(slices)
 	var out Cluster
 	holders, draPods := claimHolders(rings, claims)
 	used, dpPods := countUsed(pods)
 	out.Pods = append(draPods, dpPods...)
+	out.Pods, out.Groups = withGroups(out.Pods, pods, groups)
 	out.Summary.Arcs = map[int]int{}
 	for _, n := range nodes {
 		v, ok := nodeView(n, rings, holders[n.Name], used[n.Name])
@@ -463,12 +493,13 @@ func (c Cluster) Text() string {
 	return b.String()
 }
 
-// PodsText renders the pods view.
+// PodsText renders the pods view, then the PodGroups (if any) with
+// whether each is whole.
 func (c Cluster) PodsText() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-40s %-16s %-5s %-10s %-9s %s\n", "POD", "NODE", "LPUS", "CONTIGUOUS", "STATE", "IDS")
+	fmt.Fprintf(&b, "%-40s %-24s %-16s %-5s %-10s %-9s %s\n", "POD", "GROUP", "NODE", "LPUS", "CONTIGUOUS", "STATE", "IDS")
 	for _, p := range c.Pods {
-		contig, state := "?", "-"
+		contig, state, node, group := "?", "-", p.Node, "-"
 		if p.Contiguous != nil {
 			contig = strconv.FormatBool(*p.Contiguous)
 			state = "allocated"
@@ -476,11 +507,21 @@ func (c Cluster) PodsText() string {
 				state = "prepared"
 			}
 		}
+		if node == "" {
+			node, state = "-", "pending"
+		}
+		if p.Count == 0 {
+			contig = "-" // a group member holding nothing yet
+		}
+		if p.Group != nil {
+			group = p.Group.Name
+		}
 		ids := strings.Join(p.LPUs, ",")
 		if ids == "" {
 			ids = "-"
 		}
-		fmt.Fprintf(&b, "%-40s %-16s %-5d %-10s %-9s %s\n", p.Namespace+"/"+p.Name, p.Node, p.Count, contig, state, ids)
+		fmt.Fprintf(&b, "%-40s %-24s %-16s %-5d %-10s %-9s %s\n", p.Namespace+"/"+p.Name, group, node, p.Count, contig, state, ids)
 	}
+	b.WriteString(c.groupsText())
 	return b.String()
 }

@@ -76,7 +76,7 @@ func TestBuild(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "done"}, Spec: corev1.PodSpec{NodeName: "dp", Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{Limits: lpus(4)}}}},
 			Status: corev1.PodStatus{Phase: corev1.PodSucceeded}},
 	}
-	c := Build(nodes, slices, claims, pods)
+	c := Build(nodes, slices, claims, pods, nil)
 	if len(c.Nodes) != 3 {
 		t.Fatalf("%d LPU nodes, want 3 (cpu-only left out): %+v", len(c.Nodes), c.Nodes)
 	}
@@ -164,7 +164,7 @@ func TestPodsFromClaimStatus(t *testing.T) {
 	garbled := claim("c4", "p4", "dra-a", alloc.Arc{Ring: 0, Start: 4, Size: 1})
 	garbled.Status.Devices = []resourceapi.AllocatedDeviceStatus{entry("dra-a", "ring0-start4-size1", `{"lpus":["lpu4","lpu5"],"ring":0,"start":4,"size":1}`)}
 	nodes := []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "dra-a"}}}
-	c := Build(nodes, draNode(t, "dra-a", 1), []resourceapi.ResourceClaim{prepared, unseen, allocated, garbled}, nil)
+	c := Build(nodes, draNode(t, "dra-a", 1), []resourceapi.ResourceClaim{prepared, unseen, allocated, garbled}, nil, nil)
 	byName := map[string]Pod{}
 	for _, p := range c.Pods {
 		byName[p.Name] = p
