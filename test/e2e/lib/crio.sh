@@ -329,6 +329,9 @@ scenario_crio_security() {
   remove_all_pods
   local t0=$SECONDS
   mkdir -p "$SEC_DIR"
+  # the runtime guard stays off here: not yet exercised on CRI-O
+  # shellcheck disable=SC2034 # read by sec_crictl (lib/security.sh)
+  SEC_GUARD_ON=false
   { cat "$CFG"; printf 'security:\n  auditInterval: 2s\n'; } >"$SEC_CFG"
   sec_restart_nri "$SEC_CFG" || return 0
   sec_pods
