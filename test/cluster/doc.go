@@ -38,7 +38,9 @@
 //     (a seeded shuffle), since count placement does not depend on it.
 //   - gang-on, gang-off (DRA dynamic), gang-dp-on, gang-dp-off (device
 //     plugin), not in "all": the churn with -gang-share of its arrivals
-//     turned into gangs of -gang-mix (default 2x8,4x4,2x4: pods × arc),
+//     turned into gangs of -gang-mix (default 2x8,4x4,2x4: pods × arc;
+//     2x4m3 is a gang of 2 whose PodGroup asks for minCount 3, bad input
+//     that can never be whole and counts as a deadlock, short_gangs),
 //     as PodGroups with the Workload API on (the control plane then runs
 //     with GenericWorkload) or as the same pods without a group (-load
 //     counts the gangs' LPUs: arrivals are drawn at that much less). A gang's
@@ -47,7 +49,8 @@
 //     sibling was not bound, from the pods' bind times; gaps up to 1 s
 //     are one bind round), deadlocks (gangs not whole at the end), the
 //     wait from a gang's arrival to its last pod (p50/p99) and the share
-//     of multi-LPU pods on a contiguous arc; results-gang-N.csv. Run
+//     of multi-LPU pods on a contiguous arc; results-gang-N.csv and
+//     cluster-gang-N.png (gangs whole per arm). Run
 //     them with -arms gang-on,gang-off,gang-dp-on,gang-dp-off.
 //
 // # Workload and measures

@@ -11,25 +11,47 @@ import (
 )
 
 // gangShape is a gang: Pods pods, each holding one contiguous Size-arc.
-type gangShape struct{ Pods, Size int }
+// Min, when set, is the PodGroup's minCount instead of Pods: above Pods it
+// is the bad input of a gang that can never be whole.
+type gangShape struct{ Pods, Size, Min int }
 
-func (g gangShape) String() string { return strconv.Itoa(g.Pods) + "x" + strconv.Itoa(g.Size) }
+func (g gangShape) String() string {
+	s := strconv.Itoa(g.Pods) + "x" + strconv.Itoa(g.Size)
+	if g.Min != 0 {
+		s += "m" + strconv.Itoa(g.Min)
+	}
+	return s
+}
+
+// minCount is the gang's PodGroup minCount.
+func (g gangShape) minCount() int {
+	if g.Min != 0 {
+		return g.Min
+	}
+	return g.Pods
+}
 
 // defaultGangMix are the gangs of the issue: a model on two whole rings,
 // one on four half rings, a small pair.
-var defaultGangMix = []gangShape{{2, 8}, {4, 4}, {2, 4}}
+var defaultGangMix = []gangShape{{Pods: 2, Size: 8}, {Pods: 4, Size: 4}, {Pods: 2, Size: 4}}
 
-// parseGangMix reads "2x8,4x4,2x4".
+// parseGangMix reads "2x8,4x4,2x4"; "2x4m3" is a gang of 2 whose
+// PodGroup asks for minCount 3.
 func parseGangMix(s string) ([]gangShape, error) {
 	var out []gangShape
 	for _, part := range strings.Split(s, ",") {
 		p, k, ok := strings.Cut(strings.TrimSpace(part), "x")
+		k, m, hasMin := strings.Cut(k, "m")
 		pods, err1 := strconv.Atoi(p)
 		size, err2 := strconv.Atoi(k)
-		if !ok || err1 != nil || err2 != nil || pods < 2 || size < 1 {
-			return nil, fmt.Errorf("gang %q: want PODSxSIZE with at least 2 pods", part)
+		minc, err3 := 0, error(nil)
+		if hasMin {
+			minc, err3 = strconv.Atoi(m)
 		}
-		out = append(out, gangShape{pods, size})
+		if !ok || err1 != nil || err2 != nil || err3 != nil || pods < 2 || size < 1 || (hasMin && minc < 1) {
+			return nil, fmt.Errorf("gang %q: want PODSxSIZE[mMINCOUNT] with at least 2 pods", part)
+		}
+		out = append(out, gangShape{Pods: pods, Size: size, Min: minc})
 	}
 	return out, nil
 }
@@ -70,6 +92,7 @@ type gangRow struct {
 	Gangs, Whole     int
 	PartialHoldLPUs  float64 // LPU-seconds held by started pods of gangs not yet whole
 	Deadlocks        int     // gangs not whole at the churn's end
+	Short            int     // gangs whose minCount exceeds their pods (gate on: never whole)
 	WaitP50, WaitP99 float64 // arrival to the last pod started, whole gangs, seconds
 	Contiguous       float64 // share of started multi-LPU pods on a contiguous arc
 	Errors           []string
@@ -84,6 +107,9 @@ func tallyGangs(arm, gate, side string, gangs []gangRec, frozen map[string]podRe
 	w := gangRow{Arm: arm, Gate: gate, Side: side, Gangs: len(gangs)}
 	var waits []float64
 	for _, g := range gangs {
+		if g.shape.minCount() > g.shape.Pods {
+			w.Short++
+		}
 		last, started, whole := time.Time{}, time.Time{}, true
 		for _, m := range g.members {
 			at, ok := bound[m]
@@ -130,12 +156,12 @@ func tallyGangs(arm, gate, side string, gangs []gangRec, frozen map[string]podRe
 
 // gangCSVHeader are the columns of results-gang-<nodes>.csv.
 var gangCSVHeader = []string{"nodes", "arm", "gate", "gangs", "gangs_whole", "partial_hold_lpu_s", "deadlocks",
-	"gang_wait_p50_s", "gang_wait_p99_s", "contiguous_share"}
+	"gang_wait_p50_s", "gang_wait_p99_s", "contiguous_share", "short_gangs"}
 
 // csv is the row as results-gang-<nodes>.csv has it.
 func (w gangRow) csv(nodes int) []string {
 	return []string{strconv.Itoa(nodes), w.Arm, w.Gate, strconv.Itoa(w.Gangs), strconv.Itoa(w.Whole), f(w.PartialHoldLPUs, 1),
-		strconv.Itoa(w.Deadlocks), f(w.WaitP50, 2), f(w.WaitP99, 2), f(w.Contiguous, 4)}
+		strconv.Itoa(w.Deadlocks), f(w.WaitP50, 2), f(w.WaitP99, 2), f(w.Contiguous, 4), strconv.Itoa(w.Short)}
 }
 
 // gangLoadFactor is how many times more LPUs an arrival asks for on

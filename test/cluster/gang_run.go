@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/csv"
 	"fmt"
+	"image/color"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -71,7 +73,7 @@ func (g *gangState) create(ctx context.Context, job, size int, burst bool) error
 	if g.r.spec.gang == "on" {
 		pg := &schedv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
 			Spec: schedv1beta1.PodGroupSpec{SchedulingPolicy: schedv1beta1.PodGroupSchedulingPolicy{
-				Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: int32(sh.Pods)}}}}
+				Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: int32(sh.minCount())}}}}
 		if _, err := g.r.cs.SchedulingV1beta1().PodGroups(namespace).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
 			return refused("PodGroup "+name, pg, err)
 		}
@@ -227,7 +229,39 @@ func writeGangResults(cfg config, res *results, suffix string) (gangOnly bool, e
 	if err := fh.Close(); err != nil {
 		return false, fmt.Errorf("write %s: %w", path, err)
 	}
+	path = outPath(cfg, "cluster-gang-"+suffix+".png")
+	fh, err = os.Create(path)
+	if err != nil {
+		return false, fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := gangChart(fh, cfg, res); err != nil {
+		_ = fh.Close()
+		return false, fmt.Errorf("draw %s: %w", path, err)
+	}
+	if err := fh.Close(); err != nil {
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
 	return gangRows == len(res.Rows), nil
+}
+
+// gangChart draws the share of gangs started whole per gang arm, the
+// deadlocks and partial holds under each bar; gate on blue, off red.
+func gangChart(w io.Writer, cfg config, res *results) error {
+	var bars []bar
+	for _, r := range res.Rows {
+		g := r.Gang
+		if g == nil || r.Side != g.Side {
+			continue
+		}
+		col := color.RGBA{33, 102, 172, 255}
+		if g.Gate == "off" {
+			col = color.RGBA{214, 96, 77, 255}
+		}
+		bars = append(bars, bar{fmt.Sprintf("%s+GATE %s+%d DEADLOCKS+%.0f LPU-S HELD PARTIAL", strings.ToUpper(g.Arm), strings.ToUpper(g.Gate), g.Deadlocks, g.PartialHoldLPUs),
+			100 * share(g.Whole, g.Gangs), col})
+	}
+	return percentChart(w, "GANGS STARTED WHOLE (%)",
+		fmt.Sprintf("%d NODES, %d ARRIVALS, GANG SHARE %.2f, SEED %d, LOAD %.2f, REAL KUBE-SCHEDULER 1.37.2", res.Nodes, res.Pods, cfg.GangShare, cfg.Seed, cfg.Load), bars)
 }
 
 // gangTable is the gang arms' rows as a markdown table ("" without any).

@@ -11,11 +11,12 @@ import (
 )
 
 func TestParseGangMix(t *testing.T) {
-	got, err := parseGangMix("2x8, 4x4,2x4")
-	if err != nil || len(got) != 3 || got[0] != (gangShape{2, 8}) || got[1] != (gangShape{4, 4}) || got[2].String() != "2x4" {
+	got, err := parseGangMix("2x8, 4x4,2x4,2x4m3")
+	if err != nil || len(got) != 4 || got[0] != (gangShape{Pods: 2, Size: 8}) || got[1] != (gangShape{Pods: 4, Size: 4}) || got[2].String() != "2x4" ||
+		got[3] != (gangShape{Pods: 2, Size: 4, Min: 3}) || got[3].String() != "2x4m3" || got[3].minCount() != 3 || got[0].minCount() != 2 {
 		t.Fatalf("%v %v", got, err)
 	}
-	for _, bad := range []string{"", "1x8", "2x0", "2*8", "x8", "2x", "axb", "2x8,"} {
+	for _, bad := range []string{"", "1x8", "2x0", "2*8", "x8", "2x", "axb", "2x8,", "2x4m", "2x4m0", "2x4mx"} {
 		if _, err := parseGangMix(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

@@ -67,7 +67,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.Profile, "profile", "", "`DIR` for a CPU profile of kube-scheduler over the first 15 s of each arm's burst (<arm>-scheduler.pprof; go tool pprof reads it)")
 	fs.IntVar(&c.Score, "nodes-to-score", 0, "kube-scheduler percentageOfNodesToScore (0: the scheduler's adaptive default)")
 	fs.Float64Var(&c.GangShare, "gang-share", 0.3, "gang arms: share of the churn's arrivals that are gangs")
-	mix := fs.String("gang-mix", "2x8,4x4,2x4", "gang arms: the gangs, PODSxARC, comma-separated, drawn evenly")
+	mix := fs.String("gang-mix", "2x8,4x4,2x4", "gang arms: the gangs, PODSxARC[mMINCOUNT], comma-separated, drawn evenly")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

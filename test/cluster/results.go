@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/color"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -284,17 +285,7 @@ func table(cfg config, res *results) string {
 
 // chart draws contiguous starts per multi-LPU arrival, one bar per row,
 // with the count bound as the first bar.
-func chart(w *os.File, cfg config, res *results) error {
-	const W, H, left, top, bottom = 1200, 460, 90, 90, 90
-	bg, axis, text := color.RGBA{255, 255, 255, 255}, color.RGBA{60, 60, 60, 255}, color.RGBA{20, 20, 20, 255}
-	c := pngchart.New(W, H, bg)
-	c.Text(left, 14, "CONTIGUOUS STARTS PER MULTI-LPU ARRIVAL (%)", 3, text)
-	c.Text(left, 44, fmt.Sprintf("%d NODES, %d ARRIVALS, SEED %d, LOAD %.2f, REAL KUBE-SCHEDULER 1.37.2", res.Nodes, res.Pods, cfg.Seed, cfg.Load), 2, text)
-	type bar struct {
-		label string
-		v     float64
-		col   color.RGBA
-	}
+func chart(w io.Writer, cfg config, res *results) error {
 	bars := []bar{{"BOUND", 100 * share(res.Bound, res.Multi), color.RGBA{150, 150, 150, 255}}}
 	for _, r := range res.Rows {
 		col := color.RGBA{33, 102, 172, 255}
@@ -305,6 +296,25 @@ func chart(w *os.File, cfg config, res *results) error {
 		}
 		bars = append(bars, bar{strings.ToUpper(strings.ReplaceAll(r.name(), "kubelet-default", "kubelet")), 100 * share(r.Contiguous, r.Multi), col})
 	}
+	return percentChart(w, "CONTIGUOUS STARTS PER MULTI-LPU ARRIVAL (%)",
+		fmt.Sprintf("%d NODES, %d ARRIVALS, SEED %d, LOAD %.2f, REAL KUBE-SCHEDULER 1.37.2", res.Nodes, res.Pods, cfg.Seed, cfg.Load), bars)
+}
+
+// bar is one bar of percentChart: a value in percent; the label is
+// wrapped under the bar on "+".
+type bar struct {
+	label string
+	v     float64
+	col   color.RGBA
+}
+
+// percentChart draws bars on a 0..100 axis under a title and a subtitle.
+func percentChart(w io.Writer, title, sub string, bars []bar) error {
+	const W, H, left, top, bottom = 1200, 460, 90, 90, 90
+	bg, axis, text := color.RGBA{255, 255, 255, 255}, color.RGBA{60, 60, 60, 255}, color.RGBA{20, 20, 20, 255}
+	c := pngchart.New(W, H, bg)
+	c.Text(left, 14, title, 3, text)
+	c.Text(left, 44, sub, 2, text)
 	plotH := H - top - bottom
 	y1 := top + plotH
 	for g := 0; g <= 100; g += 25 {
@@ -315,7 +325,7 @@ func chart(w *os.File, cfg config, res *results) error {
 	}
 	c.Rect(left, top, left+2, y1+1, axis)
 	c.Rect(left, y1, W-30, y1+2, axis)
-	bw := (W - 30 - left) / len(bars)
+	bw := (W - 30 - left) / max(len(bars), 1)
 	for i, b := range bars {
 		x := left + i*bw
 		v := b.v
@@ -326,7 +336,6 @@ func chart(w *os.File, cfg config, res *results) error {
 		c.Rect(x+6, y1-h, x+bw-6, y1, b.col)
 		l := f(b.v, 1)
 		c.Text(x+bw/2-pngchart.TextWidth(l, 2)/2, y1-h-18, l, 2, text)
-		// labels wrapped on "+" and "-" to fit under the bar
 		parts := strings.FieldsFunc(b.label, func(r rune) bool { return r == '+' })
 		for j, p := range parts {
 			c.Text(x+bw/2-pngchart.TextWidth(p, 1)/2, y1+12+j*12, p, 1, text)
