@@ -8,7 +8,7 @@
 #   all       1 2 3 4 5 orion perf image 6 (the default)
 #   SCENARIO  any of 1 2 3 4 5 orion 6 perf image, run in that canonical order
 #   security  the hostile tenant (lib/security.sh); not part of all
-#   dra       d1..d9 on a real cluster (etcd, apiserver, scheduler, ...)
+#   dra       d1..d11 on a real cluster (etcd, apiserver, scheduler, ...)
 #   demo-dra  d1 d2, printing what each pod sees and its claim
 #   install   on that cluster: the image, the chart (install, upgrade,
 #             uninstall) and the plain manifests, installed as users do;
@@ -51,6 +51,8 @@ source "$E2E_DIR/lib/cluster.sh"
 source "$E2E_DIR/lib/dra.sh"
 # shellcheck source=lib/dra_status.sh
 source "$E2E_DIR/lib/dra_status.sh"
+# shellcheck source=lib/dra_gang.sh
+source "$E2E_DIR/lib/dra_gang.sh"
 # shellcheck source=lib/install.sh
 source "$E2E_DIR/lib/install.sh"
 # shellcheck source=lib/install_upgrade.sh
@@ -67,7 +69,7 @@ source "$E2E_DIR/lib/nfd.sh"
 ALL=(1 2 3 4 5 orion perf image 6)
 # security runs on the same node before 6, which takes that node down
 ORDER=(1 2 3 4 5 orion perf image security 6)
-DRA_ORDER=(d1 d2 d3 d4 d5 d6 d7 d8 d9 d10)
+DRA_ORDER=(d1 d2 d3 d4 d5 d6 d7 d8 d9 d10 d11)
 CLUSTER=0
 
 usage() {
@@ -162,7 +164,7 @@ main() {
       1 | 2 | 3 | 4 | 5 | 6 | orion | perf | image | security) want+=("$s") ;;
       dra) want_dra+=("${DRA_ORDER[@]}") ;;
       demo-dra) DEMO=1 && want_dra+=(d1 d2) ;;
-      d1 | d2 | d3 | d4 | d5 | d6 | d7 | d8 | d9 | d10) want_dra+=("$s") ;;
+      d1 | d2 | d3 | d4 | d5 | d6 | d7 | d8 | d9 | d10 | d11) want_dra+=("$s") ;;
       install) want_dra+=(install) ;;
       crio) [ $# = 1 ] || { echo "crio runs on its own node: run it alone" >&2; exit 2; }
         crio_binaries_present || { rmdir "$BASE" 2>/dev/null; exit 0; } ;;

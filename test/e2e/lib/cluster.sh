@@ -26,6 +26,10 @@ CNI_BRIDGE=lpue2e0
 CHART=${CHART:-$REPO/deploy/helm/lpu-node}   # DRA objects and RBAC come from it
 ETCD_PORT="" API_PORT="" CM_PORT="" SCHED_PORT=""
 
+# The Workload API and gang scheduling (beta, off by default in v1.37) for
+# scenario d11, as docs/dra.md "Jobs that span servers" turns them on.
+GANG_GATE=(--feature-gates=GenericWorkload=true)
+
 kc() { kubectl --kubeconfig "$CL/admin.kubeconfig" "$@"; }
 
 # ---------------------------------------------------------------- certificates
@@ -143,7 +147,8 @@ control_plane_up() {
     --endpoint-reconciler-type none --profiling=false \
     --kubelet-client-certificate "$CL/pki/apiserver-kubelet-client.crt" \
     --kubelet-client-key "$CL/pki/apiserver-kubelet-client.key" \
-    --kubelet-preferred-address-types Hostname,InternalIP
+    --kubelet-preferred-address-types Hostname,InternalIP \
+    "${GANG_GATE[@]}" --runtime-config=scheduling.k8s.io/v1beta1=true
   wait_for 120 eval '[ "$(kc get --raw /readyz 2>/dev/null)" = ok ]' ||
     fatal "kube-apiserver" "not ready after 120s: $(tail -5 "$LOGS/kube-apiserver.log")"
   start_daemon kube-controller-manager "$LOGS/kube-controller-manager.log" kube-controller-manager \
@@ -153,11 +158,12 @@ control_plane_up() {
     --bind-address 127.0.0.1 --secure-port "$CM_PORT" --leader-elect=false \
     --use-service-account-credentials=true --service-account-private-key-file "$CL/pki/sa.key" \
     --root-ca-file "$CL/pki/ca.crt" --cluster-signing-cert-file "$CL/pki/ca.crt" \
-    --cluster-signing-key-file "$CL/pki/ca.key" --profiling=false
+    --cluster-signing-key-file "$CL/pki/ca.key" --profiling=false "${GANG_GATE[@]}"
   start_daemon kube-scheduler "$LOGS/kube-scheduler.log" kube-scheduler \
     --kubeconfig "$CL/scheduler.kubeconfig" --authentication-kubeconfig "$CL/scheduler.kubeconfig" \
     --authorization-kubeconfig "$CL/scheduler.kubeconfig" \
-    --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --leader-elect=false --profiling=false
+    --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --leader-elect=false --profiling=false \
+    "${GANG_GATE[@]}"
   wait_for 60 curl -skf --max-time 1 "https://127.0.0.1:$CM_PORT/healthz" ||
     fatal "kube-controller-manager" "not healthy after 60s: $(tail -5 "$LOGS/kube-controller-manager.log")"
   wait_for 60 curl -skf --max-time 1 "https://127.0.0.1:$SCHED_PORT/healthz" ||
