@@ -8,12 +8,14 @@
 GANG_EXAMPLE=$CHART/examples/gang-2x4.yaml
 
 # gang_manifest [SED...]: the example with the e2e image (host network, as
-# every e2e pod), then each extra sed expression (renames, sizes).
+# every e2e pod), then each extra sed expression (renames, sizes), each
+# container named as its pod.
 gang_manifest() {
   local e=(-e "s|^      image: example/lpu-worker.*|      image: $IMG:busybox\n      imagePullPolicy: Never\n      command: [\"/bin/sh\", \"-c\", \"trap 'exit 0' TERM; while true; do sleep 1; done\"]|"
     -e 's|^  schedulingGroup:|  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  tolerations: [{operator: Exists}]\n  schedulingGroup:|') x
   for x in "$@"; do e+=(-e "$x"); done
-  sed "${e[@]}" "$GANG_EXAMPLE"
+  # e2e helpers find a pod's container by name = pod name; the example's is "main".
+  sed "${e[@]}" "$GANG_EXAMPLE" | awk '/^  name: /{n=$2} /^    - name: main$/{sub(/main$/, n)} {print}'
 }
 # without_doc NAME: the manifest on stdin without the document of object NAME.
 without_doc() { awk -v n="$1" 'BEGIN{RS="\n---\n"; ORS="\n---\n"} $0 !~ ("\n  name: " n "\n") {print}'; }
