@@ -1,6 +1,7 @@
 package atomicfile
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -53,7 +54,13 @@ var (
 
 // Write replaces path with data durably (see the package doc).
 func Write(path string, data []byte, opts ...Option) error {
-	tmp, err := writeTemp(path, data, opts)
+	return WriteFrom(path, bytes.NewReader(data), opts...)
+}
+
+// WriteFrom is Write with the content streamed from r, for files too big
+// to hold in memory (a daemon's own binary).
+func WriteFrom(path string, r io.Reader, opts ...Option) error {
+	tmp, err := writeTemp(path, r, opts)
 	if err != nil {
 		return err
 	}
@@ -68,7 +75,7 @@ func Write(path string, data []byte, opts ...Option) error {
 // it returns an error wrapping fs.ErrExist and leaves it alone. Two
 // processes creating the same path at once cannot both succeed.
 func Create(path string, data []byte, opts ...Option) error {
-	tmp, err := writeTemp(path, data, opts)
+	tmp, err := writeTemp(path, bytes.NewReader(data), opts)
 	if err != nil {
 		return err
 	}
@@ -142,10 +149,10 @@ func SyncDir(dir string) error {
 	return nil
 }
 
-// writeTemp writes data to a new temp file next to path with the options'
+// writeTemp writes r's content to a new temp file next to path with the options'
 // mode and owner, syncs and verifies it, and returns its name. On error
 // nothing is left behind.
-func writeTemp(path string, data []byte, opts []Option) (name string, err error) {
+func writeTemp(path string, r io.Reader, opts []Option) (name string, err error) {
 	o := apply(opts)
 	dir, base := filepath.Split(path)
 	if dir == "" {
@@ -169,7 +176,7 @@ func writeTemp(path string, data []byte, opts []Option) (name string, err error)
 			return "", fmt.Errorf("write %s: chown temp: %w", path, err)
 		}
 	}
-	if _, err := wrapWriter(f).Write(data); err != nil {
+	if _, err := io.Copy(wrapWriter(f), r); err != nil {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	if !o.noSync {

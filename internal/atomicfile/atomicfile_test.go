@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
 
 	"golang.org/x/sys/unix"
 )
@@ -159,6 +160,13 @@ func TestWriteFailureKeepsOld(t *testing.T) {
 				}))
 			},
 			want: "invalid spec",
+		},
+		"source read fails midway": {
+			write: func(path string) error {
+				r := io.MultiReader(strings.NewReader("new con"), iotest.ErrReader(errors.New("input/output error")))
+				return WriteFrom(path, r, WithMode(0o755))
+			},
+			want: "input/output error",
 		},
 		"create over existing": {
 			write: func(path string) error { return Create(path, []byte("new content")) },

@@ -104,39 +104,16 @@ func InstallFrom(exe, stateDir string) (string, error) {
 	return dst, nil
 }
 
-// copyFile streams src into a temp file next to dst (the binary is tens
-// of MB; the daemon's memory limit is 128 MiB), syncs it and renames it
-// over dst.
-func copyFile(src, dst string) (err error) {
+// copyFile streams src into dst atomically and durably (the binary is
+// tens of MB; the daemon's memory limit is 128 MiB).
+func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("guard: open %s: %w", src, err)
 	}
 	defer in.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".lpu-nri-*")
-	if err != nil {
-		return fmt.Errorf("guard: install %s: %w", dst, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := io.Copy(tmp, in); err != nil {
-		return fmt.Errorf("guard: copy %s to %s: %w", src, tmp.Name(), err)
-	}
-	if err := tmp.Chmod(0o755); err != nil {
-		return fmt.Errorf("guard: chmod %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("guard: sync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("guard: close %s: %w", tmp.Name(), err)
-	}
-	if err := atomicfile.Rename(tmp.Name(), dst); err != nil {
-		return fmt.Errorf("guard: install: %w", err)
+	if err := atomicfile.WriteFrom(dst, in, atomicfile.WithMode(0o755)); err != nil {
+		return fmt.Errorf("guard: install %s: %w", src, err)
 	}
 	return nil
 }
