@@ -537,6 +537,12 @@ func (r *runner) burst(ctx context.Context, jobs []churn.Job, n int, sc *scraper
 	return throughput, r.drain(ctx)
 }
 
+// resweep is how often drain deletes again the arm's pods that are still
+// there and not being deleted: a delete that timed out on an overloaded
+// apiserver is not retried where it was made, and one such pod lost a
+// whole 1,000-node run.
+var resweep = 30 * time.Second
+
 // drain waits until the arm's pods and every claim are gone. The deadline
 // grows with what is left: at 1,000 nodes an overloaded apiserver deletes
 // ~2,000 DRA pods and claims in more than 3 min, and a drain that gives up
@@ -548,6 +554,7 @@ func (r *runner) drain(ctx context.Context) error {
 	}
 	allow := drainAllowance(len(pods.Items))
 	deadline := time.Now().Add(allow)
+	swept := time.Now()
 	for {
 		pods, err := r.cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "arm=" + r.spec.name})
 		if err != nil {
@@ -562,6 +569,14 @@ func (r *runner) drain(ctx context.Context) error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("arm %s: %d pods and %d claims left after %v", r.spec.name, len(pods.Items), len(claims.Items), allow)
+		}
+		if time.Since(swept) >= resweep && r.pending.Load() == 0 {
+			swept = time.Now()
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp == nil {
+					r.deletePod(ctx, p.Name)
+				}
+			}
 		}
 		select {
 		case <-ctx.Done():
