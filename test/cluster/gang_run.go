@@ -244,6 +244,53 @@ func writeGangResults(cfg config, res *results, suffix string) (gangOnly bool, e
 	return gangRows == len(res.Rows), nil
 }
 
+// replotGang draws cfg.Replot's gang rows as cluster-gang-<nodes>.png in
+// cfg.Out: for runs made before the harness drew the chart.
+func replotGang(cfg config) error {
+	fh, err := os.Open(cfg.Replot)
+	if err != nil {
+		return fmt.Errorf("replot: %w", err)
+	}
+	defer fh.Close()
+	recs, err := csv.NewReader(fh).ReadAll()
+	if err != nil {
+		return fmt.Errorf("read %s: %w", cfg.Replot, err)
+	}
+	// Older runs lack the trailing columns (short_gangs); the first 7 are needed.
+	if len(recs) < 2 || len(recs[0]) < 7 || len(recs[0]) > len(gangCSVHeader) ||
+		strings.Join(recs[0], ",") != strings.Join(gangCSVHeader[:len(recs[0])], ",") {
+		return fmt.Errorf("read %s: not a results-gang CSV with rows (want the header %s)", cfg.Replot, strings.Join(gangCSVHeader, ","))
+	}
+	res := &results{Pods: cfg.Pods}
+	for i, rec := range recs[1:] {
+		var nums [5]float64
+		for j, col := range []int{0, 3, 4, 5, 6} {
+			if nums[j], err = strconv.ParseFloat(rec[col], 64); err != nil {
+				return fmt.Errorf("read %s: row %d, %s: %w", cfg.Replot, i+1, gangCSVHeader[col], err)
+			}
+		}
+		res.Nodes = int(nums[0])
+		g := &gangRow{Arm: rec[1], Gate: rec[2], Gangs: int(nums[1]), Whole: int(nums[2]), PartialHoldLPUs: nums[3], Deadlocks: int(nums[4])}
+		res.Rows = append(res.Rows, row{Arm: g.Arm, Gang: g})
+	}
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", cfg.Out, err)
+	}
+	path := outPath(cfg, "cluster-gang-"+strconv.Itoa(res.Nodes)+".png")
+	out, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := gangChart(out, cfg, res); err != nil {
+		_ = out.Close()
+		return fmt.Errorf("draw %s: %w", path, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
 // gangChart draws the share of gangs started whole per gang arm, the
 // deadlocks and partial holds under each bar; gate on blue, off red.
 func gangChart(w io.Writer, cfg config, res *results) error {

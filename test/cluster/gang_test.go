@@ -1,8 +1,10 @@
 package main
 
 import (
+	"image/png"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -93,7 +95,7 @@ func TestTallyGangs(t *testing.T) {
 		t.Errorf("contiguous share %.3f, want %.3f (5 gang pods, 1 scattered single)", w.Contiguous, want)
 	}
 	line := strings.Join(w.csv(10), ",")
-	if line != "10,gang-off,off,4,2,60.0,2,3.00,5.00,0.8333" || len(w.csv(10)) != len(gangCSVHeader) {
+	if line != "10,gang-off,off,4,2,60.0,2,3.00,5.00,0.8333,0" || len(w.csv(10)) != len(gangCSVHeader) {
 		t.Errorf("csv %s", line)
 	}
 }
@@ -103,7 +105,7 @@ func TestTallyGangs(t *testing.T) {
 // alone.
 func TestWriteGangResults(t *testing.T) {
 	on := &gangRow{Arm: "gang-on", Gate: "on", Side: "dra", Gangs: 3, Whole: 3, Contiguous: 1}
-	dp := &gangRow{Arm: "gang-dp-off", Gate: "off", Side: "pkg/alloc", Gangs: 3, Whole: 1, Deadlocks: 2, PartialHoldLPUs: 12.5}
+	dp := &gangRow{Arm: "gang-dp-off", Gate: "off", Side: "pkg/alloc", Gangs: 3, Whole: 1, Deadlocks: 2, Short: 1, PartialHoldLPUs: 12.5}
 	res := &results{Nodes: 4, Rows: []row{{Arm: "gang-on", Side: "dra", Gang: on},
 		{Arm: "gang-dp-off", Side: "pkg/alloc", Gang: dp}, {Arm: "gang-dp-off", Side: "kubelet-default", Gang: dp}}}
 	cfg := config{Out: t.TempDir()}
@@ -115,7 +117,7 @@ func TestWriteGangResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := strings.Join(gangCSVHeader, ",") + "\n4,gang-on,on,3,3,0.0,0,0.00,0.00,1.0000\n4,gang-dp-off,off,3,1,12.5,2,0.00,0.00,0.0000\n"
+	want := strings.Join(gangCSVHeader, ",") + "\n4,gang-on,on,3,3,0.0,0,0.00,0.00,1.0000,0\n4,gang-dp-off,off,3,1,12.5,2,0.00,0.00,0.0000,1\n"
 	if string(b) != want {
 		t.Errorf("csv:\n%s\nwant:\n%s", b, want)
 	}
@@ -143,5 +145,48 @@ func TestGangLoad(t *testing.T) {
 	c.Arms = allArms
 	if got := c.churnLoad(t.Logf); got != 0.9 {
 		t.Errorf("without gang arms the churn load is %.3f, want -load", got)
+	}
+}
+
+// -replot draws the chart of an earlier run's CSV (without the later
+// short_gangs column) and names a bad file instead of drawing it.
+func TestReplotGang(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "results-gang-1000.csv")
+	if err := os.WriteFile(good, []byte("nodes,arm,gate,gangs,gangs_whole,partial_hold_lpu_s,deadlocks,gang_wait_p50_s,gang_wait_p99_s,contiguous_share\n"+
+		"1000,gang-on,on,1181,1037,0.0,144,112.28,215.13,1.0000\n1000,gang-off,off,1181,1050,664.0,131,138.13,208.85,1.0000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	cfg, err := parseFlags([]string{"-replot", good, "-pods", "4000", "-out", out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := replotGang(cfg); err != nil {
+		t.Fatal(err)
+	}
+	fh, err := os.Open(filepath.Join(out, "cluster-gang-1000.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	if _, err := png.Decode(fh); err != nil {
+		t.Errorf("cluster-gang-1000.png: %v", err)
+	}
+	for name, body := range map[string]string{
+		"empty":       "",
+		"header only": "nodes,arm,gate,gangs,gangs_whole,partial_hold_lpu_s,deadlocks\n",
+		"other csv":   "nodes,arm,contiguous\n1000,x,1\n",
+		"wide":        strings.Repeat("nodes,", 20) + "x\n" + strings.Repeat("1,", 20) + "1\n",
+		"bad number":  "nodes,arm,gate,gangs,gangs_whole,partial_hold_lpu_s,deadlocks\n1000,a,on,many,1,0,0\n",
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".csv")
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Replot = path
+		if err := replotGang(cfg); err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: err = %v, want one naming %s", name, err, path)
+		}
 	}
 }

@@ -35,6 +35,7 @@ type config struct {
 	Unit     time.Duration
 	Arms     []armSpec
 	Out      string
+	Replot   string // results-gang CSV to draw again, no run
 	Manifest string
 	Burst    int
 	Score    int
@@ -67,6 +68,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.Profile, "profile", "", "`DIR` for a CPU profile of kube-scheduler over the first 15 s of each arm's burst (<arm>-scheduler.pprof; go tool pprof reads it)")
 	fs.IntVar(&c.Score, "nodes-to-score", 0, "kube-scheduler percentageOfNodesToScore (0: the scheduler's adaptive default)")
 	fs.Float64Var(&c.GangShare, "gang-share", 0.3, "gang arms: share of the churn's arrivals that are gangs")
+	fs.StringVar(&c.Replot, "replot", "", "draw cluster-gang-<nodes>.png into -out from `CSV`, a results-gang-<nodes>.csv of an earlier run (give that run's -pods, -gang-share, -seed, -load for the caption), and start nothing")
 	mix := fs.String("gang-mix", "2x8,4x4,2x4", "gang arms: the gangs, PODSxARC[mMINCOUNT], comma-separated, drawn evenly")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -135,6 +137,9 @@ func run(args []string) error {
 			return nil
 		}
 		return err
+	}
+	if cfg.Replot != "" {
+		return replotGang(cfg)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
