@@ -51,7 +51,8 @@
 //     wait from a gang's arrival to its last pod (p50/p99) and the share
 //     of multi-LPU pods on a contiguous arc; results-gang-N.csv and
 //     cluster-gang-N.png (gangs whole per arm). Run
-//     them with -arms gang-on,gang-off,gang-dp-on,gang-dp-off.
+//     them with -arms gang-on,gang-off,gang-dp-on,gang-dp-off; -replot CSV
+//     draws the chart again from a results-gang-N.csv and starts nothing.
 //
 // # Workload and measures
 //
