@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/hyperaccel/lpu-node/internal/atomicfile"
 	"github.com/hyperaccel/lpu-node/test/churn"
 )
 
@@ -229,17 +231,8 @@ func writeGangResults(cfg config, res *results, suffix string) (gangOnly bool, e
 	if err := fh.Close(); err != nil {
 		return false, fmt.Errorf("write %s: %w", path, err)
 	}
-	path = outPath(cfg, "cluster-gang-"+suffix+".png")
-	fh, err = os.Create(path)
-	if err != nil {
-		return false, fmt.Errorf("create %s: %w", path, err)
-	}
-	if err := gangChart(fh, cfg, res); err != nil {
-		_ = fh.Close()
-		return false, fmt.Errorf("draw %s: %w", path, err)
-	}
-	if err := fh.Close(); err != nil {
-		return false, fmt.Errorf("write %s: %w", path, err)
+	if err := writeGangChart(cfg, res, suffix); err != nil {
+		return false, err
 	}
 	return gangRows == len(res.Rows), nil
 }
@@ -276,19 +269,17 @@ func replotGang(cfg config) error {
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", cfg.Out, err)
 	}
-	path := outPath(cfg, "cluster-gang-"+strconv.Itoa(res.Nodes)+".png")
-	out, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
-	}
-	if err := gangChart(out, cfg, res); err != nil {
-		_ = out.Close()
+	return writeGangChart(cfg, res, strconv.Itoa(res.Nodes))
+}
+
+// writeGangChart writes cluster-gang-<suffix>.png whole or not at all.
+func writeGangChart(cfg config, res *results, suffix string) error {
+	path := outPath(cfg, "cluster-gang-"+suffix+".png")
+	var buf bytes.Buffer
+	if err := gangChart(&buf, cfg, res); err != nil {
 		return fmt.Errorf("draw %s: %w", path, err)
 	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, buf.Bytes(), atomicfile.WithMode(0o644), atomicfile.WithoutSync())
 }
 
 // gangChart draws the share of gangs started whole per gang arm, the
