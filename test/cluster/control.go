@@ -75,7 +75,7 @@ podMaxBackoffSeconds: 1
 // controller must not taint them unreachable and evict.
 // With workload the Workload API and gang scheduling are on
 // (docs/dra.md, "Jobs that span servers").
-func startControlPlane(ctx context.Context, dir string, score int, profiling, workload bool, logf func(string, ...any)) (*clustertest.Cluster, error) {
+func startControlPlane(ctx context.Context, dir string, bins clustertest.Binaries, score int, profiling, workload bool, logf func(string, ...any)) (*clustertest.Cluster, error) {
 	cfg := filepath.Join(dir, "scheduler.yaml")
 	// clustertest writes the scheduler's kubeconfig at this path before
 	// starting it; with --config the scheduler reads it from the file only.
@@ -88,6 +88,7 @@ func startControlPlane(ctx context.Context, dir string, score int, profiling, wo
 	}
 	return clustertest.New(ctx, clustertest.Options{
 		Dir:               dir,
+		Binaries:          bins,
 		Scheduler:         true,
 		ControllerManager: true,
 		Timeout:           4 * time.Minute,

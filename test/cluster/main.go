@@ -39,8 +39,11 @@ type config struct {
 	Manifest string
 	Burst    int
 	Score    int
-	EveryArc bool   // publish every arc, not the shipped config's dra.arcSizes
-	Profile  string // directory for a scheduler CPU profile per arm's burst
+	// Scheduler, when set, is the kube-scheduler binary to run instead of
+	// the tools.sh one (test/schedproto's prototype).
+	Scheduler string
+	EveryArc  bool   // publish every arc, not the shipped config's dra.arcSizes
+	Profile   string // directory for a scheduler CPU profile per arm's burst
 	// GangShare of the churn's arrivals are gangs of GangMix in the gang
 	// arms (gang.go).
 	GangShare float64
@@ -66,6 +69,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.Burst, "burst", 0, "pods created at once to measure scheduler throughput (0: 1.5 per node)")
 	fs.BoolVar(&c.EveryArc, "every-arc", false, "publish every arc of every ring (57 per ring of 8), not the manifest config's dra.arcSizes")
 	fs.StringVar(&c.Profile, "profile", "", "`DIR` for a CPU profile of kube-scheduler over the first 15 s of each arm's burst (<arm>-scheduler.pprof; go tool pprof reads it)")
+	fs.StringVar(&c.Scheduler, "kube-scheduler", "", "`PATH` of a kube-scheduler to run instead of the tools.sh v1.37.2 build (e.g. test/schedproto's pool-cache prototype)")
 	fs.IntVar(&c.Score, "nodes-to-score", 0, "kube-scheduler percentageOfNodesToScore (0: the scheduler's adaptive default)")
 	fs.Float64Var(&c.GangShare, "gang-share", 0.3, "gang arms: share of the churn's arrivals that are gangs")
 	fs.StringVar(&c.Replot, "replot", "", "draw cluster-gang-<nodes>.png into -out from `CSV`, a results-gang-<nodes>.csv of an earlier run (give that run's -pods, -gang-share, -seed, -load for the caption), and start nothing")
@@ -181,7 +185,7 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 		_ = os.RemoveAll(dir)
 		_ = os.Remove(stateFile())
 	}()
-	c, err := startControlPlane(ctx, dir, cfg.Score, cfg.Profile != "", cfg.gangs(), logf)
+	c, err := startControlPlane(ctx, dir, bins, cfg.Score, cfg.Profile != "", cfg.gangs(), logf)
 	if err != nil {
 		return nil, err
 	}
@@ -268,6 +272,12 @@ func preflight(cfg config, logf func(string, ...any)) (clustertest.Binaries, *sh
 	bins, err := clustertest.FindBinaries()
 	if err != nil {
 		return clustertest.Binaries{}, nil, fmt.Errorf("%w (build them with: bash test/e2e/tools.sh kube etcd)", err)
+	}
+	if cfg.Scheduler != "" {
+		if err := clustertest.CheckExecutable(cfg.Scheduler); err != nil {
+			return clustertest.Binaries{}, nil, fmt.Errorf("-kube-scheduler: %w", err)
+		}
+		bins.KubeScheduler = cfg.Scheduler
 	}
 	shipped, err := loadShipped(cfg.Manifest, churn.MixDefault.Sizes)
 	if err != nil {

@@ -51,13 +51,22 @@ func FindBinaries() (Binaries, error) {
 
 func (b Binaries) check() error {
 	for _, p := range []string{b.Etcd, b.KubeAPIServer, b.KubeScheduler, b.KubeControllerManager} {
-		st, err := os.Stat(p)
-		if err != nil {
-			return fmt.Errorf("control-plane binary: %w", err)
+		if err := CheckExecutable(p); err != nil {
+			return err
 		}
-		if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
-			return fmt.Errorf("control-plane binary %s: not an executable file", p)
-		}
+	}
+	return nil
+}
+
+// CheckExecutable says why path is not an executable regular file, or
+// returns nil.
+func CheckExecutable(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("control-plane binary: %w", err)
+	}
+	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("control-plane binary %s: not an executable file", path)
 	}
 	return nil
 }

@@ -61,7 +61,13 @@ func randomState(rng *rand.Rand, layout *alloc.Layout, lpus int, sizes []int) no
 // nothing fits.
 func choice(t *testing.T, classes lister, built []*resourcev1.ResourceSlice, s nodeState, claim *resourcev1.ResourceClaim) string {
 	t.Helper()
-	const node = "node-a"
+	return choiceOn(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, classes, built, s, claim)
+}
+
+// choiceOn is choice on a given Node object.
+func choiceOn(t *testing.T, n *corev1.Node, classes lister, built []*resourcev1.ResourceSlice, s nodeState, claim *resourcev1.ResourceClaim) string {
+	t.Helper()
+	node := n.Name
 	state := structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID](),
 		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](), AggregatedCapacity: structured.NewConsumedCapacityCollection()}
 	for _, a := range s.allocated {
@@ -71,7 +77,7 @@ func choice(t *testing.T, classes lister, built []*resourcev1.ResourceSlice, s n
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := a.Allocate(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, []*resourcev1.ResourceClaim{claim})
+	res, err := a.Allocate(context.Background(), n, []*resourcev1.ResourceClaim{claim})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +152,52 @@ func TestFreeSlicesChooseLikeEveryArc(t *testing.T) {
 	// firstAvailable (several singles) is exercised.
 	if fitted < cases/2 || fellBack == 0 {
 		t.Fatalf("only %d of %d cases fitted, %d fell back", fitted, cases, fellBack)
+	}
+}
+
+// A scheduler keeps one Node object and the informer's ResourceSlice objects
+// from pod to pod, and replaces an object when it changes. Over a run of
+// republished pools on one Node object, and on one pool under a growing
+// allocation, the allocator must choose what it chooses on fresh objects.
+// Stock v0.37.2 rebuilds its pools on every call, so this holds there by
+// construction; it is what pins test/schedproto's per-node pool cache
+// (`bash test/schedproto/build.sh test -run OneNodeObject`).
+func TestChoiceOnOneNodeObject(t *testing.T) {
+	classes, arc4 := arc4Claim(t)
+	b, err := arcslice.NewBuilder(inventory(1, 8), arcslice.Options{Sizes: []int{1, 2, 4, 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
+	rng := rand.New(rand.NewPCG(20, 12))
+	changed := 0
+	for range 300 {
+		s := randomState(rng, b.Layout(), 8, []int{1, 2, 4, 8})
+		s.sick = nil
+		pool := poolSlices("node-a", b.FreeSlices(s.held, s.allocated, nil))
+		got, want := choiceOn(t, node, classes, pool, s, arc4), choice(t, classes, pool, s, arc4)
+		if got != want {
+			t.Fatalf("allocated %v: the reused node chose %q, a fresh one %q", s.allocated, got, want)
+		}
+		if got == "" {
+			continue
+		}
+		// The same pool objects, the chosen arc now allocated (the
+		// scheduler's view before lpu-dra republishes).
+		_, name, _ := strings.Cut(got, "=")
+		arc, err := arcslice.ParseDeviceName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.allocated = append(s.allocated, arc)
+		again, fresh := choiceOn(t, node, classes, pool, s, arc4), choice(t, classes, pool, s, arc4)
+		if again != fresh || again == got {
+			t.Fatalf("allocated %v: the reused node chose %q, a fresh one %q (before, %q)", s.allocated, again, fresh, got)
+		}
+		changed++
+	}
+	if changed < 100 {
+		t.Fatalf("only %d of 300 states fitted a 4-arc", changed)
 	}
 }
 

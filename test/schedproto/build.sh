@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Prototype of an upstream fix, never shipped (docs/upstream-pool-cache.md):
+# kube-scheduler v1.37.2 with a per-node pool cache in the structured
+# allocator. A scratch module copies k8s.io/dynamic-resource-allocation
+# v0.37.2 from the module cache, adds poolcache_incubating.go.in and the three
+# hooks in hooks.patch, and replaces the upstream module with that copy.
+#
+#   build.sh scheduler   kube-scheduler into $LPU_E2E_CACHE/kube-scheduler-poolcache-v1.37.2/
+#   build.sh test ARGS   test/dravalidate's tests (and, with -bench, benchmarks)
+#                        against the patched allocator; ARGS go to go test
+#
+# scheduler needs test/e2e/tools.sh kube first: it reuses that module's go.mod.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cache=${LPU_E2E_CACHE:-/var/cache/lpu-e2e}
+k8s=v1.37.2
+dra_version=v0.37.2
+
+# patched_dra DIR: the patched copy of k8s.io/dynamic-resource-allocation in DIR.
+patched_dra() {
+  local dir=$1 orig
+  orig=$(go mod download -json "k8s.io/dynamic-resource-allocation@$dra_version" | sed -n 's/^\s*"Dir": "\(.*\)",\?$/\1/p')
+  [ -d "$orig" ] || { echo "schedproto: no module dir for k8s.io/dynamic-resource-allocation@$dra_version" >&2; return 1; }
+  rm -rf "$dir" && cp -r "$orig" "$dir" && chmod -R u+w "$dir"
+  patch -s -d "$dir" -p1 < "$here/hooks.patch"
+  cp "$here/poolcache_incubating.go.in" "$dir/structured/internal/incubating/poolcache_incubating.go"
+}
+
+case ${1:-} in
+scheduler)
+  base=$cache/src/kube-$k8s
+  [ -f "$base/go.mod" ] || { echo "schedproto: $base/go.mod missing; run test/e2e/tools.sh kube first" >&2; exit 1; }
+  src=$cache/src/schedproto-$k8s out=$cache/kube-scheduler-poolcache-$k8s
+  rm -rf "$src" && mkdir -p "$src" "$out"
+  cp "$base/go.mod" "$base/go.sum" "$src/"
+  patched_dra "$src/dra"
+  cd "$src"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "k8s.io/kubernetes/cmd/kube-scheduler"\n' > tools.go
+  go mod edit -module lpu.local/schedproto -replace "k8s.io/dynamic-resource-allocation=./dra"
+  minor=${k8s#v1.}; minor=${minor%%.*}
+  go build -ldflags "-X k8s.io/component-base/version.gitVersion=$k8s -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean" \
+    -o "$out/kube-scheduler" k8s.io/kubernetes/cmd/kube-scheduler
+  echo "$out/kube-scheduler"
+  ;;
+test)
+  shift
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  patched_dra "$work/dra"
+  printf 'go 1.26.0\n\nuse %s\n\nreplace k8s.io/dynamic-resource-allocation => %s\n' "$here/../dravalidate" "$work/dra" > "$work/go.work"
+  cd "$here/../dravalidate"
+  GOWORK=$work/go.work go test "$@" .
+  ;;
+*)
+  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  exit 2
+  ;;
+esac
