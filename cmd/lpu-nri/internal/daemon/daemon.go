@@ -181,11 +181,16 @@ func pluginConfig(ctx context.Context, p Params, n *node.Node, m *metrics.Metric
 	if err != nil {
 		return plugin.Config{}, err
 	}
-	led, err := ledger.Open(cfg.StateDir)
+	var ledgerOpts []ledger.Option
+	if cfg.Kubelet.PodResourcesCheck { // refuses a replayed ID on its own: idle IDs may go
+		ledgerOpts = append(ledgerOpts, ledger.EvictIdle())
+	}
+	led, err := ledger.Open(cfg.StateDir, ledgerOpts...)
 	if err != nil {
 		return plugin.Config{}, err
 	}
 	done.add(func() { led.Close() }) // syncs what the background flush has not yet
+	m.WatchLedger(led.Namespaces)
 	log.Info("seal key loaded", "path", key.Path(), "node", name, "fingerprint", key.Fingerprint(),
 		"acceptLegacySeals", cfg.Security.AcceptLegacySeals, "ledger", led.Path())
 	store := inventory.New(n.Discoverer, inventory.Options{Interval: cfg.Health.ResyncInterval.Duration, Logger: log})

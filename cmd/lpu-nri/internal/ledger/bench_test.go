@@ -97,7 +97,7 @@ func BenchmarkLedgerNewID(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				pod := fmt.Sprintf("pod-%d", i)
 				t0 := time.Now()
-				if err := l.Claim(fmt.Sprintf("%032x", i), pod); err != nil {
+				if err := l.Claim(fmt.Sprintf("%032x", i), Holder{Pod: pod}); err != nil {
 					b.Fatal(err)
 				}
 				t1 := time.Now()
@@ -141,7 +141,7 @@ func BenchmarkLedgerNewIDParallel(b *testing.B) {
 					i := next.Add(1)
 					pod := fmt.Sprintf("pod-%d", i)
 					t0 := time.Now()
-					if err := l.Claim(fmt.Sprintf("%032x", i), pod); err != nil {
+					if err := l.Claim(fmt.Sprintf("%032x", i), Holder{Pod: pod}); err != nil {
 						b.Error(err)
 						return
 					}

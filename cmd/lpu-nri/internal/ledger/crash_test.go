@@ -74,7 +74,7 @@ func TestCrashChild(t *testing.T) {
 			for i := 0; ; i++ {
 				id := fmt.Sprintf("%08x%024x", w, i)
 				pod := fmt.Sprintf("pod-%d-%d", w, i)
-				if err := l.Claim(id, pod); err != nil {
+				if err := l.Claim(id, Holder{Pod: pod}); err != nil {
 					fmt.Println("claim:", err)
 					os.Exit(2)
 				}
@@ -141,10 +141,10 @@ func checkClaims(t *testing.T, dir string, claimed map[string]string) {
 	}
 	defer l.Close()
 	for id, pod := range claimed {
-		if err := l.Claim(id, "replayer"); !errors.Is(err, ErrOtherPod) {
+		if err := l.Claim(id, Holder{Pod: "replayer"}); !errors.Is(err, ErrOtherPod) {
 			t.Fatalf("claimed ID %s after the crash: %v, want ErrOtherPod", id, err)
 		}
-		if err := l.Claim(id, pod); err != nil {
+		if err := l.Claim(id, Holder{Pod: pod}); err != nil {
 			t.Fatalf("claimed ID %s by its own pod after the crash: %v", id, err)
 		}
 	}
@@ -201,7 +201,7 @@ func TestTornTailOnDisk(t *testing.T) {
 	dir := t.TempDir()
 	l, err := Open(dir)
 	must(t, err)
-	must(t, l.Claim(idA, "pod-1"))
+	must(t, l.Claim(idA, Holder{Pod: "pod-1"}))
 	must(t, l.Close())
 	path := filepath.Join(dir, WALName)
 	w := readWAL(t, dir)
@@ -220,10 +220,10 @@ func TestTornTailOnDisk(t *testing.T) {
 	}
 	l, err = Open(dir)
 	must(t, err)
-	if err := l.Claim(idA, "pod-9"); !errors.Is(err, ErrOtherPod) {
+	if err := l.Claim(idA, Holder{Pod: "pod-9"}); !errors.Is(err, ErrOtherPod) {
 		t.Errorf("the intact record was lost: %v", err)
 	}
-	if err := l.Claim(idB, "pod-3"); err != nil {
+	if err := l.Claim(idB, Holder{Pod: "pod-3"}); err != nil {
 		t.Errorf("the torn record was applied: %v", err)
 	}
 	must(t, l.Close())
@@ -243,7 +243,7 @@ func TestSyncPod(t *testing.T) {
 	must(t, err)
 	ctx := context.Background()
 	must(t, l.SyncPod(ctx, "nobody"))
-	must(t, l.Claim(idA, "pod-1"))
+	must(t, l.Claim(idA, Holder{Pod: "pod-1"}))
 	must(t, l.SyncPod(ctx, "pod-1"))
 	l.mu.Lock()
 	if l.entries[idA].seq == 0 || l.entries[idA].seq > l.synced {
@@ -260,14 +260,14 @@ func TestSyncPod(t *testing.T) {
 			l.dir = filepath.Join(dir, "missing")
 		}
 	}
-	must(t, l.Claim(idB, "pod-2")) // written: the process may crash, the node may not
+	must(t, l.Claim(idB, Holder{Pod: "pod-2"})) // written: the process may crash, the node may not
 	testHook = nil
 	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := l.SyncPod(tctx, "pod-2"); err == nil {
 		t.Fatal("SyncPod passed a record whose sync and repair failed")
 	}
-	if err := l.Claim(idB, "pod-3"); !errors.Is(err, ErrOtherPod) {
+	if err := l.Claim(idB, Holder{Pod: "pod-3"}); !errors.Is(err, ErrOtherPod) {
 		t.Errorf("the unsynced ID is open to another pod: %v", err)
 	}
 	must(t, l.SyncPod(ctx, "pod-1")) // durable before
@@ -278,7 +278,7 @@ func TestSyncPod(t *testing.T) {
 	must(t, l.Close())
 	re, err := Open(dir)
 	must(t, err)
-	if err := re.Claim(idB, "pod-3"); !errors.Is(err, ErrOtherPod) {
+	if err := re.Claim(idB, Holder{Pod: "pod-3"}); !errors.Is(err, ErrOtherPod) {
 		t.Errorf("after the repair and a reopen: %v", err)
 	}
 }

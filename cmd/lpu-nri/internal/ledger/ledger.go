@@ -26,11 +26,22 @@ const (
 	LogName  = "allocations.log"
 )
 
-// Bounds of the ledger. A node runs a few hundred containers at most; the
-// cap only stops the files from growing without end.
+// Bounds of the ledger. What a node can hold live is its LPUs (a live pod
+// holds at least one) times MaxPerPod: 8 × 32 = 256 IDs on a server of 8,
+// 16 times under MaxEntries; the rest of the cap is IDs that can no longer
+// be presented, evicted first. The shares keep one pod or one namespace
+// from holding the node's ledger (F1 of the fourth hardening round).
 const (
 	MaxEntries = 4096
-	Retention  = 24 * time.Hour
+	// MaxPerPod bounds the IDs one pod may hold: one per container that
+	// requests LPUs (the kubelet allocates per container; restarts reuse
+	// the ID), so only a pod with more LPU containers than this is refused.
+	MaxPerPod = 32
+	// MaxPerNamespace bounds the IDs of one namespace's pods: at its share
+	// a new ID evicts the namespace's own oldest evictable ID, or is
+	// refused; other namespaces are not affected.
+	MaxPerNamespace = MaxEntries / 4
+	Retention       = 24 * time.Hour
 	// maxFileSize bounds what Open reads of the snapshot: MaxEntries
 	// entries of well under 200 bytes each.
 	maxFileSize = MaxEntries * 256
@@ -50,10 +61,27 @@ var ErrOtherPod = errors.New("allocation ID already used by another pod")
 // pods that are still live: none can be evicted without opening a replay.
 var ErrFull = errors.New("allocation ledger full")
 
+// ErrShare is returned by Claim when the pod or its namespace holds its
+// whole share of the ledger (MaxPerPod, MaxPerNamespace) and none of its
+// IDs can be evicted: that pod is refused, other tenants are not.
+var ErrShare = errors.New("allocation ledger share used up")
+
+// Holder is the pod presenting an allocation ID.
+type Holder struct {
+	// Namespace counts the ID against the namespace's share; "" (records
+	// older lpu-nri wrote) counts only against MaxEntries.
+	Namespace string
+	Pod       string // UID
+}
+
 // entry is one allocation ID's record.
 type entry struct {
-	Pod  string    `json:"pod"`  // UID of the first pod that used the ID
-	Seen time.Time `json:"seen"` // last time that pod was seen using or holding it
+	Pod  string    `json:"pod"`          // UID of the first pod that used the ID
+	Seen time.Time `json:"seen"`         // last time that pod was seen using or holding it
+	NS   string    `json:"ns,omitempty"` // the pod's namespace
+	// idle: the container presenting it stopped (a completed init
+	// container, or an app container between restarts); in memory only.
+	idle bool
 	// seq is the batch that records the ID; it is durable once the
 	// ledger's synced count reaches it (0: loaded from disk).
 	seq uint64
@@ -72,6 +100,7 @@ type record struct {
 	ID      string    `json:"id"`
 	Pod     string    `json:"pod"`
 	Seen    time.Time `json:"seen"`
+	NS      string    `json:"ns,omitempty"`
 	Evicted []string  `json:"evicted,omitempty"`
 }
 
@@ -88,7 +117,13 @@ type Ledger struct {
 	entries map[string]entry
 	live    map[string]bool     // pod UIDs known to be running
 	byPod   map[string][]string // pod UID to its IDs
-	order   candidates          // eviction order (evict.go)
+	perNS   map[string]int      // namespace to its number of IDs
+	order   candidates          // eviction order of gone pods' IDs (evict.go)
+	idle    candidates          // eviction order of live pods' idle IDs, with evictIdle
+	// evictIdle lets idle IDs of live pods be evicted after gone pods'
+	// ones: only with the PodResources cross-check, which refuses a replay
+	// of an evicted ID on its own (EvictIdle).
+	evictIdle bool
 
 	wal      *os.File // the write-ahead log, walSize bytes
 	gen      uint64   // its generation, the snapshot's WAL field
@@ -110,6 +145,14 @@ type Ledger struct {
 // Option changes how Open sets the ledger up.
 type Option func(*Ledger)
 
+// EvictIdle makes the idle IDs of live pods (Idle: completed init
+// containers, containers between restarts) evictable once no gone pod's
+// ID is left, oldest first. Set it only when the kubelet's PodResources
+// cross-check runs: an evicted ID presented again by another pod is then
+// refused by the cross-check, as the kubelet assigned its LPUs to the
+// first pod.
+func EvictIdle() Option { return func(l *Ledger) { l.evictIdle = true } }
+
 // Open loads the ledger from stateDir (creating the directory 0700 when
 // missing), or starts empty, and compacts: the snapshot holds every
 // entry and an empty log of a new generation follows it. A file that
@@ -126,7 +169,7 @@ func Open(stateDir string, opts ...Option) (*Ledger, error) {
 	}
 	removeTemps(dir)
 	l := &Ledger{dir: dir, path: filepath.Join(dir, FileName), walPath: filepath.Join(dir, WALName),
-		entries: map[string]entry{}, live: map[string]bool{}, byPod: map[string][]string{}, now: time.Now}
+		entries: map[string]entry{}, live: map[string]bool{}, byPod: map[string][]string{}, perNS: map[string]int{}, now: time.Now}
 	l.cond = sync.NewCond(&l.mu)
 	for _, o := range opts {
 		o(l)
@@ -284,11 +327,14 @@ func (l *Ledger) Close() error {
 	return err
 }
 
-// Claim records pod as the user of allocID, or confirms it, and marks pod
-// live. It returns an error wrapping ErrOtherPod, naming the first pod,
-// when another pod used the ID first; one wrapping ErrFull when the ID is
-// new and every recorded ID is a live pod's; and a write error when the
-// record could not be written (the caller refuses then).
+// Claim records h's pod as the user of allocID, or confirms it, and marks
+// the pod live. It returns an error wrapping ErrOtherPod, naming the first
+// pod, when another pod used the ID first; one wrapping ErrShare when the
+// ID is new and the pod or its namespace holds its share with nothing of
+// it evictable; one wrapping ErrFull when the ID is new and nothing can be
+// evicted node-wide (naming the namespaces and pods holding the most); and
+// a write error when the record could not be written (the caller refuses
+// then).
 //
 // It returns once the record is in the log (the kernel's page cache: a
 // crash or restart of the process loses nothing) and a fdatasync for it
@@ -298,7 +344,8 @@ func (l *Ledger) Close() error {
 // could lose. With SyncOnClaim, Claim itself waits (a second container of
 // the pod arriving while the first one's batch is synced waits for that
 // batch).
-func (l *Ledger) Claim(allocID, pod string) error {
+func (l *Ledger) Claim(allocID string, h Holder) error {
+	pod := h.Pod
 	if pod == "" {
 		return errors.New("pod has no UID; cannot record its allocation")
 	}
@@ -310,7 +357,7 @@ func (l *Ledger) Claim(allocID, pod string) error {
 			if e.Pod != pod {
 				return fmt.Errorf("%w: allocation %s belongs to pod UID %s, not %s", ErrOtherPod, allocID, e.Pod, pod)
 			}
-			e.Seen = l.now()
+			e.Seen, e.idle = l.now(), false
 			l.entries[allocID] = e // in memory only: a restart loses at most the refresh
 			return l.wait(e.seq)
 		}
@@ -322,11 +369,11 @@ func (l *Ledger) Claim(allocID, pod string) error {
 		}
 	}
 	now := l.now()
-	victims, err := l.victims(1)
+	victims, err := l.room(h)
 	if err != nil {
 		return err
 	}
-	seq, err := l.commit([]record{{ID: allocID, Pod: pod, Seen: now, Evicted: victims}})
+	seq, err := l.commit([]record{{ID: allocID, Pod: pod, Seen: now, NS: h.Namespace, Evicted: victims}})
 	if err != nil {
 		l.restoreIDs(victims)
 		return err
@@ -399,7 +446,7 @@ func (l *Ledger) apply(r record, seq uint64) {
 		l.drop(id)
 	}
 	if _, ok := l.entries[r.ID]; !ok {
-		l.put(r.ID, entry{Pod: r.Pod, Seen: r.Seen, seq: seq})
+		l.put(r.ID, entry{Pod: r.Pod, Seen: r.Seen, NS: r.NS, seq: seq})
 	}
 }
 
@@ -410,12 +457,12 @@ func stateOwner() atomicfile.Option {
 }
 
 // Seed records the allocation IDs of containers already running (ID to
-// pod UID), for IDs not yet recorded, in one batch, and marks their pods
+// holder), for IDs not yet recorded, in one batch, and marks their pods
 // live: after the file was lost, the pods that hold an allocation claim it
 // before anyone else can. Running pods' IDs are recorded even beyond the
-// cap. It returns the IDs recorded for another pod than the one now
-// holding them.
-func (l *Ledger) Seed(running map[string]string) (conflicts []string, err error) {
+// cap and the shares. It returns the IDs recorded for another pod than the
+// one now holding them.
+func (l *Ledger) Seed(running map[string]Holder) (conflicts []string, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.settle(batchRoom + 256*len(running)); err != nil {
@@ -423,23 +470,23 @@ func (l *Ledger) Seed(running map[string]string) (conflicts []string, err error)
 	}
 	now := l.now()
 	var recs []record
-	for id, pod := range running {
-		if pod == "" {
+	for id, h := range running {
+		if h.Pod == "" {
 			continue
 		}
-		l.live[pod] = true
+		l.live[h.Pod] = true
 		e, ok := l.entries[id]
 		switch {
 		case !ok:
-			recs = append(recs, record{ID: id, Pod: pod, Seen: now})
-		case e.Pod != pod:
+			recs = append(recs, record{ID: id, Pod: h.Pod, Seen: now, NS: h.Namespace})
+		case e.Pod != h.Pod:
 			conflicts = append(conflicts, id)
 		}
 	}
 	if len(recs) == 0 {
 		return conflicts, nil
 	}
-	victims, err := l.victims(len(recs))
+	victims, err := l.victims(len(recs), nil)
 	if err == nil {
 		recs[0].Evicted = victims
 	}
@@ -498,4 +545,19 @@ func (l *Ledger) PodGone(pod string) {
 		e.Seen = now
 		l.put(id, e)
 	}
+}
+
+// Idle marks allocID's container stopped: a completed init container or
+// one between restarts. With EvictIdle its ID may be evicted from now on
+// while its pod is live; a restart presenting it again (Claim) makes it
+// busy again, or records it afresh for the same pod.
+func (l *Ledger) Idle(allocID string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.entries[allocID]
+	if !ok || e.idle {
+		return
+	}
+	e.Seen, e.idle = l.now(), true
+	l.put(allocID, e)
 }

@@ -21,17 +21,17 @@ func TestClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Claim(idA, "pod-1"); err != nil {
+	if err := l.Claim(idA, Holder{Pod: "pod-1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Claim(idA, "pod-1"); err != nil {
+	if err := l.Claim(idA, Holder{Pod: "pod-1"}); err != nil {
 		t.Errorf("same pod again (container restart): %v", err)
 	}
-	err = l.Claim(idA, "pod-2")
+	err = l.Claim(idA, Holder{Pod: "pod-2"})
 	if !errors.Is(err, ErrOtherPod) || !strings.Contains(err.Error(), "pod UID pod-1") {
 		t.Errorf("another pod: %v, want ErrOtherPod naming pod-1", err)
 	}
-	if err := l.Claim(idB, ""); err == nil {
+	if err := l.Claim(idB, Holder{Pod: ""}); err == nil {
 		t.Error("empty pod UID accepted")
 	}
 	// The record survives a restart of the daemon.
@@ -39,7 +39,7 @@ func TestClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l2.Claim(idA, "pod-2"); !errors.Is(err, ErrOtherPod) {
+	if err := l2.Claim(idA, Holder{Pod: "pod-2"}); !errors.Is(err, ErrOtherPod) {
 		t.Errorf("after reopen: %v, want ErrOtherPod", err)
 	}
 	if matches, _ := filepath.Glob(filepath.Join(dir, ".*.tmp")); len(matches) != 0 {
@@ -55,7 +55,7 @@ func TestPrune(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	l.now = func() time.Time { return now }
 	for i, pod := range []string{"live", "gone"} {
-		if err := l.Claim(fmt.Sprintf("%032x", i), pod); err != nil {
+		if err := l.Claim(fmt.Sprintf("%032x", i), Holder{Pod: pod}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -67,7 +67,7 @@ func TestPrune(t *testing.T) {
 	if err := l.Prune(map[string]bool{"live": true}); err != nil || l.Len() != 1 {
 		t.Fatalf("prune after retention: len %d, %v", l.Len(), err)
 	}
-	if err := l.Claim(fmt.Sprintf("%032x", 0), "other"); !errors.Is(err, ErrOtherPod) {
+	if err := l.Claim(fmt.Sprintf("%032x", 0), Holder{Pod: "other"}); !errors.Is(err, ErrOtherPod) {
 		t.Errorf("the live pod's ID was pruned: %v", err)
 	}
 	reopened, err := Open(filepath.Dir(l.Path()))
@@ -92,7 +92,7 @@ func TestBounded(t *testing.T) {
 	if err := l.compact(); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Claim(idA, "p"); err != nil {
+	if err := l.Claim(idA, Holder{Pod: "p"}); err != nil {
 		t.Fatal(err)
 	}
 	if l.Len() != MaxEntries {
@@ -143,10 +143,10 @@ func TestSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Claim(idA, "pod-1"); err != nil {
+	if err := l.Claim(idA, Holder{Pod: "pod-1"}); err != nil {
 		t.Fatal(err)
 	}
-	conflicts, err := l.Seed(map[string]string{idA: "pod-9", idB: "pod-2", "ignored": ""})
+	conflicts, err := l.Seed(map[string]Holder{idA: {Pod: "pod-9"}, idB: {Pod: "pod-2"}, "ignored": {}})
 	if err != nil || len(conflicts) != 1 || conflicts[0] != idA {
 		t.Fatalf("Seed = %v, %v; want the conflict on %s", conflicts, err, idA)
 	}
@@ -154,10 +154,10 @@ func TestSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l2.Claim(idB, "pod-3"); !errors.Is(err, ErrOtherPod) {
+	if err := l2.Claim(idB, Holder{Pod: "pod-3"}); !errors.Is(err, ErrOtherPod) {
 		t.Errorf("seeded ID claimed by another pod: %v", err)
 	}
-	if err := l2.Claim(idA, "pod-1"); err != nil {
+	if err := l2.Claim(idA, Holder{Pod: "pod-1"}); err != nil {
 		t.Errorf("seeding changed the first pod: %v", err)
 	}
 }

@@ -24,12 +24,12 @@ func TestChurnKeepsLivePod(t *testing.T) {
 	if err := l.Prune(map[string]bool{"victim": true}); err != nil { // Synchronize: the victim runs
 		t.Fatal(err)
 	}
-	if err := l.Claim(idA, "victim"); err != nil {
+	if err := l.Claim(idA, Holder{Pod: "victim"}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range MaxEntries + 100 {
 		pod := fmt.Sprintf("churn-%d", i)
-		if err := l.Claim(fmt.Sprintf("%032x", i), pod); err != nil {
+		if err := l.Claim(fmt.Sprintf("%032x", i), Holder{Pod: pod}); err != nil {
 			t.Fatalf("churn claim %d: %v", i, err)
 		}
 		l.PodGone(pod) // RemovePodSandbox
@@ -37,14 +37,14 @@ func TestChurnKeepsLivePod(t *testing.T) {
 	if l.Len() != MaxEntries {
 		t.Errorf("len %d, want %d", l.Len(), MaxEntries)
 	}
-	if err := l.Claim(idA, "attacker"); !errors.Is(err, ErrOtherPod) {
+	if err := l.Claim(idA, Holder{Pod: "attacker"}); !errors.Is(err, ErrOtherPod) {
 		t.Errorf("replay of the live pod's ID after churn: err=%v, want ErrOtherPod", err)
 	}
 	re, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := re.Claim(idA, "attacker"); !errors.Is(err, ErrOtherPod) {
+	if err := re.Claim(idA, Holder{Pod: "attacker"}); !errors.Is(err, ErrOtherPod) {
 		t.Errorf("after reopen: err=%v, want ErrOtherPod", err)
 	}
 	if re.Len() != MaxEntries {
@@ -81,18 +81,18 @@ func TestFullOfLivePods(t *testing.T) {
 	if err := l.Prune(live); err != nil {
 		t.Fatal(err)
 	}
-	err = l.Claim(idA, "newcomer")
+	err = l.Claim(idA, Holder{Pod: "newcomer"})
 	if !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), "running pods") {
 		t.Fatalf("Claim at a full ledger = %v, want ErrFull", err)
 	}
 	if l.Len() != MaxEntries {
 		t.Errorf("len %d after a refusal", l.Len())
 	}
-	if err := l.Claim(fmt.Sprintf("%032x", 7), pod(7)); err != nil {
+	if err := l.Claim(fmt.Sprintf("%032x", 7), Holder{Pod: pod(7)}); err != nil {
 		t.Errorf("a known ID of its own pod: %v", err)
 	}
 	l.PodGone(pod(42))
-	if err := l.Claim(idA, "newcomer"); err != nil {
+	if err := l.Claim(idA, Holder{Pod: "newcomer"}); err != nil {
 		t.Fatalf("after a pod went: %v", err)
 	}
 	if _, ok := l.entries[fmt.Sprintf("%032x", 42)]; ok {
@@ -119,11 +119,11 @@ func TestUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Claim(idA, "pod-2"); !errors.Is(err, ErrOtherPod) {
+	if err := l.Claim(idA, Holder{Pod: "pod-2"}); !errors.Is(err, ErrOtherPod) {
 		t.Errorf("old record: %v, want ErrOtherPod", err)
 	}
 	before, _ := os.Stat(snap)
-	if err := l.Claim(idB, "pod-2"); err != nil {
+	if err := l.Claim(idB, Holder{Pod: "pod-2"}); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := os.Stat(snap)
@@ -144,7 +144,7 @@ func TestUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := re.Claim(idB, "pod-3"); !errors.Is(err, ErrOtherPod) {
+	if err := re.Claim(idB, Holder{Pod: "pod-3"}); !errors.Is(err, ErrOtherPod) {
 		t.Errorf("logged ID after reopen: %v", err)
 	}
 	// Open compacted: the log is empty and the snapshot, still version 1,
@@ -186,7 +186,7 @@ func TestCompaction(t *testing.T) {
 	l.batches = compactAfter - 2 // as if that many were appended
 	gen := l.gen
 	for i := range 3 {
-		if err := l.Claim(fmt.Sprintf("%032x", i), "p"); err != nil {
+		if err := l.Claim(fmt.Sprintf("%032x", i), Holder{Pod: "p"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -233,14 +233,14 @@ func TestTornLog(t *testing.T) {
 				t.Fatal(err)
 			}
 			if strings.HasPrefix(tc.log, good) {
-				if err := l.Claim(idA, "pod-2"); !errors.Is(err, ErrOtherPod) {
+				if err := l.Claim(idA, Holder{Pod: "pod-2"}); !errors.Is(err, ErrOtherPod) {
 					t.Errorf("the complete record was lost: %v", err)
 				}
 			}
 			if l.Len() > 1 {
 				t.Errorf("the torn record was applied: len %d", l.Len())
 			}
-			if err := l.Claim(idB, "pod-3"); err != nil {
+			if err := l.Claim(idB, Holder{Pod: "pod-3"}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := Open(dir); err != nil {
@@ -257,7 +257,7 @@ func TestAppendFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.wal.Close() // every write now fails
-	if err := l.Claim(idA, "pod-1"); err == nil || !strings.Contains(err.Error(), WALName) {
+	if err := l.Claim(idA, Holder{Pod: "pod-1"}); err == nil || !strings.Contains(err.Error(), WALName) {
 		t.Fatalf("Claim = %v, want a write error naming the log", err)
 	}
 	if l.Len() != 0 {

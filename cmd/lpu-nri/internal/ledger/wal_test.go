@@ -148,7 +148,7 @@ func TestLoadsTodaysFormat(t *testing.T) {
 		t.Errorf("len %d, want %d", l.Len(), len(ids))
 	}
 	for id, pod := range ids {
-		if err := l.Claim(id, "other"); !errors.Is(err, ErrOtherPod) || !strings.Contains(err.Error(), pod) {
+		if err := l.Claim(id, Holder{Pod: "other"}); !errors.Is(err, ErrOtherPod) || !strings.Contains(err.Error(), pod) {
 			t.Errorf("%s: %v, want ErrOtherPod naming %s", id, err, pod)
 		}
 	}
@@ -173,7 +173,7 @@ func TestWALGeneration(t *testing.T) {
 	dir := t.TempDir()
 	l, err := Open(dir)
 	must(t, err)
-	must(t, l.Claim(idA, "pod-1"))
+	must(t, l.Claim(idA, Holder{Pod: "pod-1"}))
 	must(t, l.Close())
 	wal := filepath.Join(dir, WALName)
 	stale, err := os.ReadFile(wal)
@@ -184,7 +184,7 @@ func TestWALGeneration(t *testing.T) {
 	must(t, os.WriteFile(wal, stale, 0o600)) // as if the rename never happened
 	l, err = Open(dir)
 	must(t, err)
-	if err := l.Claim(idA, "pod-2"); !errors.Is(err, ErrOtherPod) {
+	if err := l.Claim(idA, Holder{Pod: "pod-2"}); !errors.Is(err, ErrOtherPod) {
 		t.Errorf("after a stale log: %v", err)
 	}
 	must(t, l.Close())
@@ -201,9 +201,9 @@ func TestWALGeneration(t *testing.T) {
 func TestSeedLargerThanLog(t *testing.T) {
 	l, err := Open(t.TempDir())
 	must(t, err)
-	running := map[string]string{}
+	running := map[string]Holder{}
 	for i := range walSize / 64 { // ~90 bytes of JSON each: more than the log holds
-		running[strings.Repeat("a", 24)+strconv.Itoa(100000+i)] = "pod-" + strconv.Itoa(i%50)
+		running[strings.Repeat("a", 24)+strconv.Itoa(100000+i)] = Holder{Pod: "pod-" + strconv.Itoa(i%50)}
 	}
 	done := make(chan error, 1)
 	go func() { _, err := l.Seed(running); done <- err }()

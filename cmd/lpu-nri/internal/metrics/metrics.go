@@ -58,6 +58,10 @@ type Metrics struct {
 	// LedgerFull counts new allocation IDs refused because the replay
 	// ledger holds only IDs of running pods; lpu_nri_ledger_full_total.
 	LedgerFull prometheus.Counter
+	// LedgerShare counts new allocation IDs refused because their pod or
+	// namespace holds its share of the ledger;
+	// lpu_nri_ledger_share_refused_total.
+	LedgerShare prometheus.Counter
 }
 
 // New returns the collectors registered in a fresh registry, with the Go
@@ -117,7 +121,11 @@ func New() *Metrics {
 	for _, r := range Reasons {
 		m.Refusals.WithLabelValues(r)
 	}
-	m.Registry.MustRegister(m.LedgerFull)
+	m.LedgerShare = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "lpu_nri_ledger_share_refused_total",
+		Help: "New allocation IDs refused because their pod or namespace holds its share of the replay ledger (each also a refusal with reason replayed).",
+	})
+	m.Registry.MustRegister(m.LedgerFull, m.LedgerShare)
 	m.Registry.MustRegister(m.CreateDuration, m.Injections, m.Refusals, m.Connected,
 		m.Unallocated, m.UnallocatedFound, m.Uninjected, m.UninjectedFound, m.Reconnects, m.SpecWrites, m.Build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -144,4 +152,29 @@ func (m *Metrics) Serve(ctx context.Context, addr string, ready func() bool, log
 // ServeListener is Serve on an existing listener (tests use 127.0.0.1:0).
 func (m *Metrics) ServeListener(ctx context.Context, ln net.Listener, ready func() bool, log *slog.Logger) error {
 	return metricsserver.ServeListener(ctx, ln, m.Handler(ready), log)
+}
+
+// ledgerIDs is lpu_nri_ledger_ids{namespace}, read from the ledger at
+// each scrape: which namespaces hold the replay ledger.
+type ledgerIDs struct {
+	desc *prometheus.Desc
+	read func() map[string]int
+}
+
+func (c ledgerIDs) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c ledgerIDs) Collect(ch chan<- prometheus.Metric) {
+	for ns, n := range c.read() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), ns)
+	}
+}
+
+// WatchLedger registers lpu_nri_ledger_ids{namespace}, the allocation IDs
+// each namespace holds in the replay ledger, read by perNamespace at each
+// scrape ("" for records written before namespaces were kept).
+func (m *Metrics) WatchLedger(perNamespace func() map[string]int) {
+	m.Registry.MustRegister(ledgerIDs{
+		desc: prometheus.NewDesc("lpu_nri_ledger_ids", "Allocation IDs each namespace holds in the replay ledger (at most a quarter of its 4096 each).", []string{"namespace"}, nil),
+		read: perNamespace,
+	})
 }

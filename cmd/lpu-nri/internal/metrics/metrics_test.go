@@ -49,6 +49,7 @@ func TestServe(t *testing.T) {
 	m.Refusals.WithLabelValues(ReasonBadSeal).Inc()
 	m.Connected.Set(1)
 	m.Build.WithLabelValues("lpu-nri", "1.2.3", "go1.26").Set(1)
+	m.WatchLedger(func() map[string]int { return map[string]int{"team-a": 7} })
 	_, body := get("/metrics")
 	// The chart's tests check alerts and panels against this list.
 	devicemetricstest.Check(t, "lpu-nri", body)
@@ -57,6 +58,8 @@ func TestServe(t *testing.T) {
 		`lpu_nri_refusals_total{reason="bad-seal"} 1`,
 		`lpu_nri_refusals_total{reason="pod-annotation"} 0`,
 		"lpu_nri_connected 1",
+		`lpu_nri_ledger_ids{namespace="team-a"} 7`,
+		"lpu_nri_ledger_share_refused_total 0",
 		`lpu_build_info{daemon="lpu-nri",goversion="go1.26",version="1.2.3"} 1`,
 		"lpu_nri_unallocated_holders 0",
 		"lpu_nri_create_container_duration_seconds_count 0",

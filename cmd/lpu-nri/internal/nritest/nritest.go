@@ -296,6 +296,16 @@ func (rt *Runtime) StopContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	return err
 }
 
+// StopPodSandbox relays a StopPodSandbox event, as a runtime does when the
+// kubelet stops a pod (it finished, or is being deleted).
+func (rt *Runtime) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+	r, err := rt.adaptation()
+	if err != nil {
+		return err
+	}
+	return r.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: pod})
+}
+
 // SetRequestTimeout sets the adaptation's per-request plugin timeout (a
 // process-wide NRI setting, 2s by default) until the test ends.
 func SetRequestTimeout(t testing.TB, d time.Duration) {

@@ -128,10 +128,19 @@ func (p *Plugin) StartContainer(ctx context.Context, pod *api.PodSandbox, c *api
 	return nil
 }
 
-// StopContainer drops the container from the audit's view.
+// StopContainer drops the container from the audit's view and marks its
+// allocation ID idle in the ledger.
 func (p *Plugin) StopContainer(_ context.Context, _ *api.PodSandbox, c *api.Container) ([]*api.ContainerUpdate, error) {
 	p.audit.removeContainer(c.GetId())
+	p.ledgerIdle(c)
 	return nil, nil
+}
+
+// StopPodSandbox tells the ledger the pod is no longer live: a stopped
+// sandbox never runs a container again (the kubelet makes a new one).
+func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	p.ledgerPodGone(pod)
+	return nil
 }
 
 // RemoveContainer drops the container from the audit's view.

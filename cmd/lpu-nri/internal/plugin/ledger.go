@@ -12,26 +12,47 @@ import (
 )
 
 // claimAllocation records the allocation ID for the pod in the ledger
-// (which also marks the pod live). A full ledger, every ID a running
-// pod's, is counted in lpu_nri_ledger_full_total; the caller refuses the
-// container either way (fail closed).
-func (p *Plugin) claimAllocation(id, podUID string) error {
-	err := p.ledger.Claim(id, podUID)
-	if errors.Is(err, ledger.ErrFull) {
+// (which also marks the pod live). A pod or namespace past its share is
+// counted in lpu_nri_ledger_share_refused_total, a full ledger (nothing
+// evictable) in lpu_nri_ledger_full_total, each logged with the namespaces
+// and pods holding the most; the caller refuses the container either way
+// (fail closed).
+func (p *Plugin) claimAllocation(id string, pod *api.PodSandbox) error {
+	err := p.ledger.Claim(id, ledger.Holder{Namespace: pod.GetNamespace(), Pod: pod.GetUid()})
+	switch {
+	case errors.Is(err, ledger.ErrShare):
+		p.m.LedgerShare.Inc()
+		p.log.Error("pod or namespace holds its whole share of the allocation ledger; refusing a new allocation ID",
+			"pod", pod.GetNamespace()+"/"+pod.GetName(), "uid", pod.GetUid(), "allocation", id, "err", err)
+	case errors.Is(err, ledger.ErrFull):
 		p.m.LedgerFull.Inc()
+		nss, pods := p.ledger.Holders(5)
 		p.log.Error("allocation ledger full of running pods' IDs; refusing a new allocation ID",
-			"path", p.ledger.Path(), "entries", p.ledger.Len(), "allocation", id)
+			"path", p.ledger.Path(), "entries", p.ledger.Len(), "allocation", id,
+			"pod", pod.GetNamespace()+"/"+pod.GetName(), "topNamespaces", nss, "topPods", pods)
 	}
 	return err
 }
 
-// ledgerPodGone tells the ledger that pod's sandbox was removed: its IDs
-// may be evicted from now on. (Synchronize replaces the whole live set
-// through pruneLedger, which corrects a missed removal at the next
-// connection.)
+// ledgerPodGone tells the ledger that pod's sandbox was stopped or
+// removed: its pod can present none of its IDs again (a new sandbox of
+// the pod claims them anew), so they may be evicted from now on.
+// (Synchronize replaces the whole live set through pruneLedger, which
+// corrects a missed event at the next connection.)
 func (p *Plugin) ledgerPodGone(pod *api.PodSandbox) {
 	if p.ledger != nil {
 		p.ledger.PodGone(pod.GetUid())
+	}
+}
+
+// ledgerIdle tells the ledger that c, which presented an allocation ID,
+// stopped (ledger.Idle).
+func (p *Plugin) ledgerIdle(c *api.Container) {
+	if p.ledger == nil {
+		return
+	}
+	if a, err := p.key.OpenAllocation(c.GetAnnotations()); err == nil && a.ID != "" {
+		p.ledger.Idle(a.ID)
 	}
 }
 

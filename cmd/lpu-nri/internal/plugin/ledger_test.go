@@ -55,9 +55,9 @@ func TestReplayAfterChurn(t *testing.T) {
 	// Every slot taken by a running pod (the victim and these, which
 	// evict the churned pods' IDs): new IDs are refused.
 	// (Recorded in one append, as Synchronize seeds running containers.)
-	running := map[string]string{}
+	running := map[string]ledger.Holder{}
 	for i := range ledger.MaxEntries - 1 {
-		running[fmt.Sprintf("%032x", i)] = fmt.Sprintf("uid-live-%d", i)
+		running[fmt.Sprintf("%032x", i)] = ledger.Holder{Pod: fmt.Sprintf("uid-live-%d", i)}
 	}
 	if _, err := f.p.ledger.Seed(running); err != nil || f.p.ledger.Len() != ledger.MaxEntries {
 		t.Fatalf("seed live pods: %v, len %d", err, f.p.ledger.Len())
@@ -106,7 +106,7 @@ func TestStartAfterClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer re.Close()
-	if err := re.Claim(id, "another-pod"); !errors.Is(err, ledger.ErrOtherPod) {
+	if err := re.Claim(id, ledger.Holder{Pod: "another-pod"}); !errors.Is(err, ledger.ErrOtherPod) {
 		t.Errorf("the started container's ID after a reopen: %v, want ErrOtherPod", err)
 	}
 }
@@ -127,4 +127,60 @@ func ledgerFixture(t *testing.T, state string) (*fixture, *nritest.Runtime) {
 	f.connect(t, rt)
 	rt.WaitPlugins(t, 1)
 	return f, rt
+}
+
+// TestLedgerShares is F1 of the fourth round over the real NRI runtime
+// side: one pod whose init containers each bring a fresh allocation ID is
+// refused past ledger.MaxPerPod (counted, logged), another tenant's pod is
+// served; and pods that finished but are never deleted (StopPodSandbox)
+// leave the ledger to everyone else.
+func TestLedgerShares(t *testing.T) {
+	f, rt := ledgerFixture(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hog := &api.PodSandbox{Id: "pod-hog", Name: "hog", Uid: "uid-hog", Namespace: "evil"}
+	for i := range ledger.MaxPerPod + 3 {
+		c := &api.Container{Id: fmt.Sprintf("init-%d", i), PodSandboxId: hog.Id, Name: fmt.Sprintf("init-%d", i), Annotations: seal(t, f.key, "lpu0")}
+		_, err := rt.CreateContainer(ctx, hog, c)
+		switch {
+		case i < ledger.MaxPerPod && err != nil:
+			t.Fatalf("init container %d within the share: %v", i, err)
+		case i >= ledger.MaxPerPod && (err == nil || !strings.Contains(err.Error(), "its share")):
+			t.Fatalf("init container %d past the share: %v, want a refusal", i, err)
+		}
+		if err == nil {
+			if err := rt.StopContainer(ctx, hog, c); err != nil { // completed
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := counter(t, f.p.Metrics().LedgerShare); got != 3 {
+		t.Errorf("lpu_nri_ledger_share_refused_total = %v, want 3", got)
+	}
+	other := &api.PodSandbox{Id: "pod-other", Name: "other", Uid: "uid-other", Namespace: "good"}
+	if _, err := rt.CreateContainer(ctx, other, &api.Container{Id: "c-other", PodSandboxId: other.Id, Name: "main", Annotations: seal(t, f.key, "lpu1")}); err != nil {
+		t.Fatalf("another tenant's pod: %v", err)
+	}
+
+	// Finished Jobs kept forever: their sandboxes stopped, never removed.
+	// Their IDs go before any running pod's.
+	for i := range ledger.MaxEntries + 10 {
+		job := &api.PodSandbox{Id: fmt.Sprintf("pod-job-%d", i), Name: fmt.Sprintf("job-%d", i), Uid: fmt.Sprintf("uid-job-%d", i), Namespace: fmt.Sprintf("ci-%d", i%8)}
+		if _, _, err := f.p.Decide(ctx, job, &api.Container{Id: "c-" + job.Id, PodSandboxId: job.Id, Name: "main", Annotations: seal(t, f.key, "lpu2")}); err != nil {
+			t.Fatalf("job %d: %v", i, err)
+		}
+		if i%512 == 0 { // some over the real runtime side, the rest direct
+			if err := rt.StopPodSandbox(ctx, job); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := f.p.StopPodSandbox(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := counter(t, f.p.Metrics().LedgerFull); got != 0 {
+		t.Errorf("lpu_nri_ledger_full_total = %v after stopped pods, want 0", got)
+	}
+	if got := f.p.ledger.Namespaces(); got["good"] != 1 || got["evil"] != ledger.MaxPerPod {
+		t.Errorf("running pods' IDs evicted by stopped ones: %v", got)
+	}
 }

@@ -164,9 +164,9 @@ func (p *Plugin) setConnected(c bool) {
 
 // Events are the NRI events the plugin subscribes to: CreateContainer to
 // inject, and the container and pod lifecycle events that keep the periodic
-// audit's view current. ValidatingEvents adds the validator.
+// audit's view and the ledger's live set current. ValidatingEvents adds the validator.
 const (
-	Events           = "CreateContainer,StartContainer,StopContainer,RemoveContainer,RemovePodSandbox"
+	Events           = "CreateContainer,StartContainer,StopContainer,RemoveContainer,StopPodSandbox,RemovePodSandbox"
 	ValidatingEvents = Events + ",ValidateContainerAdjustment"
 )
 
@@ -377,7 +377,7 @@ func (p *Plugin) checkHolder(ctx context.Context, snap *inventory.Snapshot, pod 
 		}
 	}
 	if p.ledger != nil && alloc.ID != "" {
-		if err := p.claimAllocation(alloc.ID, pod.GetUid()); err != nil {
+		if err := p.claimAllocation(alloc.ID, pod); err != nil {
 			return refuse(metrics.ReasonReplayed, "allocation %s of pod %s/%s: %w", alloc.ID, pod.GetNamespace(), pod.GetName(), err)
 		}
 	}
@@ -485,7 +485,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	p.log.Info("synchronized with container runtime", "pods", len(pods), "containers", len(ctrs),
 		"unallocatedHolders", holders, "uninjectedAllocations", uninjected)
 	p.seedLedger(pods, ctrs)
-	p.pruneLedger(pods)
+	p.pruneLedger(pods, ctrs)
 	p.syncs.Add(1)
 	p.setConnected(true)
 	return nil, nil
@@ -498,16 +498,17 @@ func (p *Plugin) seedLedger(pods []*api.PodSandbox, ctrs []*api.Container) {
 		return
 	}
 	uid := make(map[string]string, len(pods))
+	ns := make(map[string]string, len(pods))
 	for _, pod := range pods {
-		uid[pod.GetId()] = pod.GetUid()
+		uid[pod.GetId()], ns[pod.GetId()] = pod.GetUid(), pod.GetNamespace()
 	}
-	running := map[string]string{}
+	running := map[string]ledger.Holder{}
 	for _, c := range ctrs {
 		if c.GetState() == api.ContainerState_CONTAINER_STOPPED {
 			continue
 		}
 		if a, err := p.key.OpenAllocation(c.GetAnnotations()); err == nil && a.ID != "" {
-			running[a.ID] = uid[c.GetPodSandboxId()]
+			running[a.ID] = ledger.Holder{Namespace: ns[c.GetPodSandboxId()], Pod: uid[c.GetPodSandboxId()]}
 		}
 	}
 	conflicts, err := p.ledger.Seed(running)
@@ -519,8 +520,9 @@ func (p *Plugin) seedLedger(pods []*api.PodSandbox, ctrs []*api.Container) {
 	}
 }
 
-// pruneLedger forgets allocation IDs of pods gone for ledger.Retention.
-func (p *Plugin) pruneLedger(pods []*api.PodSandbox) {
+// pruneLedger forgets allocation IDs of pods gone for ledger.Retention and
+// marks the IDs of stopped containers idle.
+func (p *Plugin) pruneLedger(pods []*api.PodSandbox, ctrs []*api.Container) {
 	if p.ledger == nil {
 		return
 	}
@@ -530,6 +532,11 @@ func (p *Plugin) pruneLedger(pods []*api.PodSandbox) {
 	}
 	if err := p.ledger.Prune(live); err != nil {
 		p.log.Error("prune allocation ledger", "path", p.ledger.Path(), "err", err)
+	}
+	for _, c := range ctrs {
+		if c.GetState() == api.ContainerState_CONTAINER_STOPPED {
+			p.ledgerIdle(c)
+		}
 	}
 }
 
