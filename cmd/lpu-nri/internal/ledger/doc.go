@@ -36,12 +36,19 @@
 //
 // # Bounds and liveness
 //
-// The ledger holds at most MaxEntries IDs. It knows which pods are live:
-// Claim and Seed mark the pod, Prune (the runtime's full list at
-// Synchronize) replaces the set, PodGone (RemovePodSandbox) unmarks one.
-// At the cap, a new ID evicts the least recently seen ID of a pod that is
-// not live; an ID of a live pod is never evicted. When every entry is a
-// live pod's, Claim refuses the new ID with ErrFull (fail closed): a
-// tenant churning pods cannot flush a running pod's ID and replay its
-// annotation. Prune drops IDs whose pod has been gone for Retention.
+// The ledger holds at most MaxEntries IDs, a pod at most MaxPerPod and a
+// namespace at most MaxPerNamespace: a pod past its share is refused
+// (ErrShare), a namespace at its share evicts its own oldest evictable ID
+// first, so one tenant cannot keep others out. It knows which pods are
+// live: Claim and Seed mark the pod, Prune (the runtime's full list at
+// Synchronize) replaces the set, PodGone (StopPodSandbox,
+// RemovePodSandbox) unmarks one; Idle (StopContainer) marks an ID whose
+// container stopped. At the cap, a new ID evicts the least recently seen
+// ID of a pod that is not live, then, with EvictIdle (set only with the
+// PodResources cross-check, which refuses a replay on its own), the least
+// recently seen idle ID; the ID of a running container is never evicted.
+// When nothing can be evicted, Claim refuses the new ID with ErrFull (fail
+// closed), naming the biggest holders: a tenant churning pods cannot flush
+// a running pod's ID and replay its annotation. Prune drops IDs whose pod
+// has been gone for Retention.
 package ledger
