@@ -41,29 +41,53 @@ func (d *Driver) PreparedClaims() []PreparedClaim {
 // SyncReservedFor makes the pods of the prepared claim uid those the
 // apiserver's claim reserves it for. claim is what the apiserver returned
 // for the prepared claim's namespace and name; nil (not found), another
-// UID (deleted and recreated) or a claim no longer allocated leave the
-// claim prepared (the kubelet unprepares it) but reserved for no pod. It
-// reports whether the checkpoint changed; an unknown uid is a no-op.
+// UID (deleted and recreated), a claim no longer allocated, or one whose
+// allocation of our driver's devices is no longer what was prepared (it
+// was deallocated and allocated again while a stale preparation stayed,
+// e.g. after a failed unprepare: the kubelet reuses a preparation by claim
+// UID alone) leave the claim prepared (the kubelet unprepares it) but
+// reserved for no pod. A stale preparation is logged and counted in
+// lpu_dra_stale_preparations_total. It reports whether the checkpoint
+// changed; an unknown uid is a no-op.
 func (d *Driver) SyncReservedFor(ctx context.Context, uid types.UID, claim *resourceapi.ResourceClaim) (bool, error) {
 	var pods []string
-	if claim != nil && claim.UID == uid && claim.Status.Allocation != nil {
+	var now []checkpoint.Device
+	var admin bool
+	allocated := claim != nil && claim.UID == uid && claim.Status.Allocation != nil
+	if allocated {
+		var err error
+		if now, admin, err = d.ourDevices(claim); err != nil {
+			now = nil // a foreign pool or mixed admin devices: matches nothing prepared
+		}
 		pods = podUIDs(claim)
 	}
 	var c checkpoint.Claim
 	var old []string
-	changed := false
+	changed, stale := false, false
 	err := d.update(ctx, "reservations", func(s *checkpoint.State) (bool, error) {
 		var ok bool
 		if c, ok = s.Claims[string(uid)]; !ok {
 			return false, nil
+		}
+		if allocated && (!slices.Equal(c.Devices, now) || c.AdminAccess != admin) {
+			stale, pods = true, nil
 		}
 		old = c.Pods
 		c, changed = withPods(c, pods)
 		s.Claims[string(uid)] = c
 		return changed, nil
 	})
-	if err != nil || !changed {
+	if err != nil {
 		return false, err
+	}
+	if stale {
+		d.opts.Metrics.stalePreparation()
+		d.log.Error("claim was allocated again since it was prepared; admitting no pod for the stale preparation until the kubelet unprepares it",
+			"claim", c.Namespace+"/"+c.Name, "uid", uid, "prepared", names(c.Devices), "preparedAdminAccess", c.AdminAccess,
+			"allocated", names(now), "allocatedAdminAccess", admin, "reservedFor", podUIDs(claim))
+	}
+	if !changed {
+		return false, nil
 	}
 	d.log.Info("claim reservations changed", "claim", c.Namespace+"/"+c.Name, "uid", uid, "pods", pods, "was", old)
 	return true, nil

@@ -295,18 +295,29 @@ func (d *Driver) prepareLocked(ctx context.Context, claim *resourceapi.ResourceC
 	}
 	var c checkpoint.Claim
 	var added bool
-	err = d.update(ctx, "prepare", func(s *checkpoint.State) (bool, error) {
+	// A spec written for a checkpoint that could not be saved is removed
+	// under the lock: once it is released, another instance (a surge
+	// update) may prepare the claim and write its own spec of that name.
+	undo := func() {
+		if !added {
+			return
+		}
+		if rmErr := d.cdi.RemoveSpec(specFile(uid)); rmErr != nil {
+			d.log.Warn("cannot remove the spec of a claim whose checkpoint failed", "uid", uid, "err", rmErr)
+		}
+		if specRemovedHook != nil {
+			specRemovedHook()
+		}
+	}
+	err = d.updateOrUndo(ctx, "prepare", func(s *checkpoint.State) (bool, error) {
 		var changed bool
 		var err error
 		c, added, changed, err = d.prepareIn(s, claim, ours, admin)
 		return changed, err
-	})
+	}, undo)
 	var r *refusal
 	switch {
-	case err != nil && added: // the spec is written, the checkpoint is not
-		if rmErr := d.cdi.RemoveSpec(specFile(uid)); rmErr != nil {
-			d.log.Warn("cannot remove the spec of a claim whose checkpoint failed", "uid", uid, "err", rmErr)
-		}
+	case err != nil && added: // the spec was written, the checkpoint not: undo removed the spec
 		return kubeletplugin.PrepareResult{}, false, c.LPUs, refuse(ReasonWrite, "%w", err)
 	case errors.As(err, &r):
 		return kubeletplugin.PrepareResult{}, false, c.LPUs, err
@@ -330,6 +341,9 @@ func (d *Driver) prepareIn(s *checkpoint.State, claim *resourceapi.ResourceClaim
 	if c, ok := s.Claims[uid]; ok {
 		if !slices.Equal(c.Devices, ours) {
 			return c, false, false, refuse(ReasonChanged, "already prepared with devices %v, now asked for %v", names(c.Devices), names(ours))
+		}
+		if c.AdminAccess != admin {
+			return c, false, false, refuse(ReasonChanged, "already prepared with adminAccess %v, now asked with adminAccess %v", c.AdminAccess, admin)
 		}
 		// The kubelet prepares a claim once per node; should it ask again,
 		// the claim's reservedFor now is the truth (reservations keeps it).
@@ -507,6 +521,20 @@ func (d *Driver) current() *checkpoint.State {
 // leaves the checkpoint as it was. fn may write and remove CDI specs: they
 // change under the same lock.
 func (d *Driver) update(ctx context.Context, op string, fn func(*checkpoint.State) (bool, error)) error {
+	return d.updateOrUndo(ctx, op, fn, nil)
+}
+
+// saveState saves the checkpoint; tests replace it to make a save fail.
+var saveState = checkpoint.Save
+
+// specRemovedHook, when set (tests only), runs right after Prepare removed
+// the spec of a claim whose checkpoint save failed.
+var specRemovedHook func()
+
+// updateOrUndo is update, running undo (when not nil) under the lock
+// when fn changed the state and the save failed: what fn did outside the
+// state (a spec written) is taken back before another instance can look.
+func (d *Driver) updateOrUndo(ctx context.Context, op string, fn func(*checkpoint.State) (bool, error), undo func()) error {
 	l, err := checkpoint.Acquire(ctx, d.opts.StateDir, d.holder, op)
 	if err != nil {
 		return err
@@ -524,7 +552,10 @@ func (d *Driver) update(ctx context.Context, op string, fn func(*checkpoint.Stat
 	if err != nil || !changed {
 		return err
 	}
-	if err := checkpoint.Save(d.opts.StateDir, work); err != nil {
+	if err := saveState(d.opts.StateDir, work); err != nil {
+		if undo != nil {
+			undo()
+		}
 		return err
 	}
 	d.state = work

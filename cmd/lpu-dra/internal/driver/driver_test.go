@@ -717,3 +717,38 @@ func TestArcSizesLimitPublishedDevices(t *testing.T) {
 		t.Fatalf("published %v,\nwant the 9 free arcs of sizes 1 and 4 in full order %v", got, want)
 	}
 }
+
+// TestSaveFailureRemovesSpecUnderLock is F8 of the fourth round: when the
+// checkpoint cannot be saved, Prepare removes the spec it wrote before it
+// releases the checkpoint lock, so a surge instance that prepares the
+// claim next cannot lose its fresh spec of the same name.
+func TestSaveFailureRemovesSpecUnderLock(t *testing.T) {
+	e := newEnv(t, newStatic(t, ring8()))
+	saveState = func(string, *checkpoint.State) error { return errors.New("disk full") }
+	var heldAtRemoval error
+	removed := false
+	specRemovedHook = func() {
+		removed = true
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		l, err := checkpoint.Acquire(ctx, e.stateDir, "other-instance", "prepare")
+		if err == nil {
+			_, _ = l.Release()
+			heldAtRemoval = errors.New("the checkpoint lock was free when the spec was removed")
+		}
+	}
+	t.Cleanup(func() { saveState, specRemovedHook = checkpoint.Save, nil })
+	r := e.prepare(claim("u1", arc(0, 4)))
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "disk full") {
+		t.Fatalf("err = %v, want the save's error", r.Err)
+	}
+	if !removed {
+		t.Fatal("the spec of the unsaved claim was not removed")
+	}
+	if heldAtRemoval != nil {
+		t.Fatal(heldAtRemoval)
+	}
+	if entries, _ := os.ReadDir(e.cdiDir); len(entries) != 0 {
+		t.Fatalf("the spec of a claim whose checkpoint failed is still there: %v", entries)
+	}
+}

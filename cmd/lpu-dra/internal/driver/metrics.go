@@ -16,6 +16,7 @@ type Metrics struct {
 	unprepare   prometheus.Histogram
 	refusals    *prometheus.CounterVec
 	republishes prometheus.Counter
+	stale       prometheus.Counter
 }
 
 // Metric names, for docs and tests.
@@ -25,6 +26,7 @@ const (
 	MetricUnprepareSeconds = "lpu_dra_unprepare_duration_seconds"
 	MetricRefusals         = "lpu_dra_prepare_refusals_total"
 	MetricRepublishes      = "lpu_dra_republishes_total"
+	MetricStale            = "lpu_dra_stale_preparations_total"
 )
 
 // NewMetrics registers the metrics, with the Go and process collectors,
@@ -45,11 +47,13 @@ func NewMetrics(node string) *Metrics {
 			Help: "Claims refused by Prepare, by reason.", ConstLabels: labels}, []string{"reason"}),
 		republishes: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricRepublishes,
 			Help: "ResourceSlice publications handed to the kubelet plugin helper.", ConstLabels: labels}),
+		stale: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricStale,
+			Help: "Times a prepared claim's apiserver allocation differed from its preparation (re-allocated while a stale preparation stayed): its pods were not admitted.", ConstLabels: labels}),
 	}
 	for _, r := range []string{ReasonForeignPool, ReasonBadDevice, ReasonUnhealthy, ReasonHeld, ReasonNotReady, ReasonWrite, ReasonChanged, ReasonConfig} {
 		m.refusals.WithLabelValues(r)
 	}
-	reg.MustRegister(m.prepared, m.prepare, m.unprepare, m.refusals, m.republishes,
+	reg.MustRegister(m.prepared, m.prepare, m.unprepare, m.refusals, m.republishes, m.stale,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -84,5 +88,11 @@ func (m *Metrics) observeUnprepare(d time.Duration) {
 func (m *Metrics) republished() {
 	if m != nil {
 		m.republishes.Inc()
+	}
+}
+
+func (m *Metrics) stalePreparation() {
+	if m != nil {
+		m.stale.Inc()
 	}
 }

@@ -53,7 +53,24 @@ type fixture struct {
 	cluster  *clustertest.Cluster
 	client   kubernetes.Interface
 	drv      *driver.Driver
+	metrics  *driver.Metrics
 	stateDir string
+}
+
+// counter is the value of the driver's counter name.
+func (f *fixture) counter(name string) float64 {
+	f.t.Helper()
+	mfs, err := f.metrics.Registry.Gather()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	f.t.Fatalf("no counter %s", name)
+	return 0
 }
 
 // pod creates a pod naming claim shared, bound to the node unless unbound.
@@ -85,16 +102,35 @@ func (f *fixture) bind(p *corev1.Pod) {
 	}
 }
 
-// reserve sets the claim's reservedFor to pods (allocating it first).
+// reserve sets the claim's reservedFor to pods (allocating it first, to
+// ring0-start0-size2).
 func (f *fixture) reserve(pods ...*corev1.Pod) *resourceapi.ResourceClaim {
+	f.t.Helper()
+	return f.allocate("ring0-start0-size2", false, pods...)
+}
+
+// allocate allocates the claim to device (with adminAccess if admin) and
+// reserves it for pods, deallocating it first when it was allocated to
+// something else (as the scheduler does after the pods went).
+func (f *fixture) allocate(device string, admin bool, pods ...*corev1.Pod) *resourceapi.ResourceClaim {
 	f.t.Helper()
 	ctx := context.Background()
 	c, err := f.client.ResourceV1().ResourceClaims("default").Get(ctx, "shared", metav1.GetOptions{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	want := resourceapi.DeviceRequestAllocationResult{Request: "lpus", Driver: inject.Driver, Pool: node, Device: device}
+	if admin {
+		want.AdminAccess = new(true)
+	}
+	if a := c.Status.Allocation; a != nil && (len(a.Devices.Results) != 1 || a.Devices.Results[0].Device != device || (a.Devices.Results[0].AdminAccess != nil) != admin) {
+		c.Status.Allocation, c.Status.ReservedFor = nil, nil
+		if c, err = f.client.ResourceV1().ResourceClaims("default").UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
 	c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
-		Results: []resourceapi.DeviceRequestAllocationResult{{Request: "lpus", Driver: inject.Driver, Pool: node, Device: "ring0-start0-size2"}}}}
+		Results: []resourceapi.DeviceRequestAllocationResult{want}}}
 	c.Status.ReservedFor = nil
 	for _, p := range pods {
 		c.Status.ReservedFor = append(c.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: p.Name, UID: p.UID})
@@ -128,7 +164,8 @@ func startFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	stateDir := t.TempDir()
-	drv, err := driver.New(ring8(t), driver.Options{NodeName: node, StateDir: stateDir, CDIDir: filepath.Join(t.TempDir(), "cdi")})
+	m := driver.NewMetrics(node)
+	drv, err := driver.New(ring8(t), driver.Options{NodeName: node, StateDir: stateDir, CDIDir: filepath.Join(t.TempDir(), "cdi"), Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +177,7 @@ func startFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{t: t, cluster: c, client: client, drv: drv, stateDir: stateDir}
+	return &fixture{t: t, cluster: c, client: client, drv: drv, metrics: m, stateDir: stateDir}
 }
 
 // Against the real v1.37.2 apiserver, with no periodic resync: a pod that
@@ -185,6 +222,47 @@ func TestReservedForIsTheSourceOfTruth(t *testing.T) {
 	if err := f.admitted(p2, claim.UID); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestStalePreparationAdmitsNoPod is F2 of the fourth round, through the
+// real watcher and the real v1.37.2 apiserver: the claim is deallocated
+// and allocated again to other LPUs (or the same ones with adminAccess)
+// while the driver keeps its preparation (a failed unprepare; the kubelet
+// reuses it by claim UID alone). No pod of the re-allocated claim may be
+// admitted on the stale preparation; once the allocation matches again,
+// its pods are.
+func TestStalePreparationAdmitsNoPod(t *testing.T) {
+	f := startFixture(t)
+	p1 := f.pod("p1")
+	claim := f.reserve(p1)
+	res, err := f.drv.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim})
+	if err != nil || res[claim.UID].Err != nil {
+		t.Fatalf("prepare: %v %v", err, res[claim.UID].Err)
+	}
+	f.run(t, Options{Resync: time.Hour, GoneRetry: 500 * time.Millisecond})
+	if err := f.admitted(p1, claim.UID); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		device string
+		admin  bool
+	}{{"ring0-start4-size2", false}, {"ring0-start0-size2", true}} {
+		p := f.pod(fmt.Sprintf("new-%s-%v", step.device, step.admin))
+		f.allocate(step.device, step.admin, p1, p)
+		// The watcher sees the claim change: the entry admits nobody,
+		// not the new pod, and no longer the first one.
+		daemontest.Eventually(t, 10*time.Second, "p1 refused on a stale preparation", func() bool {
+			return errors.Is(f.admitted(p1, claim.UID), checkpoint.ErrNotReserved)
+		})
+		if err := f.admitted(p, claim.UID); !errors.Is(err, checkpoint.ErrNotReserved) {
+			t.Fatalf("%s admin=%v: a pod of the re-allocated claim on the stale preparation: %v, want ErrNotReserved", step.device, step.admin, err)
+		}
+	}
+	if got := f.counter(driver.MetricStale); got < 2 {
+		t.Errorf("lpu_dra_stale_preparations_total = %v, want at least 2", got)
+	}
+	f.reserve(p1) // allocated as prepared again: served
+	daemontest.Eventually(t, 10*time.Second, "p1 admitted again", func() bool { return f.admitted(p1, claim.UID) == nil })
 }
 
 // run runs the watcher on the fixture until the test ends.
