@@ -4,8 +4,13 @@
 // stay with each daemon.
 //
 // The server bounds what a client can hold (the port is reachable from
-// pods): read, write and idle timeouts, a header size limit, and at most
-// MaxConns open connections; one beyond is closed at once.
+// pods): read, write and idle timeouts, a header size limit, no request
+// bodies (a request announcing one is answered 413 and its connection
+// closed at once, so it holds no slot past its answer), and at most
+// MaxConns open connections shared fairly by source address: a newcomer
+// takes the slot of a silent connection, or of the source holding the
+// most slots, and is closed at once only when its own source holds the
+// most.
 //
 // Endpoints:
 //

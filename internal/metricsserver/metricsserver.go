@@ -79,7 +79,25 @@ func Handler(g prometheus.Gatherer, healthz, readyz Check) http.Handler {
 	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", probe(healthz))
 	mux.HandleFunc("/readyz", probe(readyz))
-	return mux
+	return noBody(mux)
+}
+
+// noBody refuses a request that announces a body (none of the endpoints
+// takes one) and ends the connection's read deadline: net/http would
+// otherwise keep the connection, and its slot, until the announced body
+// arrived or the read timeout passed, even with "Connection: close" (it
+// drains the body first). So a connection holds no slot once its answer
+// is written, whatever body it announced.
+func noBody(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Connection", "close")
+		http.Error(w, "request bodies are not accepted", http.StatusRequestEntityTooLarge)
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	})
 }
 
 func probe(c Check) http.HandlerFunc {
@@ -149,12 +167,15 @@ func ServeLimited(ctx context.Context, ln net.Listener, h http.Handler, log *slo
 
 // limitListener hands out at most max connections at a time. When all are
 // taken, a newcomer takes the slot of the oldest connection that has not
-// sent a byte of a request yet (or has idled as a keep-alive connection
-// longer than idleGrace), which is reset; with none such, the newcomer is
-// reset at once instead of waiting in the accept queue (so no TIME_WAIT is
-// left and no goroutine is spent on it). Silent connections therefore
-// cannot starve a client that sends its request, such as the kubelet's
-// probes, however fast they reconnect.
+// sent a whole request header yet (or has idled as a keep-alive
+// connection longer than idleGrace); failing that, of the oldest
+// connection of the source address holding the most slots, when that
+// source holds more than the newcomer's (a fair share: one source cannot
+// keep another out, whatever its connections do); the one that loses its
+// slot is reset. With none such, the newcomer is reset at once instead of
+// waiting in the accept queue (so no TIME_WAIT is left and no goroutine
+// is spent on it). Neither silent nor busy connections of tenant pods can
+// therefore starve the kubelet's probes, however fast they reconnect.
 type limitListener struct {
 	net.Listener
 	max       int
@@ -173,11 +194,11 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		lc := &limitConn{Conn: c, l: l, state: http.StateNew, since: time.Now()}
+		lc := &limitConn{Conn: c, l: l, state: http.StateNew, since: time.Now(), src: source(c)}
 		l.mu.Lock()
 		var victim *limitConn
 		if len(l.conns) >= l.max {
-			if victim = l.evictable(lc.since); victim == nil {
+			if victim = l.evictable(lc.since, lc.src); victim == nil {
 				l.mu.Unlock()
 				reset(c)
 				continue
@@ -192,16 +213,44 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 }
 
-// evictable removes and returns the oldest connection a newcomer may take
-// the slot of, nil when there is none. l.mu is held.
-func (l *limitListener) evictable(now time.Time) *limitConn {
-	for i, c := range l.conns {
-		if c.state == http.StateNew || (c.state == http.StateIdle && now.Sub(c.since) >= l.idleGrace) {
-			l.conns = append(l.conns[:i], l.conns[i+1:]...)
-			return c
+// evictable removes and returns the connection a newcomer from src may
+// take the slot of, nil when there is none: a silent or long-idle one of
+// a source holding at least as many slots as src (the one holding the
+// most, oldest first), else the oldest of the source holding the most
+// when that is more than src holds. l.mu is held.
+func (l *limitListener) evictable(now time.Time, src string) *limitConn {
+	held := make(map[string]int, 4)
+	top := ""
+	for _, c := range l.conns {
+		held[c.src]++
+		if top == "" || held[c.src] > held[top] {
+			top = c.src
 		}
 	}
-	return nil
+	best := -1
+	for i, c := range l.conns {
+		quiet := c.state == http.StateNew || (c.state == http.StateIdle && now.Sub(c.since) >= l.idleGrace)
+		if quiet && held[c.src] >= held[src] && (best < 0 || held[c.src] > held[l.conns[best].src]) {
+			best = i
+		}
+	}
+	if best < 0 && held[top] > held[src] {
+		best = slices.IndexFunc(l.conns, func(c *limitConn) bool { return c.src == top }) // its oldest
+	}
+	if best < 0 {
+		return nil
+	}
+	c := l.conns[best]
+	l.conns = append(l.conns[:best], l.conns[best+1:]...)
+	return c
+}
+
+// source is the remote IP address of c, what the fair share counts by.
+func source(c net.Conn) string {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	return c.RemoteAddr().String()
 }
 
 // connState is the server's ConnState hook: it tells silent and idle
@@ -239,6 +288,7 @@ type limitConn struct {
 	once  sync.Once
 	state http.ConnState // guarded by l.mu
 	since time.Time      // when state was entered; guarded by l.mu
+	src   string         // remote IP address
 }
 
 func (c *limitConn) Close() error {
