@@ -10,11 +10,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/hyperaccel/lpu-node/internal/atomicfile"
+	"github.com/hyperaccel/lpu-node/internal/statedir"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -85,23 +87,65 @@ func Install(stateDir string) (string, error) {
 	return InstallFrom(exe, stateDir)
 }
 
-// InstallFrom is Install for the executable at exe.
+// InstallFrom is Install for the executable at exe. The state directory,
+// its bin/ and the copy get the seal key's owner and mode checks
+// (internal/statedir) before the path is returned, the copy also when it
+// was there already: runc runs the hook as root, so whoever could write
+// any of them would run code as root on the node. A failed check is an
+// error naming the path, and the caller names the hook in no spec.
 func InstallFrom(exe, stateDir string) (string, error) {
-	dst := filepath.Join(stateDir, binName)
+	dir, err := statedir.Check(stateDir)
+	if err != nil {
+		return "", fmt.Errorf("guard: %w", err)
+	}
+	dst := filepath.Join(dir, binName)
+	if err := os.Mkdir(filepath.Dir(dst), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("guard: create %s: %w", filepath.Dir(dst), err)
+	}
+	if st, err := os.Lstat(filepath.Dir(dst)); err != nil || !st.IsDir() {
+		return "", fmt.Errorf("guard: %s is not a directory (%v)", filepath.Dir(dst), err)
+	}
+	if _, err := statedir.Check(filepath.Dir(dst)); err != nil {
+		return "", fmt.Errorf("guard: hook %w", err)
+	}
 	same, err := sameContent(exe, dst)
 	if err != nil {
 		return "", err
 	}
-	if same {
-		return dst, nil
+	if !same {
+		if err := copyFile(exe, dst); err != nil {
+			return "", err
+		}
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return "", fmt.Errorf("guard: create %s: %w", filepath.Dir(dst), err)
-	}
-	if err := copyFile(exe, dst); err != nil {
+	if err := checkHook(dst); err != nil {
 		return "", err
 	}
 	return dst, nil
+}
+
+// checkHook refuses the installed hook unless it is a regular file (not a
+// link) owned by the effective uid, with one link and no group or other
+// write bit.
+func checkHook(path string) error {
+	st, err := os.Lstat(path)
+	if err != nil {
+		return fmt.Errorf("guard: hook %s: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("guard: hook %s: mode %v is not a regular file", path, st.Mode())
+	}
+	if perm := st.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("guard: hook %s: mode %#o lets group/others write, want 0755", path, perm)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		if uid := os.Geteuid(); int(sys.Uid) != uid {
+			return fmt.Errorf("guard: hook %s: owned by uid %d, want %d (the daemon's uid)", path, sys.Uid, uid)
+		}
+		if sys.Nlink != 1 {
+			return fmt.Errorf("guard: hook %s: %d links, want 1: another name could change it", path, sys.Nlink)
+		}
+	}
+	return nil
 }
 
 // copyFile streams src into dst atomically and durably (the binary is

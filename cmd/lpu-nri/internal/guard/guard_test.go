@@ -216,3 +216,72 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+// TestInstallRefusesForeignOwners is F5 of the fourth round: runc runs
+// the hook as root, so a state dir, bin/ or copy that another uid owns or
+// that group/others can write is refused (an error naming it, no path to
+// put in a spec), as the seal key and the ledger are.
+func TestInstallRefusesForeignOwners(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chown")
+	}
+	src := filepath.Join(t.TempDir(), "lpu-nri")
+	if err := os.WriteFile(src, []byte("binary v1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, state string)
+		want  string
+	}{
+		{"bin owned by another uid", func(t *testing.T, state string) {
+			must(t, os.Mkdir(filepath.Join(state, "bin"), 0o755))
+			must(t, os.Chown(filepath.Join(state, "bin"), 65534, 65534))
+		}, "owned by uid 65534"},
+		{"bin writable by others", func(t *testing.T, state string) {
+			must(t, os.Mkdir(filepath.Join(state, "bin"), 0o755))
+			must(t, os.Chmod(filepath.Join(state, "bin"), 0o777))
+		}, "lets group/others write"},
+		{"bin a symlink to a foreign dir", func(t *testing.T, state string) {
+			other := t.TempDir()
+			must(t, os.Chown(other, 65534, 65534))
+			must(t, os.Symlink(other, filepath.Join(state, "bin")))
+		}, "is not a directory"},
+		{"state dir owned by another uid", func(t *testing.T, state string) {
+			must(t, os.Chown(state, 65534, 65534))
+		}, "owned by uid 65534"},
+		{"identical copy owned by another uid", func(t *testing.T, state string) {
+			must(t, os.Mkdir(filepath.Join(state, "bin"), 0o755))
+			dst := filepath.Join(state, "bin", "lpu-nri")
+			must(t, os.WriteFile(dst, []byte("binary v1"), 0o755))
+			must(t, os.Chmod(dst, 0o755))
+			must(t, os.Chown(dst, 65534, 65534))
+		}, "owned by uid 65534"},
+		{"copy hard-linked", func(t *testing.T, state string) {
+			must(t, os.Mkdir(filepath.Join(state, "bin"), 0o755))
+			dst := filepath.Join(state, "bin", "lpu-nri")
+			must(t, os.WriteFile(dst, []byte("binary v1"), 0o755))
+			must(t, os.Chmod(dst, 0o755))
+			must(t, os.Link(dst, filepath.Join(state, "other-name")))
+		}, "links"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := t.TempDir()
+			tc.setup(t, state)
+			path, err := InstallFrom(src, state)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("InstallFrom = %q, %v; want an error with %q", path, err, tc.want)
+			}
+			if path != "" {
+				t.Errorf("a path was returned for the spec: %q", path)
+			}
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
