@@ -89,7 +89,7 @@ func (c Cluster) groupsText() string {
 		if sched == "" {
 			sched = "-"
 		}
-		fmt.Fprintf(&b, "%-40s %-8s %-5d %-7d %-5t %s\n", g.Namespace+"/"+g.Name, minCount, g.Pods, g.Running, g.Whole, sched)
+		fmt.Fprintf(&b, "%-40s %-8s %-5d %-7d %-5t %s\n", Printable(g.Namespace+"/"+g.Name), minCount, g.Pods, g.Running, g.Whole, Printable(sched))
 	}
 	return b.String()
 }

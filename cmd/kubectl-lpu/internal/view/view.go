@@ -2,9 +2,11 @@ package view
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -94,6 +96,12 @@ type Pod struct {
 	// DeviceNodes are the device node paths the pod's containers got, from
 	// the claim's status (DRA).
 	DeviceNodes []string `json:"deviceNodes,omitempty"`
+	// StatusMismatch is true when the claim's status.devices names
+	// another arc or other LPUs than its allocation does on the published
+	// slices: the allocation's LPUs are shown (anyone who may write claim
+	// status could otherwise make held LPUs look free), the status is not
+	// trusted and the claim not counted as prepared. DRA only.
+	StatusMismatch bool `json:"statusMismatch,omitempty"`
 	// Group is the PodGroup the pod names, nil for none. Pods of a group
 	// are listed even while they hold no LPUs (Count 0, Node empty while
 	// Pending), so that a group that is not whole shows who is missing.
@@ -168,17 +176,17 @@ func claimHolders(rings map[string][][]string, claims []resourceapi.ResourceClai
 				continue
 			}
 			st, reported := status[res.Pool+"/"+res.Device]
-			ids := st.LPUs
-			if !reported {
-				ids = slicedLPUs(rings[res.Pool], res.Device)
-			}
+			ids, reported, mismatch := arcLPUs(st, reported, rings[res.Pool], res.Device)
+			p.StatusMismatch = p.StatusMismatch || mismatch
 			if ids == nil {
 				continue
 			}
 			arcs++
 			p.Node = res.Pool
 			prepared = prepared && reported
-			p.DeviceNodes = append(p.DeviceNodes, st.DeviceNodes...)
+			if reported {
+				p.DeviceNodes = append(p.DeviceNodes, st.DeviceNodes...)
+			}
 			if holders[p.Node] == nil {
 				holders[p.Node] = map[string]string{}
 			}
@@ -197,6 +205,23 @@ func claimHolders(rings map[string][][]string, claims []resourceapi.ResourceClai
 		pods = append(pods, p)
 	}
 	return holders, pods
+}
+
+// arcLPUs are the LPUs of the allocated arc device on a pool of rings rs:
+// from its status.devices entry st (when reported) if that names the same
+// arc and, where the slices show the arc, the same LPUs; else from the
+// slices, with trusted false, and mismatch true when a status entry said
+// otherwise. nil when neither names them.
+func arcLPUs(st claimstatus.Data, reported bool, rs [][]string, device string) (ids []string, trusted, mismatch bool) {
+	sliced := slicedLPUs(rs, device)
+	if !reported {
+		return sliced, false, false
+	}
+	arc, err := arcslice.ParseDeviceName(device)
+	if err != nil || st.Ring != arc.Ring || st.Start != arc.Start || st.Size != arc.Size || (sliced != nil && !slices.Equal(st.LPUs, sliced)) {
+		return sliced, false, true
+	}
+	return st.LPUs, true, false
 }
 
 // statusData reads lpu-dra's status.devices entries of a claim, by
@@ -456,7 +481,7 @@ func (c Cluster) Text() string {
 			l = string(rune('a' + (i-26)%26))
 		}
 		letters[holder] = l
-		legend = append(legend, l+" "+holder)
+		legend = append(legend, l+" "+Printable(holder))
 		return l
 	}
 	for _, n := range c.Nodes {
@@ -464,7 +489,7 @@ func (c Cluster) Text() string {
 		if n.LargestFreeArc < 0 {
 			largest = "?"
 		}
-		fmt.Fprintf(&b, "%s  %s  %d/%d free, largest free arc %s\n", n.Name, n.Mode, n.Free, n.Total, largest)
+		fmt.Fprintf(&b, "%s  %s  %d/%d free, largest free arc %s\n", Printable(n.Name), Printable(n.Mode), n.Free, n.Total, largest)
 		for _, r := range n.Rings {
 			cells := make([]string, len(r.Holders))
 			for i, h := range r.Holders {
@@ -473,7 +498,7 @@ func (c Cluster) Text() string {
 					cells[i] = letter(h)
 				}
 			}
-			fmt.Fprintf(&b, "  ring%d  %s   (%s … %s)\n", r.Index, strings.Join(cells, " "), r.LPUs[0], r.LPUs[len(r.LPUs)-1])
+			fmt.Fprintf(&b, "  ring%d  %s   (%s … %s)\n", r.Index, strings.Join(cells, " "), Printable(r.LPUs[0]), Printable(r.LPUs[len(r.LPUs)-1]))
 		}
 		if n.Mode == "device-plugin" {
 			fmt.Fprintf(&b, "  %s  (count only: the device plugin does not publish positions)\n", strings.Repeat("# ", n.Total-n.Free)+strings.Repeat(". ", n.Free))
@@ -506,6 +531,9 @@ func (c Cluster) PodsText() string {
 			if p.Prepared != nil && *p.Prepared {
 				state = "prepared"
 			}
+			if p.StatusMismatch {
+				state = "mismatch" // the claim's status names other LPUs than its allocation
+			}
 		}
 		if node == "" {
 			node, state = "-", "pending"
@@ -520,8 +548,35 @@ func (c Cluster) PodsText() string {
 		if ids == "" {
 			ids = "-"
 		}
-		fmt.Fprintf(&b, "%-40s %-24s %-16s %-5d %-10s %-9s %s\n", p.Namespace+"/"+p.Name, group, node, p.Count, contig, state, ids)
+		fmt.Fprintf(&b, "%-40s %-24s %-16s %-5d %-10s %-9s %s\n", Printable(p.Namespace+"/"+p.Name), Printable(group), Printable(node), p.Count, contig, state, Printable(ids))
 	}
 	b.WriteString(c.groupsText())
+	return b.String()
+}
+
+// Printable returns s with every rune that is not printable (terminal
+// escape sequences, newlines, other control characters) written as a Go
+// escape (\x1b, \n, \u200b): names and IDs come from API objects that
+// others write, and must not drive the terminal or forge lines.
+func Printable(s string) string {
+	clean := true
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsPrint(r) {
+			b.WriteRune(r)
+			continue
+		}
+		q := strconv.QuoteRune(r) // '\x1b'
+		b.WriteString(q[1 : len(q)-1])
+	}
 	return b.String()
 }

@@ -194,3 +194,56 @@ func TestPodsFromClaimStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimStatusCrossChecked is F6 of the fourth round: a claim status
+// written to name other LPUs than the allocation (anyone with claim-status
+// rights below 1.36 can) must not make the allocated LPUs look free, and
+// the escape sequences and newlines in it, or in a slice's lpus
+// attribute, are printed escaped.
+func TestClaimStatusCrossChecked(t *testing.T) {
+	arc := alloc.Arc{Ring: 0, Start: 0, Size: 2}
+	lying := claim("c1", "victim", "dra-a", arc)
+	lying.Status.Devices = []resourceapi.AllocatedDeviceStatus{{Driver: inject.Driver, Pool: "dra-a", Device: arcslice.DeviceName(arc),
+		Data: &runtime.RawExtension{Raw: []byte(`{"lpus":["lpu6","lpu7\u001b[2J"],"ring":0,"start":0,"size":2,"deviceNodes":["/dev/lpu6","/dev/\u001b]0;pwned\u0007"]}`)}}}
+	wrongArc := claim("c2", "other", "dra-a", alloc.Arc{Ring: 0, Start: 4, Size: 1})
+	wrongArc.Status.Devices = []resourceapi.AllocatedDeviceStatus{{Driver: inject.Driver, Pool: "dra-a", Device: "ring0-start4-size1",
+		Data: &runtime.RawExtension{Raw: []byte(`{"lpus":["lpu5"],"ring":0,"start":5,"size":1}`)}}}
+	slices := draNode(t, "dra-a", 1)
+	for _, sl := range slices { // slices whose lpus carry an escape and a newline for the ring's last LPU
+		for i, d := range sl.Spec.Devices {
+			if a, ok := d.Attributes["lpus"]; ok && a.StringValue != nil {
+				v := strings.ReplaceAll(*a.StringValue, "lpu7", "lpu7\x1b[31m\nforged line")
+				sl.Spec.Devices[i].Attributes["lpus"] = resourceapi.DeviceAttribute{StringValue: &v}
+			}
+		}
+	}
+	c := Build([]corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "dra-a"}}}, slices, []resourceapi.ResourceClaim{lying, wrongArc}, nil, nil)
+	byName := map[string]Pod{}
+	for _, p := range c.Pods {
+		byName[p.Name] = p
+	}
+	v := byName["victim"]
+	if strings.Join(v.LPUs, ",") != "lpu0,lpu1" || !v.StatusMismatch || v.Prepared == nil || *v.Prepared || len(v.DeviceNodes) != 0 {
+		t.Errorf("victim: %+v, want the allocation's lpu0,lpu1, a mismatch, not prepared, no device nodes from the status", v)
+	}
+	if o := byName["other"]; strings.Join(o.LPUs, ",") != "lpu4" || !o.StatusMismatch {
+		t.Errorf("other: %+v, want lpu4 and a mismatch (the status names another arc)", o)
+	}
+	holders := c.Nodes[0].Rings[0].Holders
+	if holders[0] != "default/victim" || holders[1] != "default/victim" || holders[6] != "" || holders[7] != "" {
+		t.Errorf("holders %q: the allocated LPUs must show held, the status's ones free", holders)
+	}
+	text := c.Text() + c.PodsText()
+	if !strings.Contains(text, `lpu7\x1b[31m\nforged line`) {
+		t.Errorf("the slice's LPU ID is not shown escaped:\n%s", text)
+	}
+	if strings.ContainsAny(text, "\x1b\x07") || strings.Contains(text, "\nforged line") {
+		t.Errorf("raw escape sequences or a forged line printed:\n%q", text)
+	}
+	if !strings.Contains(c.PodsText(), "mismatch") {
+		t.Errorf("pods text does not say the status mismatches:\n%s", c.PodsText())
+	}
+	if got := Printable("a\x1b[2Jb\nc\u200bd"); got != `a\x1b[2Jb\nc\u200bd` {
+		t.Errorf("Printable = %q", got)
+	}
+}
