@@ -44,7 +44,8 @@ type Params struct {
 }
 
 // Run serves until ctx ends. It fails at start when the device plugin
-// serves the node, a named kubelet root does not exist, the checkpoint is
+// serves the node, the API server is older than 1.36 (checkAPIServer), a
+// named kubelet root does not exist, the checkpoint is
 // corrupt, the kube client cannot be built, the kubelet plugin cannot start
 // or the node's rings cannot be published; an API server that is down is
 // retried by the helper while prepared claims keep being served.
@@ -79,6 +80,7 @@ func Run(ctx context.Context, p Params) error {
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return checkAPIServer(ctx, client.Discovery(), log) }) // below 1.36 it ends the run
 	g.Go(func() error { return mon.Run(ctx) })
 	startStatus(ctx, g, k, log)
 	g.Go(func() error { return k.run(ctx, mon, drv) })

@@ -10,10 +10,8 @@ import (
 )
 
 // startStatus starts the claim status writer the kubelet plugin reports
-// through, and the one-off check of the API server's version. The check
-// stays out of the group: a hung API server must not hold up shutdown.
+// through.
 func startStatus(ctx context.Context, g *errgroup.Group, k *kubelet, log *slog.Logger) {
 	k.status = driver.NewStatusWriter(k.client, driver.StatusOptions{Logger: log})
 	g.Go(func() error { k.status.Run(ctx); return nil })
-	go warnOldAPIServer(ctx, k.client.Discovery(), log)
 }

@@ -3,6 +3,8 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -33,7 +35,7 @@ type versionFrom version.Info
 
 func (v versionFrom) ServerVersion() (*version.Info, error) { i := version.Info(v); return &i, nil }
 
-func TestWarnOldAPIServer(t *testing.T) {
+func TestCheckAPIServerWarns(t *testing.T) {
 	for _, c := range []struct {
 		v    version.Info
 		warn bool
@@ -42,9 +44,22 @@ func TestWarnOldAPIServer(t *testing.T) {
 		{version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2"}, false},
 	} {
 		var buf bytes.Buffer
-		warnOldAPIServer(context.Background(), versionFrom(c.v), slog.New(slog.NewTextHandler(&buf, nil)))
+		if err := checkAPIServer(context.Background(), versionFrom(c.v), slog.New(slog.NewTextHandler(&buf, nil))); err != nil {
+			t.Fatalf("%s: %v", c.v.GitVersion, err)
+		}
 		if got := strings.Contains(buf.String(), "level=WARN") && strings.Contains(buf.String(), c.v.GitVersion); got != c.warn {
 			t.Errorf("%s: warned %v, want %v: %s", c.v.GitVersion, got, c.warn, buf.String())
+		}
+	}
+}
+
+// Below 1.36 (no granular claim-status authorization) lpu-dra refuses to
+// run, naming the version and what to do (round 4, F4).
+func TestRefusesWithoutGranularStatus(t *testing.T) {
+	for _, v := range []version.Info{{Major: "1", Minor: "35", GitVersion: "v1.35.3"}, {Major: "1", Minor: "33+", GitVersion: "v1.33.1-eks"}} {
+		err := checkAPIServer(context.Background(), versionFrom(v), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if !errors.Is(err, ErrNoGranularStatus) || !strings.Contains(err.Error(), v.GitVersion) || !strings.Contains(err.Error(), "mode: device-plugin") {
+			t.Errorf("%s: %v, want ErrNoGranularStatus naming the version and the way out", v.GitVersion, err)
 		}
 	}
 }
@@ -57,7 +72,9 @@ func TestNoWarningFromCurrentAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	warnOldAPIServer(context.Background(), cs.Discovery(), slog.New(slog.NewTextHandler(&buf, nil)))
+	if err := checkAPIServer(context.Background(), cs.Discovery(), slog.New(slog.NewTextHandler(&buf, nil))); err != nil {
+		t.Fatal(err)
+	}
 	if buf.Len() != 0 {
 		t.Fatalf("logged for %s: %s", clustertest.KubernetesVersion, buf.String())
 	}
