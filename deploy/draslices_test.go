@@ -9,13 +9,11 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
-	"sigs.k8s.io/yaml"
 
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/test/clustertest"
@@ -37,7 +35,10 @@ func TestDRASlicePolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	sa := installDRARBAC(ctx, t, cs, render(t, helm, "--show-only", "templates/dra-rbac.yaml", "mode=dra"))
+	const sa = release + "-dra"
+	if kinds := installPolicies(ctx, t, cs, render(t, helm, "--show-only", "templates/dra-rbac.yaml", "mode=dra")); kinds["ServiceAccount"] != 1 || kinds["ClusterRole"] != 1 {
+		t.Fatalf("rendered RBAC kinds %v", kinds)
+	}
 	policy := render(t, helm, "--show-only", "templates/dra-slice-policy.yaml", "mode=dra")
 	if kinds := installPolicies(ctx, t, cs, policy); kinds["ValidatingAdmissionPolicy"] != 1 || kinds["ValidatingAdmissionPolicyBinding"] != 1 {
 		t.Fatalf("rendered kinds %v", kinds)
@@ -138,44 +139,6 @@ func TestDRASlicePolicy(t *testing.T) {
 	unbound := kubernetes.NewForConfigOrDie(tokenConfig(c, tok.Status.Token))
 	_, err = unbound.ResourceV1().ResourceSlices().Create(ctx, slice("unbound", "node-a", inject.Driver), metav1.CreateOptions{})
 	wantRefusalNoFatal(t, "a token bound to no pod", err, "names no node")
-}
-
-// installDRARBAC creates the rendered ServiceAccount, ClusterRole and
-// binding and returns the service account's name.
-func installDRARBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface, rendered []byte) string {
-	t.Helper()
-	var sa string
-	for _, doc := range docSep.Split(string(rendered), -1) {
-		if strings.TrimSpace(stripComments(doc)) == "" {
-			continue
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		switch tm.Kind {
-		case "ServiceAccount":
-			var o corev1.ServiceAccount
-			strict(t, doc, &o)
-			sa = o.Name
-			_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-		case "ClusterRole":
-			var o rbacv1.ClusterRole
-			strict(t, doc, &o)
-			_, err = cs.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
-		case "ClusterRoleBinding":
-			var o rbacv1.ClusterRoleBinding
-			strict(t, doc, &o)
-			_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
-		default:
-			t.Fatalf("unexpected kind %s in the DRA RBAC", tm.Kind)
-		}
-		if err != nil {
-			t.Fatalf("create %s: %v", tm.Kind, err)
-		}
-	}
-	return sa
 }
 
 // driverClient is a client with the token the kubelet would give lpu-dra's

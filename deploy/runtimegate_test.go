@@ -10,6 +10,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -401,7 +402,8 @@ func eventuallyPolicy(ctx context.Context, t *testing.T, check func() error) {
 	}
 }
 
-// installPolicies creates the rendered policies and bindings and returns
+// installPolicies creates the rendered policies and bindings (and RBAC
+// objects: service accounts, cluster roles and their bindings) and returns
 // how many of each kind it created.
 func installPolicies(ctx context.Context, t *testing.T, cs kubernetes.Interface, rendered []byte) map[string]int {
 	t.Helper()
@@ -433,8 +435,20 @@ func installPolicies(ctx context.Context, t *testing.T, cs kubernetes.Interface,
 			var o admissionv1.ValidatingAdmissionPolicyBinding
 			strict(t, doc, &o)
 			_, err = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &o, metav1.CreateOptions{})
+		case "ServiceAccount":
+			var o corev1.ServiceAccount
+			strict(t, doc, &o)
+			_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+		case "ClusterRole":
+			var o rbacv1.ClusterRole
+			strict(t, doc, &o)
+			_, err = cs.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
+		case "ClusterRoleBinding":
+			var o rbacv1.ClusterRoleBinding
+			strict(t, doc, &o)
+			_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
 		default:
-			t.Fatalf("unexpected kind %s among the admission policies", tm.Kind)
+			t.Fatalf("unexpected kind %s among the admission policies and RBAC objects", tm.Kind)
 		}
 		if err != nil {
 			t.Fatalf("create %s: %v", tm.Kind, err)

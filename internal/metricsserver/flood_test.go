@@ -16,32 +16,9 @@ import (
 // passes) and reconnects at once. It returns how many connections they
 // opened.
 func flood(ctx context.Context, addr string, n int, hold time.Duration) func() int64 {
-	var opened atomic.Int64
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 1)
-			for ctx.Err() == nil {
-				c, err := net.DialTimeout("tcp", addr, time.Second)
-				if err != nil {
-					continue
-				}
-				opened.Add(1)
-				_ = c.SetReadDeadline(time.Now().Add(hold))
-				stop := context.AfterFunc(ctx, func() { c.Close() })
-				_, _ = c.Read(buf)
-				stop()
-				c.Close()
-			}
-		}()
-	}
-	return func() int64 { wg.Wait(); return opened.Load() }
+	return floodFrom(ctx, "127.0.0.1", addr, "", n, hold)
 }
 
-// probeClient behaves like the kubelet's HTTP prober: a new connection per
-// probe, a 1 s timeout.
 // floodFrom is flood with a request: n clients dialling from the loopback
 // address src each send req, then wait (at most hold) for the server to
 // answer or close, and reconnect until ctx ends. It returns a function
@@ -206,6 +183,8 @@ func TestFairShare(t *testing.T) {
 	}
 }
 
+// probeClient behaves like the kubelet's HTTP prober: a new connection per
+// probe, a 1 s timeout.
 func probeClient() *http.Client {
 	return &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 }
@@ -222,33 +201,7 @@ func TestProbesUnderFlood(t *testing.T) {
 	defer cancel()
 	wait := flood(ctx, addr, MaxConns+8, 10*time.Second)
 	time.Sleep(300 * time.Millisecond) // let the flood fill every slot
-	client := probeClient()
-	var ok, failed int
-	var lastErr error
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for ctx.Err() == nil {
-		for _, path := range []string{"/healthz", "/readyz"} {
-			rsp, err := client.Get("http://" + addr + path)
-			if err == nil {
-				_, _ = io.Copy(io.Discard, rsp.Body)
-				rsp.Body.Close()
-				if rsp.StatusCode != http.StatusOK {
-					err = &statusError{rsp.StatusCode}
-				}
-			}
-			if err != nil {
-				failed++
-				lastErr = err
-				continue
-			}
-			ok++
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-		}
-	}
+	ok, failed, lastErr := probeAll(ctx, addr)
 	opened := wait()
 	t.Logf("probes ok=%d failed=%d (last error %v); flood opened %d connections", ok, failed, lastErr, opened)
 	if opened < MaxConns+8 {

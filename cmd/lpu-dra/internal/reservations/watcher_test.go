@@ -186,17 +186,7 @@ func startFixture(t *testing.T) *fixture {
 // reserved for stays refused; a pod dropped from reservedFor and deleted is
 // refused.
 func TestReservedForIsTheSourceOfTruth(t *testing.T) {
-	f := startFixture(t)
-	p1 := f.pod("p1")
-	claim := f.reserve(p1)
-	res, err := f.drv.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim})
-	if err != nil || res[claim.UID].Err != nil {
-		t.Fatalf("prepare: %v %v", err, res[claim.UID].Err)
-	}
-	f.run(t, Options{Resync: time.Hour, GoneRetry: 500 * time.Millisecond})
-	if err := f.admitted(p1, claim.UID); err != nil {
-		t.Fatal(err)
-	}
+	f, p1, claim := startPrepared(t)
 
 	// The scheduler reserves the claim for a pod, then binds it.
 	p2 := f.pod("p2", true)
@@ -232,17 +222,7 @@ func TestReservedForIsTheSourceOfTruth(t *testing.T) {
 // admitted on the stale preparation; once the allocation matches again,
 // its pods are.
 func TestStalePreparationAdmitsNoPod(t *testing.T) {
-	f := startFixture(t)
-	p1 := f.pod("p1")
-	claim := f.reserve(p1)
-	res, err := f.drv.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim})
-	if err != nil || res[claim.UID].Err != nil {
-		t.Fatalf("prepare: %v %v", err, res[claim.UID].Err)
-	}
-	f.run(t, Options{Resync: time.Hour, GoneRetry: 500 * time.Millisecond})
-	if err := f.admitted(p1, claim.UID); err != nil {
-		t.Fatal(err)
-	}
+	f, p1, claim := startPrepared(t)
 	for _, step := range []struct {
 		device string
 		admin  bool
@@ -263,6 +243,24 @@ func TestStalePreparationAdmitsNoPod(t *testing.T) {
 	}
 	f.reserve(p1) // allocated as prepared again: served
 	daemontest.Eventually(t, 10*time.Second, "p1 admitted again", func() bool { return f.admitted(p1, claim.UID) == nil })
+}
+
+// startPrepared is a fixture whose shared claim is reserved for and
+// prepared with pod p1, admitted, and the watcher running without a
+// periodic resync.
+func startPrepared(t *testing.T) (*fixture, *corev1.Pod, *resourceapi.ResourceClaim) {
+	f := startFixture(t)
+	p1 := f.pod("p1")
+	claim := f.reserve(p1)
+	res, err := f.drv.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim})
+	if err != nil || res[claim.UID].Err != nil {
+		t.Fatalf("prepare: %v %v", err, res[claim.UID].Err)
+	}
+	f.run(t, Options{Resync: time.Hour, GoneRetry: 500 * time.Millisecond})
+	if err := f.admitted(p1, claim.UID); err != nil {
+		t.Fatal(err)
+	}
+	return f, p1, claim
 }
 
 // run runs the watcher on the fixture until the test ends.
