@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -358,5 +359,59 @@ func TestChartDoctorSeesItsChecks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestChartNodeConfigsDRA: in mode dra each named node config gets its
+// own lpu-dra DaemonSet too, reading its own ConfigMap key (per-node
+// rings, network tables and mounts reach the daemon that publishes the
+// arcs), on exactly the nodes labelled with its name; the default lpu-dra
+// DaemonSet keeps its selector and stays off those nodes (issue 33).
+func TestChartNodeConfigsDRA(t *testing.T) {
+	helm := helmBinary(t)
+	r := renderSplit(t, helm, "mode=dra",
+		`json:nodeConfigs.configs={"ring4":{"topology":{"source":"config","rings":[["lpu0","lpu1","lpu2","lpu3"]]}}}`)
+	dra := map[string]*appsv1.DaemonSet{}
+	for name, ds := range r.DaemonSets {
+		if ds.Spec.Template.Labels["hyperaccel.ai/daemon"] == "lpu-dra" {
+			dra[name] = ds
+		}
+	}
+	if len(dra) != 2 || dra["lpu-node-dra"] == nil || dra["lpu-node-dra-ring4"] == nil {
+		t.Fatalf("lpu-dra DaemonSets %v, want lpu-node-dra and lpu-node-dra-ring4", slices.Sorted(maps.Keys(dra)))
+	}
+	for name, file := range map[string]string{"lpu-node-dra": "config.yaml", "lpu-node-dra-ring4": "config-ring4.yaml"} {
+		ds := dra[name]
+		if c := ds.Spec.Template.Spec.Containers[0]; !slices.Contains(c.Args, "--config=/etc/lpu/"+file) {
+			t.Errorf("%s args %v, want --config=/etc/lpu/%s", name, c.Args, file)
+		}
+		sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+		if err != nil || !sel.Matches(labels.Set(ds.Spec.Template.Labels)) {
+			t.Errorf("%s: selector %v does not match its pod labels", name, ds.Spec.Selector)
+		}
+	}
+	if got := dra["lpu-node-dra"].Spec.Selector.MatchLabels; len(got) != 3 || got[nodeConfigLabel] != "" {
+		t.Errorf("default lpu-dra selector changed: %v (immutable; an upgrade would fail)", got)
+	}
+	if dra["lpu-node-dra"].Spec.Template.Annotations["checksum/config"] == dra["lpu-node-dra-ring4"].Spec.Template.Annotations["checksum/config"] {
+		t.Error("both lpu-dra DaemonSets roll on the same config checksum")
+	}
+	for node, want := range map[string]string{
+		"plain LPU node": "lpu-node-dra",
+		"ring4 node":     "lpu-node-dra-ring4",
+	} {
+		lbl := map[string]string{"kubernetes.io/os": "linux", "hyperaccel.ai/lpu.present": "true"}
+		if node == "ring4 node" {
+			lbl[nodeConfigLabel] = "ring4"
+		}
+		var runs []string
+		for name, ds := range dra {
+			if schedulable(t, ds, lbl) {
+				runs = append(runs, name)
+			}
+		}
+		if !slices.Equal(runs, []string{want}) {
+			t.Errorf("%s runs lpu-dra %v, want [%s]", node, runs, want)
+		}
 	}
 }
