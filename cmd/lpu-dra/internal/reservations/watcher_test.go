@@ -223,26 +223,43 @@ func TestReservedForIsTheSourceOfTruth(t *testing.T) {
 // its pods are.
 func TestStalePreparationAdmitsNoPod(t *testing.T) {
 	f, p1, claim := startPrepared(t)
-	for _, step := range []struct {
+	// adminAccess allocations need the namespace's admin-access label.
+	ns, err := f.client.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Labels = map[string]string{"resource.kubernetes.io/admin-access": "true"}
+	if _, err := f.client.CoreV1().Namespaces().Update(context.Background(), ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i, step := range []struct {
 		device string
 		admin  bool
 	}{{"ring0-start4-size2", false}, {"ring0-start0-size2", true}} {
-		p := f.pod(fmt.Sprintf("new-%s-%v", step.device, step.admin))
+		// As the scheduler does: allocate and reserve, then bind (the pod
+		// event the watcher follows, with no periodic resync).
+		p := f.pod(fmt.Sprintf("new-%d", i), true)
 		f.allocate(step.device, step.admin, p1, p)
+		f.bind(p)
 		// The watcher sees the claim change: the entry admits nobody,
 		// not the new pod, and no longer the first one.
-		daemontest.Eventually(t, 10*time.Second, "p1 refused on a stale preparation", func() bool {
-			return errors.Is(f.admitted(p1, claim.UID), checkpoint.ErrNotReserved)
+		daemontest.Eventually(t, 10*time.Second, "the stale preparation seen", func() bool {
+			return f.counter(driver.MetricStale) >= float64(i+1)
 		})
+		if err := f.admitted(p1, claim.UID); !errors.Is(err, checkpoint.ErrNotReserved) {
+			t.Fatalf("%s admin=%v: the first pod on a stale preparation: %v, want ErrNotReserved", step.device, step.admin, err)
+		}
 		if err := f.admitted(p, claim.UID); !errors.Is(err, checkpoint.ErrNotReserved) {
 			t.Fatalf("%s admin=%v: a pod of the re-allocated claim on the stale preparation: %v, want ErrNotReserved", step.device, step.admin, err)
 		}
 	}
-	if got := f.counter(driver.MetricStale); got < 2 {
-		t.Errorf("lpu_dra_stale_preparations_total = %v, want at least 2", got)
-	}
-	f.reserve(p1) // allocated as prepared again: served
-	daemontest.Eventually(t, 10*time.Second, "p1 admitted again", func() bool { return f.admitted(p1, claim.UID) == nil })
+	// Allocated as prepared again: its pods are served.
+	back := f.pod("back", true)
+	f.allocate("ring0-start0-size2", false, p1, back)
+	f.bind(back)
+	daemontest.Eventually(t, 10*time.Second, "p1 and a new pod admitted again", func() bool {
+		return f.admitted(p1, claim.UID) == nil && f.admitted(back, claim.UID) == nil
+	})
 }
 
 // startPrepared is a fixture whose shared claim is reserved for and
