@@ -63,7 +63,10 @@ do_deadcode() {
 
 do_unit() {
   log "go test -race ./..."
-  HELM=${HELM:-$(bash test/e2e/tools.sh path | tr ':' '\n' | grep helm)/helm} go test -race -count=1 ./...
+  # An explicit budget per package binary: ./deploy (chart, image, release
+  # and the real-apiserver policy tests) passes 10 minutes, go test's
+  # default, on a cold 2-core machine.
+  HELM=${HELM:-$(bash test/e2e/tools.sh path | tr ':' '\n' | grep helm)/helm} go test -race -count=1 -timeout 30m ./...
   # A module of its own (it imports k8s.io/kubernetes for the API server's
   # validation code): lpu-dra's slices and chart objects, validated for real.
   log "go test ./test/dravalidate (v1.37.2 API validation)"
