@@ -140,7 +140,7 @@ func (l *Ledger) room(h Holder) ([]string, error) {
 		}
 		taken = append(taken, v)
 	}
-	more, err := l.victims(1-len(taken), taken)
+	more, err := l.victims(1, taken)
 	if err != nil {
 		return nil, err
 	}
