@@ -58,16 +58,17 @@ func TestRuntimeGateRendering(t *testing.T) {
 	helm := helmBinary(t)
 	gate, claims := release+"-require-lpu-nri", release+"-require-lpu-nri-claims"
 	vgate, vclaims, noConfig := release+"-runtime-gate", release+"-runtime-gate-claims", release+"-dra-no-config"
+	nodeSlices := release + "-dra-node-slices" // lpu-dra's own writes (TestDRASlicePolicy)
 
 	plugin := decodeGate(t, render(t, helm))
 	if names(plugin.Mutating) != gate || names(plugin.Validating) != vgate {
 		t.Fatalf("devicePlugin mode: %s / %s, want the pod gate only", names(plugin.Mutating), names(plugin.Validating))
 	}
 	dra := decodeGate(t, render(t, helm, "mode=dra"))
-	if names(dra.Mutating) != gate+","+claims || names(dra.Validating) != noConfig+","+vgate+","+vclaims {
+	if names(dra.Mutating) != gate+","+claims || names(dra.Validating) != noConfig+","+nodeSlices+","+vgate+","+vclaims {
 		t.Fatalf("dra mode: %s / %s", names(dra.Mutating), names(dra.Validating))
 	}
-	for _, name := range []string{gate, claims, vgate, vclaims, noConfig} {
+	for _, name := range []string{gate, claims, vgate, vclaims, noConfig, nodeSlices} {
 		if !slices.Contains(dra.Bindings, name) {
 			t.Errorf("%s has no binding (bindings: %v)", name, dra.Bindings)
 		}
@@ -76,6 +77,13 @@ func TestRuntimeGateRendering(t *testing.T) {
 		wantFailClosedUpdates(t, name, m.Spec.FailurePolicy, m.Spec.MatchConstraints)
 	}
 	for name, v := range dra.Validating {
+		if name == nodeSlices {
+			if fp := v.Spec.FailurePolicy; fp == nil || *fp != admissionv1.Fail || len(v.Spec.MatchConstraints.ResourceRules) != 1 ||
+				!slices.Equal(v.Spec.MatchConstraints.ResourceRules[0].Operations, []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete}) {
+				t.Errorf("%s: failurePolicy %v, rules %+v; want Fail on create, update and delete", name, fp, v.Spec.MatchConstraints.ResourceRules)
+			}
+			continue
+		}
 		wantFailClosedUpdates(t, name, v.Spec.FailurePolicy, v.Spec.MatchConstraints)
 	}
 	for _, sel := range []*metav1.LabelSelector{dra.Mutating[claims].Spec.MatchConstraints.NamespaceSelector, dra.Validating[vclaims].Spec.MatchConstraints.NamespaceSelector} {
@@ -93,8 +101,8 @@ func TestRuntimeGateRendering(t *testing.T) {
 	if sel := narrow.Mutating[gate].Spec.MatchConstraints.NamespaceSelector; sel != nil && (len(sel.MatchLabels) != 0 || len(sel.MatchExpressions) != 0) {
 		t.Errorf("the pod gate got the claim selector %v", sel)
 	}
-	if off := decodeGate(t, render(t, helm, "mode=dra", "runtimeGate.enabled=false")); len(off.Mutating) != 0 || names(off.Validating) != noConfig {
-		t.Errorf("runtimeGate off: %s / %s, want the dra-no-config policy only", names(off.Mutating), names(off.Validating))
+	if off := decodeGate(t, render(t, helm, "mode=dra", "runtimeGate.enabled=false")); len(off.Mutating) != 0 || names(off.Validating) != noConfig+","+nodeSlices {
+		t.Errorf("runtimeGate off: %s / %s, want the dra-no-config and dra-node-slices policies only", names(off.Mutating), names(off.Validating))
 	}
 }
 
