@@ -4,7 +4,10 @@
 package main
 
 import (
+	"log/slog"
 	"os"
+
+	"k8s.io/klog/v2"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/daemon"
 	"github.com/hyperaccel/lpu-node/internal/startup"
@@ -27,7 +30,16 @@ func run() error {
 	if s == nil {
 		return err
 	}
+	routeKlog(s.Log)
 	ctx, stop := startup.Context()
 	defer stop()
 	return daemon.Run(ctx, daemon.Params{Config: s.Config, Options: &opts, Logger: s.Log, Version: version})
+}
+
+// routeKlog sends what client-go and the DRA kubelet plugin library log
+// through klog to log, so lpu-dra writes one format (JSON by default), not
+// klog's text lines beside it. Once, before any goroutine logs: klog's
+// logger is process-wide and not safe to swap while in use.
+func routeKlog(log *slog.Logger) {
+	klog.SetSlogLogger(log)
 }
