@@ -54,11 +54,8 @@ func (l *Ledger) put(id string, e entry) {
 		l.perNS[e.NS]++
 	}
 	l.entries[id] = e
-	switch {
-	case !l.live[e.Pod]:
-		l.push(&l.order, candidate{id: id, seen: e.Seen})
-	case e.idle && l.evictIdle:
-		l.push(&l.idle, candidate{id: id, seen: e.Seen})
+	if h := l.heapOf(e); h != nil {
+		l.push(h, candidate{id: id, seen: e.Seen})
 	}
 }
 
@@ -97,22 +94,29 @@ func (l *Ledger) push(h *candidates, c candidate) {
 func (l *Ledger) rebuild() {
 	l.order, l.idle = l.order[:0], l.idle[:0]
 	for id, e := range l.entries {
-		switch {
-		case !l.live[e.Pod]:
-			l.order = append(l.order, candidate{id: id, seen: e.Seen})
-		case e.idle && l.evictIdle:
-			l.idle = append(l.idle, candidate{id: id, seen: e.Seen})
+		if h := l.heapOf(e); h != nil {
+			*h = append(*h, candidate{id: id, seen: e.Seen})
 		}
 	}
 	heap.Init(&l.order)
 	heap.Init(&l.idle)
 }
 
-// evictable reports whether e may be evicted: its pod is gone, or (with
-// EvictIdle) its container stopped.
-func (l *Ledger) evictable(e entry) bool {
-	return !l.live[e.Pod] || (l.evictIdle && e.idle)
+// heapOf is the eviction heap e belongs in: order when its pod is gone,
+// idle (with EvictIdle) when its container stopped; nil when e may not be
+// evicted.
+func (l *Ledger) heapOf(e entry) *candidates {
+	switch {
+	case !l.live[e.Pod]:
+		return &l.order
+	case l.evictIdle && e.idle:
+		return &l.idle
+	}
+	return nil
 }
+
+// evictable reports whether e may be evicted.
+func (l *Ledger) evictable(e entry) bool { return l.heapOf(e) != nil }
 
 // valid reports whether c still names an evictable entry as it is.
 func (l *Ledger) valid(c candidate) bool {
@@ -211,11 +215,8 @@ func (l *Ledger) victims(n int, taken []string) ([]string, error) {
 func (l *Ledger) restoreIDs(ids []string) {
 	for _, id := range ids {
 		if e, ok := l.entries[id]; ok {
-			switch {
-			case !l.live[e.Pod]:
-				heap.Push(&l.order, candidate{id: id, seen: e.Seen})
-			case l.evictIdle && e.idle:
-				heap.Push(&l.idle, candidate{id: id, seen: e.Seen})
+			if h := l.heapOf(e); h != nil {
+				heap.Push(h, candidate{id: id, seen: e.Seen})
 			}
 		}
 	}
