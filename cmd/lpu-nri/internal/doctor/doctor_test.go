@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/cdimode"
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nritest"
+	"github.com/hyperaccel/lpu-node/internal/nritest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nritest"
+	"github.com/hyperaccel/lpu-node/internal/nritest"
 )
 
 // The handler benchmarks run the CreateContainer handler in-process

@@ -9,7 +9,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nritest"
+	"github.com/hyperaccel/lpu-node/internal/nritest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 

@@ -12,8 +12,8 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nritest"
 	"github.com/hyperaccel/lpu-node/internal/dracheckpoint"
+	"github.com/hyperaccel/lpu-node/internal/nritest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nritest"
 	"github.com/hyperaccel/lpu-node/internal/backoff"
+	"github.com/hyperaccel/lpu-node/internal/nritest"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
 )
 

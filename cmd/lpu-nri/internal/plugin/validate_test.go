@@ -10,7 +10,7 @@ import (
 	"github.com/containerd/nri/pkg/stub"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nritest"
+	"github.com/hyperaccel/lpu-node/internal/nritest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
