@@ -8,9 +8,9 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/devcgroup"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
-	"github.com/hyperaccel/lpu-node/internal/devcgroup"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 

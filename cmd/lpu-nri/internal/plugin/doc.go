@@ -25,7 +25,7 @@
 //  5. Optionally kubelet's PodResources must report the same IDs.
 //  6. LPU nodes the container already carries (by device number; types c,
 //     u and none) beyond its allocation refuse it, and so do device cgroup
-//     rules admitting an LPU beyond it (cgroup.go, internal/devcgroup),
+//     rules admitting an LPU beyond it (cgroup.go, cmd/lpu-nri/internal/devcgroup),
 //     outside security.allowNamespaces.
 //  7. The allocation ID must be new or the same pod's (the ledger in the
 //     state dir): a sealed allocation copied into another pod is refused.
