@@ -18,6 +18,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/plugin"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/backoff"
 	"github.com/hyperaccel/lpu-node/internal/dracheckpoint"
@@ -205,13 +206,13 @@ func pluginConfig(ctx context.Context, p Params, n *node.Node, m *metrics.Metric
 	// Tracing fails open: a bad endpoint or exporter is logged, never fatal.
 	tracer, stopTracing := startup.Tracing(ctx, cfg.Tracing, "lpu-nri", p.Version, log)
 	done.add(stopTracing)
-	pc := plugin.Config{Key: key, Store: store, Options: n.Inject, Metrics: m, Ready: rs, Log: log,
-		CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration, Tracer: tracer,
-		Ledger: led, AcceptLegacySeals: cfg.Security.AcceptLegacySeals,
-		AllowNamespaces: cfg.Security.AllowNamespaces, RuntimeGuard: cfg.Security.RuntimeGuard,
+	pc := plugin.Config{Config: verify.Config{Key: key, Store: store, Options: n.Inject, Log: log,
+		CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration,
+		Ledger:       led, AcceptLegacySeals: cfg.Security.AcceptLegacySeals,
+		AllowNamespaces: cfg.Security.AllowNamespaces,
 		Claims: func(pod string, claims []string) ([]string, error) {
 			return dracheckpoint.PodLPUs(cfg.StateDir, pod, claims)
-		}}
+		}}, Metrics: m, Ready: rs, Tracer: tracer, RuntimeGuard: cfg.Security.RuntimeGuard}
 	if cfg.Kubelet.PodResourcesCheck {
 		c := podresources.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
 		done.add(func() { c.Close() })

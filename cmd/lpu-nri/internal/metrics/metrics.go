@@ -10,32 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
 	"github.com/hyperaccel/lpu-node/internal/devicemetrics"
 	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 )
-
-// Refusal reasons, the values of the reason label of lpu_nri_refusals_total.
-const (
-	ReasonPodAnnotation    = "pod-annotation"    // a reserved key in the pod annotations
-	ReasonBadSeal          = "bad-seal"          // seal missing, malformed or from another key
-	ReasonBadValue         = "bad-value"         // sealed value malformed (parse, size, duplicates), or LPU_VISIBLE_DEVICES set twice in the env
-	ReasonUnknownDevice    = "unknown-device"    // ID not in the current inventory
-	ReasonUnhealthyDevice  = "unhealthy-device"  // ID known but unhealthy
-	ReasonPodResources     = "podresources"      // kubelet PodResources disagrees or cannot answer
-	ReasonNoInventory      = "no-inventory"      // discovery has not succeeded yet
-	ReasonLegacySeal       = "legacy-seal"       // v1 seal while security.acceptLegacySeals is off
-	ReasonReplayed         = "replayed"          // allocation ID first used by another pod, or not recordable
-	ReasonMismatch         = "device-mismatch"   // validator: final LPU nodes differ from the allocation
-	ReasonUnallocatedNodes = "unallocated-nodes" // privileged container carrying LPU nodes it was not allocated
-	ReasonDeviceCgroup     = "device-cgroup"     // device cgroup rules admit LPUs the container was not allocated
-)
-
-// Reasons lists every refusal reason, so each series exists from the start.
-var Reasons = []string{
-	ReasonPodAnnotation, ReasonBadSeal, ReasonBadValue, ReasonUnknownDevice,
-	ReasonUnhealthyDevice, ReasonPodResources, ReasonNoInventory, ReasonLegacySeal,
-	ReasonReplayed, ReasonMismatch, ReasonUnallocatedNodes, ReasonDeviceCgroup,
-}
 
 // Metrics holds lpu-nri's collectors in their own registry.
 type Metrics struct {
@@ -118,7 +96,7 @@ func New() *Metrics {
 		Help: "New allocation IDs refused because the replay ledger is full of running pods' IDs (each also a refusal with reason replayed).",
 	})
 	m.Build = devicemetrics.NewBuildInfo() // the same gauge as the allocators'
-	for _, r := range Reasons {
+	for _, r := range verify.Reasons {
 		m.Refusals.WithLabelValues(r)
 	}
 	m.LedgerShare = prometheus.NewCounter(prometheus.CounterOpts{

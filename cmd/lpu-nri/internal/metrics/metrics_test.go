@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
 	"time"
 
 	"github.com/hyperaccel/lpu-node/internal/devicemetrics/devicemetricstest"
@@ -46,7 +48,7 @@ func TestServe(t *testing.T) {
 		t.Fatalf("/healthz = %d", code)
 	}
 	m.Injections.Add(3)
-	m.Refusals.WithLabelValues(ReasonBadSeal).Inc()
+	m.Refusals.WithLabelValues(verify.ReasonBadSeal).Inc()
 	m.Connected.Set(1)
 	m.Build.WithLabelValues("lpu-nri", "1.2.3", "go1.26").Set(1)
 	m.WatchLedger(func() map[string]int { return map[string]int{"team-a": 7} })

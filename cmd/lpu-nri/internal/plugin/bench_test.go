@@ -106,7 +106,7 @@ func BenchmarkDecideValid4(b *testing.B) {
 	b.ReportAllocs()
 	cpu := cpuTime()
 	for b.Loop() {
-		if _, _, err := f.p.Decide(ctx, p, c); err != nil {
+		if _, _, err := f.p.verifier.Decide(ctx, p, c); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -124,7 +124,7 @@ func BenchmarkValidate8(b *testing.B) {
 		{Path: "/dev/null", Type: "c", Major: 1, Minor: 3}, {Path: "/dev/zero", Type: "c", Major: 1, Minor: 5},
 		{Path: "/dev/random", Type: "c", Major: 1, Minor: 8}, {Path: "/dev/tty", Type: "c", Major: 5, Minor: 0},
 	}}
-	adj, _, err := f.p.Decide(context.Background(), p, c)
+	adj, _, err := f.p.verifier.Decide(context.Background(), p, c)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
 	"github.com/hyperaccel/lpu-node/internal/nritest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
@@ -50,27 +50,27 @@ func TestUnbufferedCharNodes(t *testing.T) {
 	t.Run("carried", func(t *testing.T) {
 		c := ctr("u", seal(t, f.key, "lpu1"))
 		c.Linux = &api.LinuxContainer{Devices: []*api.LinuxDevice{uNode}}
-		_, _, err := f.p.Decide(context.Background(), pod("u", nil), c)
+		_, _, err := f.p.verifier.Decide(context.Background(), pod("u", nil), c)
 		if err == nil || !strings.Contains(err.Error(), "carries LPU device nodes it was not allocated (/dev/accel0 (509:6, lpu6))") {
 			t.Fatalf("Decide = %v, want unallocated-nodes", err)
 		}
 		c = ctr("u-none", nil)
 		c.Linux = &api.LinuxContainer{Devices: []*api.LinuxDevice{uNode}}
-		if _, _, err := f.p.Decide(context.Background(), pod("u-none", nil), c); err == nil {
+		if _, _, err := f.p.verifier.Decide(context.Background(), pod("u-none", nil), c); err == nil {
 			t.Fatal("unallocated container carrying a u node accepted")
 		}
 	})
 	t.Run("validator", func(t *testing.T) {
 		adj := &api.ContainerAdjustment{}
 		adj.AddDevice(uNode)
-		err := f.p.Validate(pod("u", nil), ctr("u", seal(t, f.key, "lpu1")), adj)
+		err := f.p.verifier.Validate(pod("u", nil), ctr("u", seal(t, f.key, "lpu1")), adj)
 		if err == nil || !strings.Contains(err.Error(), "not allocated /dev/accel0 (509:6, lpu6)") {
 			t.Fatalf("Validate = %v, want device-mismatch", err)
 		}
 		// Its own LPU added as a u node counts as injected.
 		own := &api.ContainerAdjustment{}
 		own.AddDevice(&api.LinuxDevice{Path: "/dev/lpu1", Type: "u", Major: lpuMajor, Minor: 1})
-		if err := f.p.Validate(pod("u", nil), ctr("u", seal(t, f.key, "lpu1")), own); err != nil {
+		if err := f.p.verifier.Validate(pod("u", nil), ctr("u", seal(t, f.key, "lpu1")), own); err != nil {
 			t.Fatalf("own LPU as a u node: %v", err)
 		}
 	})
@@ -171,7 +171,7 @@ func TestDeviceCgroupRules(t *testing.T) {
 			c := ctr("cg", ann)
 			c.Linux = &api.LinuxContainer{Resources: &api.LinuxResources{Devices: tc.rules}}
 			m := f.p.Metrics()
-			before := counter(t, m.Refusals.WithLabelValues(metrics.ReasonDeviceCgroup))
+			before := counter(t, m.Refusals.WithLabelValues(verify.ReasonDeviceCgroup))
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			rsp, err := rt.CreateContainer(ctx, p, c)
@@ -184,7 +184,7 @@ func TestDeviceCgroupRules(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.errHas) {
 				t.Fatalf("CreateContainer = %v, %v; want error containing %q", viewOf(rsp.GetAdjust()), err, tc.errHas)
 			}
-			if got := counter(t, m.Refusals.WithLabelValues(metrics.ReasonDeviceCgroup)); got != before+1 {
+			if got := counter(t, m.Refusals.WithLabelValues(verify.ReasonDeviceCgroup)); got != before+1 {
 				t.Fatalf("refusals{reason=device-cgroup} = %v, want %v", got, before+1)
 			}
 		})
@@ -200,17 +200,17 @@ func TestDeviceCgroupEachGuard(t *testing.T) {
 	wild := containerdRules(cgroupRule(true, "c", lpuMajor, -1, "rw"))
 	c := ctr("g", nil)
 	c.Linux = &api.LinuxContainer{Resources: &api.LinuxResources{Devices: wild}}
-	if _, _, err := f.p.Decide(context.Background(), pod("g", nil), c); err == nil || !strings.Contains(err.Error(), "device cgroup admits LPUs") {
+	if _, _, err := f.p.verifier.Decide(context.Background(), pod("g", nil), c); err == nil || !strings.Contains(err.Error(), "device cgroup admits LPUs") {
 		t.Errorf("Decide = %v, want device-cgroup refusal", err)
 	}
-	if err := f.p.Validate(pod("g", nil), c, &api.ContainerAdjustment{}); err == nil || !strings.Contains(err.Error(), "device cgroup admits LPUs") {
+	if err := f.p.verifier.Validate(pod("g", nil), c, &api.ContainerAdjustment{}); err == nil || !strings.Contains(err.Error(), "device cgroup admits LPUs") {
 		t.Errorf("Validate = %v, want device-cgroup refusal", err)
 	}
 	// The validator sees the allow rule the runtime adds for each device a
 	// plugin injects: a non-LPU node under an LPU number is still an LPU.
 	clean := ctr("g2", nil)
 	clean.Linux = &api.LinuxContainer{Resources: &api.LinuxResources{Devices: containerdRules()}}
-	if err := f.p.Validate(pod("g2", nil), clean, &api.ContainerAdjustment{}); err != nil {
+	if err := f.p.verifier.Validate(pod("g2", nil), clean, &api.ContainerAdjustment{}); err != nil {
 		t.Errorf("Validate(default rules) = %v", err)
 	}
 	claims := ctr("g3", nil)
@@ -219,7 +219,7 @@ func TestDeviceCgroupEachGuard(t *testing.T) {
 	fc := newFixture(t, 8, false, func(c *Config) {
 		c.Claims = func(string, []string) ([]string, error) { return []string{"lpu1"}, nil }
 	})
-	if _, _, err := fc.p.Decide(context.Background(), pod("g3", nil), claims); err == nil || !strings.Contains(err.Error(), "device cgroup admits LPUs") {
+	if _, _, err := fc.p.verifier.Decide(context.Background(), pod("g3", nil), claims); err == nil || !strings.Contains(err.Error(), "device cgroup admits LPUs") {
 		t.Errorf("Decide(claims) = %v, want device-cgroup refusal", err)
 	}
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
 	"github.com/hyperaccel/lpu-node/internal/dracheckpoint"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
@@ -40,7 +40,7 @@ func sharedFixture(t *testing.T, wait time.Duration, pods ...string) (*fixture, 
 
 func decideClaim(f *fixture, podName, claim string) (time.Duration, error) {
 	start := time.Now()
-	_, _, err := f.p.Decide(context.Background(), pod(podName, nil), claimCtr(podName, []string{claim}, 4, 5, 6, 7))
+	_, _, err := f.p.verifier.Decide(context.Background(), pod(podName, nil), claimCtr(podName, []string{claim}, 4, 5, 6, 7))
 	return time.Since(start), err
 }
 
@@ -58,8 +58,8 @@ func TestClaimWaitForLateReservation(t *testing.T) {
 
 	f, _ = sharedFixture(t, 400*time.Millisecond, "uid-x")
 	took, err = decideClaim(f, "y", "c1")
-	var r *Refusal
-	if !errors.As(err, &r) || r.Reason != metrics.ReasonBadValue || !errors.Is(err, dracheckpoint.ErrNotReserved) || took < 350*time.Millisecond {
+	var r *verify.Refusal
+	if !errors.As(err, &r) || r.Reason != verify.ReasonBadValue || !errors.Is(err, dracheckpoint.ErrNotReserved) || took < 350*time.Millisecond {
 		t.Fatalf("never-recorded pod: %v after %v, want a refusal after ClaimWait", err, took)
 	}
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
 	"github.com/hyperaccel/lpu-node/internal/dracheckpoint"
 	"github.com/hyperaccel/lpu-node/internal/nritest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -32,7 +32,7 @@ func TestDRAClaimContainers(t *testing.T) {
 	if err := dracheckpoint.Save(stateDir, state); err != nil {
 		t.Fatal(err)
 	}
-	verify := func(c *Config) {
+	withClaims := func(c *Config) {
 		c.Claims = func(pod string, claims []string) ([]string, error) {
 			return dracheckpoint.PodLPUs(stateDir, pod, claims)
 		}
@@ -49,18 +49,18 @@ func TestDRAClaimContainers(t *testing.T) {
 		reason string // "" means admitted
 		none   bool   // admitted with LPU_VISIBLE_DEVICES=none
 	}{
-		"claim prepared for the pod": {opts: []func(*Config){verify}, pod: pod("x", nil), ctr: withClaim("x", nil)},
-		"claim of another pod":       {opts: []func(*Config){verify}, pod: pod("y", nil), ctr: withClaim("y", nil), reason: metrics.ReasonBadValue},
-		"no verifier":                {pod: pod("x", nil), ctr: withClaim("x", nil), reason: metrics.ReasonBadValue},
-		"forged pod annotation": {opts: []func(*Config){verify}, pod: pod("x", map[string]string{"lpu.hyperaccel.ai/devices": "lpu0"}),
-			ctr: withClaim("x", nil), reason: metrics.ReasonPodAnnotation},
-		"no LPUs at all": {opts: []func(*Config){verify}, pod: pod("z", nil), ctr: ctr("z", nil), none: true},
+		"claim prepared for the pod": {opts: []func(*Config){withClaims}, pod: pod("x", nil), ctr: withClaim("x", nil)},
+		"claim of another pod":       {opts: []func(*Config){withClaims}, pod: pod("y", nil), ctr: withClaim("y", nil), reason: verify.ReasonBadValue},
+		"no verifier":                {pod: pod("x", nil), ctr: withClaim("x", nil), reason: verify.ReasonBadValue},
+		"forged pod annotation": {opts: []func(*Config){withClaims}, pod: pod("x", map[string]string{"lpu.hyperaccel.ai/devices": "lpu0"}),
+			ctr: withClaim("x", nil), reason: verify.ReasonPodAnnotation},
+		"no LPUs at all": {opts: []func(*Config){withClaims}, pod: pod("z", nil), ctr: ctr("z", nil), none: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, 8, false, tc.opts...)
-			adj, _, err := f.p.Decide(context.Background(), tc.pod, tc.ctr)
-			var r *Refusal
+			adj, _, err := f.p.verifier.Decide(context.Background(), tc.pod, tc.ctr)
+			var r *verify.Refusal
 			switch {
 			case tc.reason != "":
 				if !errors.As(err, &r) || r.Reason != tc.reason {
@@ -239,15 +239,15 @@ func TestValidateDRAClaims(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := f.p.Validate(pod(tc.pod, nil), claimCtr(tc.pod, tc.claims, tc.minors...), &api.ContainerAdjustment{})
+			err := f.p.verifier.Validate(pod(tc.pod, nil), claimCtr(tc.pod, tc.claims, tc.minors...), &api.ContainerAdjustment{})
 			if tc.errHas == "" {
 				if err != nil {
 					t.Fatalf("Validate: %v", err)
 				}
 				return
 			}
-			var r *Refusal
-			if !errors.As(err, &r) || r.Reason != metrics.ReasonMismatch || !strings.Contains(err.Error(), tc.errHas) {
+			var r *verify.Refusal
+			if !errors.As(err, &r) || r.Reason != verify.ReasonMismatch || !strings.Contains(err.Error(), tc.errHas) {
 				t.Fatalf("Validate = %v, want a mismatch refusal containing %q", err, tc.errHas)
 			}
 		})

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
@@ -34,7 +34,7 @@ func FuzzDecide(f *testing.F) {
 	f.Add("LPU.HYPERACCEL.AI/devices", "lpu0", "lpu7,lpu0", seal("lpu7,lpu0"), true, true)
 	f.Add("app", "x", "lpu0", "v1:"+strings.Repeat("0", 64), true, true)
 	reasons := map[string]bool{}
-	for _, r := range metrics.Reasons {
+	for _, r := range verify.Reasons {
 		reasons[r] = true
 	}
 	f.Fuzz(func(t *testing.T, podKey, podVal, devVal, sealVal string, hasDev, hasSeal bool) {
@@ -45,15 +45,15 @@ func FuzzDecide(f *testing.F) {
 		if hasSeal {
 			ann[inject.AnnotationSeal] = sealVal
 		}
-		adj, alloc, err := fx.p.Decide(context.Background(), pod("f", map[string]string{podKey: podVal}), ctr("f", ann))
+		adj, alloc, err := fx.p.verifier.Decide(context.Background(), pod("f", map[string]string{podKey: podVal}), ctr("f", ann))
 		ids := alloc.IDs
 		reserved := len(podKey) >= len(inject.AnnotationPrefix) && strings.EqualFold(podKey[:len(inject.AnnotationPrefix)], inject.AnnotationPrefix)
 		if err != nil {
-			var r *Refusal
+			var r *verify.Refusal
 			if !errors.As(err, &r) || !reasons[r.Reason] {
 				t.Fatalf("error %v is not a Refusal with a known reason", err)
 			}
-			if reserved && r.Reason != metrics.ReasonPodAnnotation {
+			if reserved && r.Reason != verify.ReasonPodAnnotation {
 				t.Fatalf("reserved pod key %q refused for %q", podKey, r.Reason)
 			}
 			return

@@ -2,37 +2,11 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
-
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
 )
-
-// claimAllocation records the allocation ID for the pod in the ledger
-// (which also marks the pod live). A pod or namespace past its share is
-// counted in lpu_nri_ledger_share_refused_total, a full ledger (nothing
-// evictable) in lpu_nri_ledger_full_total, each logged with the namespaces
-// and pods holding the most; the caller refuses the container either way
-// (fail closed).
-func (p *Plugin) claimAllocation(id string, pod *api.PodSandbox) error {
-	err := p.ledger.Claim(id, ledger.Holder{Namespace: pod.GetNamespace(), Pod: pod.GetUid()})
-	switch {
-	case errors.Is(err, ledger.ErrShare):
-		p.m.LedgerShare.Inc()
-		p.log.Error("pod or namespace holds its whole share of the allocation ledger; refusing a new allocation ID",
-			"pod", pod.GetNamespace()+"/"+pod.GetName(), "uid", pod.GetUid(), "allocation", id, "err", err)
-	case errors.Is(err, ledger.ErrFull):
-		p.m.LedgerFull.Inc()
-		nss, pods := p.ledger.Holders(5)
-		p.log.Error("allocation ledger full of running pods' IDs; refusing a new allocation ID",
-			"path", p.ledger.Path(), "entries", p.ledger.Len(), "allocation", id,
-			"pod", pod.GetNamespace()+"/"+pod.GetName(), "topNamespaces", nss, "topPods", pods)
-	}
-	return err
-}
 
 // ledgerPodGone tells the ledger that pod's sandbox was stopped or
 // removed: its pod can present none of its IDs again (a new sandbox of

@@ -11,7 +11,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
 	"github.com/hyperaccel/lpu-node/internal/nritest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
@@ -39,7 +39,7 @@ func TestReplayAfterChurn(t *testing.T) {
 	ctx := context.Background()
 	for i := range ledger.MaxEntries + 8 {
 		p := pod(fmt.Sprintf("churn-%d", i), nil)
-		if _, _, err := f.p.Decide(ctx, p, ctr(p.GetName(), seal(t, f.key, "lpu0"))); err != nil {
+		if _, _, err := f.p.verifier.Decide(ctx, p, ctr(p.GetName(), seal(t, f.key, "lpu0"))); err != nil {
 			t.Fatalf("churn pod %d: %v", i, err)
 		}
 		if err := f.p.RemovePodSandbox(ctx, p); err != nil {
@@ -62,7 +62,7 @@ func TestReplayAfterChurn(t *testing.T) {
 	if _, err := f.p.ledger.Seed(running); err != nil || f.p.ledger.Len() != ledger.MaxEntries {
 		t.Fatalf("seed live pods: %v, len %d", err, f.p.ledger.Len())
 	}
-	before := counter(t, f.p.Metrics().Refusals.WithLabelValues(metrics.ReasonReplayed))
+	before := counter(t, f.p.Metrics().Refusals.WithLabelValues(verify.ReasonReplayed))
 	late := pod("late", nil)
 	err = create(late, ctr("late", seal(t, f.key, "lpu2")))
 	if err == nil || !strings.Contains(err.Error(), "ledger full") {
@@ -71,7 +71,7 @@ func TestReplayAfterChurn(t *testing.T) {
 	if got := counter(t, f.p.Metrics().LedgerFull); got != 1 {
 		t.Errorf("lpu_nri_ledger_full_total = %v, want 1", got)
 	}
-	if got := counter(t, f.p.Metrics().Refusals.WithLabelValues(metrics.ReasonReplayed)); got != before+1 {
+	if got := counter(t, f.p.Metrics().Refusals.WithLabelValues(verify.ReasonReplayed)); got != before+1 {
 		t.Errorf("refusals{reason=replayed} = %v, want %v", got, before+1)
 	}
 	if err := create(victim, ctr("victim", ann)); err != nil {
@@ -166,7 +166,7 @@ func TestLedgerShares(t *testing.T) {
 	// Their IDs go before any running pod's.
 	for i := range ledger.MaxEntries + 10 {
 		job := &api.PodSandbox{Id: fmt.Sprintf("pod-job-%d", i), Name: fmt.Sprintf("job-%d", i), Uid: fmt.Sprintf("uid-job-%d", i), Namespace: fmt.Sprintf("ci-%d", i%8)}
-		if _, _, err := f.p.Decide(ctx, job, &api.Container{Id: "c-" + job.Id, PodSandboxId: job.Id, Name: "main", Annotations: seal(t, f.key, "lpu2")}); err != nil {
+		if _, _, err := f.p.verifier.Decide(ctx, job, &api.Container{Id: "c-" + job.Id, PodSandboxId: job.Id, Name: "main", Annotations: seal(t, f.key, "lpu2")}); err != nil {
 			t.Fatalf("job %d: %v", i, err)
 		}
 		if i%512 == 0 { // some over the real runtime side, the rest direct

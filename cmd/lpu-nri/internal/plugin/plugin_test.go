@@ -19,7 +19,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
 	"github.com/hyperaccel/lpu-node/internal/backoff"
 	"github.com/hyperaccel/lpu-node/internal/nritest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -84,10 +84,10 @@ func newFixture(t testing.TB, n int, sick bool, opts ...func(*Config)) *fixture 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{
+	cfg := Config{Config: verify.Config{
 		Key: f.key, Store: f.store, Log: discard, Ledger: led,
 		Options: inject.Options{Mounts: []inject.Mount{{HostPath: "/usr/lib/lpu"}}},
-	}
+	}}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -231,65 +231,65 @@ func TestCreateContainerThroughRuntime(t *testing.T) {
 		},
 		"forged annotation without seal": {
 			ctrAnn: map[string]string{inject.AnnotationDevices: "lpu0,lpu1"},
-			reason: metrics.ReasonBadSeal, errHas: "seal missing",
+			reason: verify.ReasonBadSeal, errHas: "seal missing",
 		},
 		"seal made with another key": {
 			ctrAnn: seal(t, other, "lpu0", "lpu1"),
-			reason: metrics.ReasonBadSeal, errHas: "does not match",
+			reason: verify.ReasonBadSeal, errHas: "does not match",
 		},
 		"seal without devices": {
 			ctrAnn: map[string]string{inject.AnnotationSeal: f.key.Seal("lpu0")},
-			reason: metrics.ReasonBadSeal, errHas: "without",
+			reason: verify.ReasonBadSeal, errHas: "without",
 		},
 		"validly sealed value also in pod annotations": {
 			podAnn: valid, ctrAnn: valid,
-			reason: metrics.ReasonPodAnnotation, errHas: `pod annotation "lpu.hyperaccel.ai/allocation"`,
+			reason: verify.ReasonPodAnnotation, errHas: `pod annotation "lpu.hyperaccel.ai/allocation"`,
 		},
 		"reserved key in another letter case in pod annotations": {
 			podAnn: map[string]string{"LPU.hyperaccel.ai/devices": "lpu0"},
 			ctrAnn: valid,
-			reason: metrics.ReasonPodAnnotation, errHas: `pod annotation "LPU.hyperaccel.ai/devices"`,
+			reason: verify.ReasonPodAnnotation, errHas: `pod annotation "LPU.hyperaccel.ai/devices"`,
 		},
 		"sealed on another node with the same key": {
 			ctrAnn: seal(t, otherNode, "lpu0"),
-			reason: metrics.ReasonBadSeal, errHas: `on node "node-1" (sealed on another node, or forged)`,
+			reason: verify.ReasonBadSeal, errHas: `on node "node-1" (sealed on another node, or forged)`,
 		},
 		"legacy v1 seal while the switch is off": {
 			ctrAnn: f.key.Annotations([]string{"lpu0"}),
-			reason: metrics.ReasonLegacySeal, errHas: "security.acceptLegacySeals",
+			reason: verify.ReasonLegacySeal, errHas: "security.acceptLegacySeals",
 		},
 		"key in pod annotations only": {
 			podAnn: map[string]string{inject.AnnotationDevices: "lpu0"},
-			reason: metrics.ReasonPodAnnotation, errHas: "a pod cannot claim LPUs",
+			reason: verify.ReasonPodAnnotation, errHas: "a pod cannot claim LPUs",
 		},
 		"any reserved key in pod annotations": {
 			podAnn: map[string]string{"lpu.hyperaccel.ai/anything": "x"},
 			ctrAnn: valid,
-			reason: metrics.ReasonPodAnnotation, errHas: "lpu.hyperaccel.ai/anything",
+			reason: verify.ReasonPodAnnotation, errHas: "lpu.hyperaccel.ai/anything",
 		},
 		"unknown ID": {
 			ctrAnn: sealed("lpu1,lpu42"),
-			reason: metrics.ReasonUnknownDevice, errHas: `"lpu42" is not on this node`,
+			reason: verify.ReasonUnknownDevice, errHas: `"lpu42" is not on this node`,
 		},
 		"path-like ID": {
 			ctrAnn: sealed("../lpu0"),
-			reason: metrics.ReasonBadValue, errHas: "want lpuN",
+			reason: verify.ReasonBadValue, errHas: "want lpuN",
 		},
 		"absolute path ID": {
 			ctrAnn: sealed("/dev/lpu0"),
-			reason: metrics.ReasonBadValue, errHas: "want lpuN",
+			reason: verify.ReasonBadValue, errHas: "want lpuN",
 		},
 		"duplicate IDs": {
 			ctrAnn: sealed("lpu1,lpu2,lpu1"),
-			reason: metrics.ReasonBadValue, errHas: "duplicates",
+			reason: verify.ReasonBadValue, errHas: "duplicates",
 		},
 		"oversized value": {
 			ctrAnn: sealed(strings.Repeat("lpu1,", 1000) + "lpu1"),
-			reason: metrics.ReasonBadValue, errHas: "limit",
+			reason: verify.ReasonBadValue, errHas: "limit",
 		},
 		"unhealthy device": {
 			ctrAnn: seal(t, f.key, "lpu4", "lpu5"),
-			reason: metrics.ReasonUnhealthyDevice, errHas: `lpu5 is unhealthy: status "ECC_ERROR"`,
+			reason: verify.ReasonUnhealthyDevice, errHas: `lpu5 is unhealthy: status "ECC_ERROR"`,
 		},
 		"no allocation but LPU_VISIBLE_DEVICES in image env": {
 			env:  []string{"LPU_VISIBLE_DEVICES=0,1", "HOME=/root"},
@@ -300,12 +300,12 @@ func TestCreateContainerThroughRuntime(t *testing.T) {
 		// then rewrites it with the last, so the override would be lost.
 		"no allocation, LPU_VISIBLE_DEVICES in image and pod env": {
 			env:    []string{"LPU_VISIBLE_DEVICES=0,1", "HOME=/root", "LPU_VISIBLE_DEVICES=2"},
-			reason: metrics.ReasonBadValue, errHas: "sets LPU_VISIBLE_DEVICES 2 times",
+			reason: verify.ReasonBadValue, errHas: "sets LPU_VISIBLE_DEVICES 2 times",
 		},
 		"valid allocation, LPU_VISIBLE_DEVICES twice in env": {
 			ctrAnn: seal(t, f.key, "lpu3"),
 			env:    []string{"LPU_VISIBLE_DEVICES=0", "LPU_VISIBLE_DEVICES=1"},
-			reason: metrics.ReasonBadValue, errHas: "sets LPU_VISIBLE_DEVICES 2 times",
+			reason: verify.ReasonBadValue, errHas: "sets LPU_VISIBLE_DEVICES 2 times",
 		},
 		"no allocation, other-case and unset names are other variables": {
 			env:  []string{"lpu_visible_devices=0", "LPU_VISIBLE_DEVICES", "LPU_VISIBLE_DEVICES =1", "LPU_VISIBLE_DEVICES=2"},
@@ -511,7 +511,7 @@ func TestConcurrentDecide(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			name := fmt.Sprintf("c%d", i)
-			adj, alloc, err := f.p.Decide(ctx, pod(name, nil), ctr(name, seal(t, f.key, ids...)))
+			adj, alloc, err := f.p.verifier.Decide(ctx, pod(name, nil), ctr(name, seal(t, f.key, ids...)))
 			if err != nil || !slices.Equal(alloc.IDs, ids) || len(adj.GetLinux().GetDevices()) != len(ids) {
 				t.Errorf("%s: Decide(%v) = %v, %v", name, ids, alloc.IDs, err)
 			}
@@ -596,7 +596,7 @@ func TestAuditOrion(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := testKey(t, 7)
-	p, err := New(Config{Key: key, Store: store, Log: discard})
+	p, err := New(Config{Config: verify.Config{Key: key, Store: store, Log: discard}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -641,19 +641,19 @@ func TestAuditOrion(t *testing.T) {
 	// adjustment (render and management node) passes, one more LPU's
 	// management node is refused.
 	pd, c := pod("v", nil), ctr("v", seal(t, key, "lpu1"))
-	adj, _, err := p.Decide(context.Background(), pd, c)
+	adj, _, err := p.verifier.Decide(context.Background(), pd, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := len(adj.GetLinux().GetDevices()); n != 2 {
 		t.Fatalf("adjustment has %d devices, want render and management node", n)
 	}
-	if err := p.Validate(pd, c, adj); err != nil {
+	if err := p.verifier.Validate(pd, c, adj); err != nil {
 		t.Fatalf("lpu-nri's own Orion adjustment refused: %v", err)
 	}
 	extra := &api.ContainerAdjustment{Linux: &api.LinuxContainerAdjustment{
 		Devices: append(slices.Clone(adj.GetLinux().GetDevices()), &api.LinuxDevice{Path: "/dev/xclmgmt2", Type: "c", Major: device.SimXclmgmtMajor, Minor: 2})}}
-	if err := p.Validate(pd, c, extra); err == nil {
+	if err := p.verifier.Validate(pd, c, extra); err == nil {
 		t.Fatal("validated another LPU's management node")
 	}
 }
@@ -661,23 +661,23 @@ func TestAuditOrion(t *testing.T) {
 func TestPodResourcesCrossCheck(t *testing.T) {
 	errMismatch := errors.New("kubelet says lpu0")
 	tests := map[string]struct {
-		check  CrossChecker
+		check  verify.CrossChecker
 		reason string
 	}{
 		"agrees":    {check: checkFunc(func([]string) error { return nil })},
-		"disagrees": {check: checkFunc(func([]string) error { return errMismatch }), reason: metrics.ReasonPodResources},
+		"disagrees": {check: checkFunc(func([]string) error { return errMismatch }), reason: verify.ReasonPodResources},
 		"hangs": {check: checkFunc(func([]string) error { time.Sleep(3 * time.Second); return nil }),
-			reason: metrics.ReasonPodResources},
+			reason: verify.ReasonPodResources},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, 8, false, func(c *Config) { c.Check = tc.check; c.CheckTimeout = 50 * time.Millisecond })
 			start := time.Now()
-			_, alloc, err := f.p.Decide(context.Background(), pod("x", nil), ctr("x", seal(t, f.key, "lpu1")))
+			_, alloc, err := f.p.verifier.Decide(context.Background(), pod("x", nil), ctr("x", seal(t, f.key, "lpu1")))
 			if d := time.Since(start); d > time.Second {
 				t.Fatalf("Decide took %v, want the check bounded by its timeout", d)
 			}
-			var r *Refusal
+			var r *verify.Refusal
 			switch {
 			case tc.reason == "" && (err != nil || !slices.Equal(alloc.IDs, []string{"lpu1"})):
 				t.Fatalf("Decide = %v, %v; want lpu1", alloc.IDs, err)
@@ -688,7 +688,7 @@ func TestPodResourcesCrossCheck(t *testing.T) {
 	}
 }
 
-// checkFunc is a CrossChecker honouring ctx.
+// checkFunc is a verify.CrossChecker honouring ctx.
 type checkFunc func(ids []string) error
 
 func (c checkFunc) Check(ctx context.Context, _, _, _ string, ids []string) error {
@@ -718,14 +718,14 @@ func TestAllocationID(t *testing.T) {
 		reason string
 	}{
 		"sealed with allocation ID":     {ann: withID, wantID: id},
-		"allocation ID swapped":         {ann: swapped, reason: metrics.ReasonBadSeal},
-		"allocation ID without devices": {ann: idOnly, reason: metrics.ReasonBadSeal},
-		"legacy annotations, no ID":     {ann: f.key.Annotations([]string{"lpu2"}), reason: metrics.ReasonLegacySeal},
+		"allocation ID swapped":         {ann: swapped, reason: verify.ReasonBadSeal},
+		"allocation ID without devices": {ann: idOnly, reason: verify.ReasonBadSeal},
+		"legacy annotations, no ID":     {ann: f.key.Annotations([]string{"lpu2"}), reason: verify.ReasonLegacySeal},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, alloc, err := f.p.Decide(context.Background(), pod("a", nil), ctr("a", tc.ann))
-			var r *Refusal
+			_, alloc, err := f.p.verifier.Decide(context.Background(), pod("a", nil), ctr("a", tc.ann))
+			var r *verify.Refusal
 			switch {
 			case tc.reason != "" && (!errors.As(err, &r) || r.Reason != tc.reason):
 				t.Fatalf("Decide = %v, want refusal %q", err, tc.reason)
@@ -739,22 +739,22 @@ func TestAllocationID(t *testing.T) {
 func TestInventoryChangesAreSeen(t *testing.T) {
 	f := newFixture(t, 4, false)
 	ann := seal(t, f.key, "lpu4")
-	if _, _, err := f.p.Decide(context.Background(), pod("x", nil), ctr("x", ann)); err == nil {
+	if _, _, err := f.p.verifier.Decide(context.Background(), pod("x", nil), ctr("x", ann)); err == nil {
 		t.Fatal("lpu4 accepted before it exists")
 	}
 	devicetest.AddDevice(t, f.root, devicetest.Row{Index: 4})
 	if _, err := f.store.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, alloc, err := f.p.Decide(context.Background(), pod("x", nil), ctr("x", ann)); err != nil || !slices.Equal(alloc.IDs, []string{"lpu4"}) {
+	if _, alloc, err := f.p.verifier.Decide(context.Background(), pod("x", nil), ctr("x", ann)); err != nil || !slices.Equal(alloc.IDs, []string{"lpu4"}) {
 		t.Fatalf("after rescan: %v, %v", alloc.IDs, err)
 	}
 	devicetest.SetStatus(t, f.root, "lpu4", "FAILED")
 	if _, err := f.store.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var r *Refusal
-	if _, _, err := f.p.Decide(context.Background(), pod("x", nil), ctr("x", ann)); !errors.As(err, &r) || r.Reason != metrics.ReasonUnhealthyDevice {
+	var r *verify.Refusal
+	if _, _, err := f.p.verifier.Decide(context.Background(), pod("x", nil), ctr("x", ann)); !errors.As(err, &r) || r.Reason != verify.ReasonUnhealthyDevice {
 		t.Fatalf("after lpu4 failed: %v, want unhealthy refusal", err)
 	}
 }
@@ -827,16 +827,16 @@ func TestReplayedAllocation(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "already used by another pod") || !strings.Contains(err.Error(), victim.GetUid()) {
 		t.Fatalf("replay in another pod: %v, want a refusal naming %s", err, victim.GetUid())
 	}
-	if got := counter(t, f.p.Metrics().Refusals.WithLabelValues(metrics.ReasonReplayed)); got != 1 {
+	if got := counter(t, f.p.Metrics().Refusals.WithLabelValues(verify.ReasonReplayed)); got != 1 {
 		t.Errorf("refusals{reason=replayed} = %v, want 1", got)
 	}
 
 	// A new lpu-nri over the same state dir remembers.
 	f2 := newFixture(t, 8, false, withLedger)
-	if _, _, err := f2.p.Decide(context.Background(), thief, ctr("thief", ann)); err == nil {
+	if _, _, err := f2.p.verifier.Decide(context.Background(), thief, ctr("thief", ann)); err == nil {
 		t.Fatal("replay accepted after restart")
 	}
-	if _, _, err := f2.p.Decide(context.Background(), victim, ctr("victim", ann)); err != nil {
+	if _, _, err := f2.p.verifier.Decide(context.Background(), victim, ctr("victim", ann)); err != nil {
 		t.Fatalf("victim's restart after lpu-nri restart: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/containerd/nri/pkg/stub"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
 	"github.com/hyperaccel/lpu-node/internal/nritest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
@@ -279,10 +280,10 @@ func TestSynchronizeSeedsLedger(t *testing.T) {
 	rt.Start(t)
 	f.connect(t, rt)
 	rt.WaitPlugins(t, 1)
-	if _, _, err := f.p.Decide(context.Background(), pod("thief", nil), ctr("thief", ann)); err == nil || !strings.Contains(err.Error(), "already used by another pod") {
+	if _, _, err := f.p.verifier.Decide(context.Background(), pod("thief", nil), ctr("thief", ann)); err == nil || !strings.Contains(err.Error(), "already used by another pod") {
 		t.Fatalf("a running pod's allocation in another pod: %v, want refused", err)
 	}
-	if _, _, err := f.p.Decide(context.Background(), victim, ctr("victim", ann)); err != nil {
+	if _, _, err := f.p.verifier.Decide(context.Background(), victim, ctr("victim", ann)); err != nil {
 		t.Fatalf("the running pod's own restart: %v", err)
 	}
 }
@@ -293,14 +294,14 @@ func TestSynchronizeSeedsLedger(t *testing.T) {
 func TestValidateWithoutInventory(t *testing.T) {
 	f := newFixture(t, 8, false)
 	empty := inventory.New(device.NewSysfs(t.TempDir(), device.WithLogger(discard)), inventory.Options{Logger: discard})
-	p, err := New(Config{Key: f.key, Store: empty, Log: discard})
+	p, err := New(Config{Config: verify.Config{Key: f.key, Store: empty, Log: discard}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Validate(pod("a", nil), ctr("a", nil), &api.ContainerAdjustment{}); err != nil {
+	if err := p.verifier.Validate(pod("a", nil), ctr("a", nil), &api.ContainerAdjustment{}); err != nil {
 		t.Errorf("unallocated container refused without inventory: %v", err)
 	}
-	if err := p.Validate(pod("b", nil), ctr("b", seal(t, f.key, "lpu0")), &api.ContainerAdjustment{}); err == nil {
+	if err := p.verifier.Validate(pod("b", nil), ctr("b", seal(t, f.key, "lpu0")), &api.ContainerAdjustment{}); err == nil {
 		t.Error("allocated container validated without inventory")
 	}
 }

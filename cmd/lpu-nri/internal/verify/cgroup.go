@@ -1,4 +1,4 @@
-package plugin
+package verify
 
 import (
 	"errors"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/devcgroup"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -99,8 +98,8 @@ func admittedBeyond(snap *inventory.Snapshot, rules []devcgroup.Rule, ids []stri
 // beyond ids, outside security.allowNamespaces; nil otherwise. The device
 // cgroup decides what the container can open, not its nodes: with
 // CAP_MKNOD (in containerd's default capabilities) it can make the node.
-func (p *Plugin) cgroupRefusal(snap *inventory.Snapshot, pod *api.PodSandbox, rules []devcgroup.Rule, ids []string) error {
-	if !snap.Ready() || p.allowed(pod.GetNamespace()) {
+func (v *Verifier) cgroupRefusal(snap *inventory.Snapshot, pod *api.PodSandbox, rules []devcgroup.Rule, ids []string) error {
+	if !snap.Ready() || v.allowed(pod.GetNamespace()) {
 		return nil
 	}
 	why := admittedBeyond(snap, rules, ids)
@@ -111,7 +110,7 @@ func (p *Plugin) cgroupRefusal(snap *inventory.Snapshot, pod *api.PodSandbox, ru
 	if alloc == "" {
 		alloc = "none"
 	}
-	return refuse(metrics.ReasonDeviceCgroup,
+	return refuse(ReasonDeviceCgroup,
 		"container's device cgroup admits LPUs it was not allocated (allocation %s): %s; a container may open only its allocated LPUs (privileged_without_host_devices_all_devices_allowed, a device cgroup rule or another plugin must not admit others); node agents that need them belong in a namespace listed in security.allowNamespaces",
 		alloc, strings.Join(why, ", "))
 }
@@ -119,34 +118,34 @@ func (p *Plugin) cgroupRefusal(snap *inventory.Snapshot, pod *api.PodSandbox, ru
 // checkCgroup applies cgroupRefusal to the container's pristine rules
 // (CreateContainer: lpu-nri adds its nodes itself, so no rule may admit an
 // LPU beyond ids yet).
-func (p *Plugin) checkCgroup(snap *inventory.Snapshot, pod *api.PodSandbox, ctr *api.Container, ids []string) error {
+func (v *Verifier) checkCgroup(snap *inventory.Snapshot, pod *api.PodSandbox, ctr *api.Container, ids []string) error {
 	devs := ctr.GetLinux().GetResources().GetDevices()
 	if len(devs) == 0 {
 		return nil
 	}
 	var buf [16]devcgroup.Rule
-	return p.cgroupRefusal(snap, pod, cgroupRules(devs, buf[:0]), ids)
+	return v.cgroupRefusal(snap, pod, cgroupRules(devs, buf[:0]), ids)
 }
 
 // cgroupCoverage is the audit's check of a running container's rules: ""
 // when they admit no LPU beyond its allocation (sealed, or its claims'),
 // else why. An allocation that does not open grants nothing.
-func (p *Plugin) cgroupCoverage(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.Container) string {
+func (v *Verifier) cgroupCoverage(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.Container) string {
 	devs := c.GetLinux().GetResources().GetDevices()
 	if len(devs) == 0 {
 		return ""
 	}
 	var ids []string
 	if claims := claimUIDs(c.GetCDIDevices()); len(claims) > 0 {
-		ids, _ = p.claimLPUs(pod, claims)
-	} else if alloc, err := p.key.OpenAllocation(c.GetAnnotations()); err == nil && (alloc.Version != inject.SealV1 || p.acceptV1) {
+		ids, _ = v.claimLPUs(pod, claims)
+	} else if alloc, err := v.key.OpenAllocation(c.GetAnnotations()); err == nil && (alloc.Version != inject.SealV1 || v.acceptV1) {
 		ids = alloc.IDs
 	}
 	if _, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {
 		ids = nil
 	}
 	var buf [16]devcgroup.Rule
-	if err := p.cgroupRefusal(snap, pod, cgroupRules(devs, buf[:0]), ids); err != nil {
+	if err := v.cgroupRefusal(snap, pod, cgroupRules(devs, buf[:0]), ids); err != nil {
 		var r *Refusal
 		if errors.As(err, &r) {
 			return r.Err.Error()
