@@ -18,6 +18,7 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/guard"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify/verifytest"
 	"github.com/hyperaccel/lpu-node/internal/nritest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
@@ -61,7 +62,7 @@ func newGuardNode(t *testing.T) (*guardNode, *inject.Key) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := disk.ForNode(testNode)
+	key, err := disk.ForNode(verifytest.NodeName)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
 )
 
 // ledgerPodGone tells the ledger that pod's sandbox was stopped or
@@ -53,4 +55,53 @@ func (p *Plugin) ledgerDurable(ctx context.Context, pod *api.PodSandbox) error {
 		return fmt.Errorf("lpu-nri: allocation ledger: %v", err)
 	}
 	return nil
+}
+
+// seedLedger records the allocation IDs of the running containers for
+// their pods, so a lost ledger file cannot let another pod claim them.
+func (p *Plugin) seedLedger(pods []*api.PodSandbox, ctrs []*api.Container) {
+	if p.ledger == nil {
+		return
+	}
+	uid := make(map[string]string, len(pods))
+	ns := make(map[string]string, len(pods))
+	for _, pod := range pods {
+		uid[pod.GetId()], ns[pod.GetId()] = pod.GetUid(), pod.GetNamespace()
+	}
+	running := map[string]ledger.Holder{}
+	for _, c := range ctrs {
+		if c.GetState() == api.ContainerState_CONTAINER_STOPPED {
+			continue
+		}
+		if a, err := p.key.OpenAllocation(c.GetAnnotations()); err == nil && a.ID != "" {
+			running[a.ID] = ledger.Holder{Namespace: ns[c.GetPodSandboxId()], Pod: uid[c.GetPodSandboxId()]}
+		}
+	}
+	conflicts, err := p.ledger.Seed(running)
+	if err != nil {
+		p.log.Error("record running allocations", "path", p.ledger.Path(), "err", err)
+	}
+	if len(conflicts) > 0 {
+		p.log.Error("running containers hold allocation IDs first used by other pods", "allocations", conflicts)
+	}
+}
+
+// pruneLedger forgets allocation IDs of pods gone for ledger.Retention and
+// marks the IDs of stopped containers idle.
+func (p *Plugin) pruneLedger(pods []*api.PodSandbox, ctrs []*api.Container) {
+	if p.ledger == nil {
+		return
+	}
+	live := make(map[string]bool, len(pods))
+	for _, pod := range pods {
+		live[pod.GetUid()] = true
+	}
+	if err := p.ledger.Prune(live); err != nil {
+		p.log.Error("prune allocation ledger", "path", p.ledger.Path(), "err", err)
+	}
+	for _, c := range ctrs {
+		if c.GetState() == api.ContainerState_CONTAINER_STOPPED {
+			p.ledgerIdle(c)
+		}
+	}
 }
