@@ -67,11 +67,15 @@ func prometheus(t *testing.T) string {
 // helm is the real helm the chart is rendered with.
 func helm(t *testing.T) string { return tool(t, "helm", "HELM", "helm", defaultHelm) }
 
-// helmTemplate renders one template of the chart with --set values.
+// helmTemplate renders one template of the chart with --set values, or
+// the whole chart when template is "".
 func helmTemplate(t *testing.T, template string, sets ...string) []byte {
 	t.Helper()
 	args := []string{"template", "lpu-node", filepath.Join(repoRoot(t), "deploy", "helm", "lpu-node"),
-		"--namespace", "kube-system", "--show-only", template}
+		"--namespace", "kube-system"}
+	if template != "" {
+		args = append(args, "--show-only", template)
+	}
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
