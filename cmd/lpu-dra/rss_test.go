@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,17 +83,6 @@ func BenchmarkIdleRSS(b *testing.B) {
 	}
 }
 
-// freeAddr is a loopback address no one listens on, for lpu-dra's metrics
-// endpoint (served on a real node).
-func freeAddr(b *testing.B) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // idleFor is how long lpu-dra idles after publishing before it is measured.
 const idleFor = 10 * time.Second
 
@@ -114,7 +102,7 @@ func idleRSS(b *testing.B, client kubernetes.Interface, kubeconfig, bin string, 
 	cmd := exec.Command(bin, "--config", cfg, "--simulate", "8", "--node-name", "n1", "--kubeconfig", kubeconfig,
 		"--state-dir", filepath.Join(dir, "state"), "--cdi-dir", filepath.Join(dir, "cdi"),
 		"--plugin-dir", filepath.Join(sock, "p"), "--registry-dir", filepath.Join(sock, "r"),
-		"--metrics-addr", freeAddr(b))
+		"--metrics-addr", daemontest.FreeAddr(b))
 	cmd.Env = append(os.Environ(), env...)
 	log, err := os.Create(filepath.Join(dir, "lpu-dra.log"))
 	if err != nil {

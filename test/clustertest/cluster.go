@@ -17,6 +17,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 )
 
 // DefaultTimeout bounds the start of each component when Options.Timeout
@@ -63,7 +65,7 @@ type Cluster struct {
 	Dir string
 
 	ca      *ca
-	procs   []*proc // in start order
+	procs   []*daemontest.Proc // in start order
 	ownDir  bool
 	stopped bool
 }
@@ -97,7 +99,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, p := range c.procs {
-				t.Logf("--- end of %s log:\n%s", p.name, p.tail(15))
+				t.Logf("--- end of %s log:\n%s", p.Name, p.Tail(15))
 			}
 		}
 		if err := c.Stop(); err != nil {
@@ -150,12 +152,12 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 			return fmt.Errorf("cluster dir: %w", err)
 		}
 	}
-	ports, err := freePorts(5)
+	ports, err := daemontest.FreePorts(5)
 	if err != nil {
 		return err
 	}
 	etcdClient, etcdPeer, apiPort, schedPort, cmPort := ports[0], ports[1], ports[2], ports[3], ports[4]
-	c.Server = "https://" + hostPort(apiPort)
+	c.Server = "https://" + daemontest.Loopback(apiPort)
 
 	if err := c.writePKI(pki); err != nil {
 		return err
@@ -183,8 +185,8 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 // startEtcd starts etcd on the two ports and returns its client URL.
 func (c *Cluster) startEtcd(ctx context.Context, opts Options, logs string, clientPort, peerPort int) (string, error) {
 	// etcd: loopback, plain HTTP, no fsync: state lives only as long as the test.
-	etcdURL := "http://" + hostPort(clientPort)
-	peerURL := "http://" + hostPort(peerPort)
+	etcdURL := "http://" + daemontest.Loopback(clientPort)
+	peerURL := "http://" + daemontest.Loopback(peerPort)
 	etcdArgs := []string{
 		"--name", "clustertest", "--data-dir", filepath.Join(c.Dir, "etcd"),
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
@@ -318,7 +320,7 @@ func (c *Cluster) writePKI(pki string) error {
 // launch starts one component, records it for Stop, and waits, bounded by
 // opts.Timeout, until ready says it is ready.
 func (c *Cluster) launch(ctx context.Context, opts Options, name, bin, logs string, args []string, ready func(context.Context) error) error {
-	p, err := startProc(name, bin, logs, args...)
+	p, err := daemontest.StartProc(name, bin, logs, nil, args...)
 	if err != nil {
 		return err
 	}
@@ -326,10 +328,10 @@ func (c *Cluster) launch(ctx context.Context, opts Options, name, bin, logs stri
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	if err := waitFor(ctx, p, "start "+p.name, ready); err != nil {
+	if err := daemontest.Await(ctx, 200*time.Millisecond, "start "+p.Name, ready, p); err != nil {
 		return err
 	}
-	opts.Logf("clustertest: %s ready after %v (pid %d)", p.name, time.Since(start).Round(10*time.Millisecond), p.cmd.Process.Pid)
+	opts.Logf("clustertest: %s ready after %v (pid %d)", p.Name, time.Since(start).Round(10*time.Millisecond), p.PID())
 	return nil
 }
 
@@ -367,7 +369,7 @@ func (c *Cluster) Stop() error {
 	}
 	c.stopped = true
 	for i := len(c.procs) - 1; i >= 0; i-- {
-		c.procs[i].stop()
+		c.procs[i].Stop()
 	}
 	if c.ownDir {
 		if err := os.RemoveAll(c.Dir); err != nil {
@@ -381,7 +383,7 @@ func (c *Cluster) Stop() error {
 func (c *Cluster) PIDs() map[string]int {
 	m := make(map[string]int, len(c.procs))
 	for _, p := range c.procs {
-		m[p.name] = p.cmd.Process.Pid
+		m[p.Name] = p.PID()
 	}
 	return m
 }
@@ -415,7 +417,7 @@ var insecureLoopback = &http.Client{Transport: &http.Transport{
 }}
 
 func healthz(ctx context.Context, port int) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+hostPort(port)+"/healthz", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+daemontest.Loopback(port)+"/healthz", nil)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,10 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
+	"github.com/hyperaccel/lpu-node/internal/kubelettest"
+	"github.com/hyperaccel/lpu-node/internal/nritest"
+	"github.com/hyperaccel/lpu-node/internal/podresources/podresourcestest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
@@ -59,14 +63,20 @@ func shortenFor(t *testing.T, rules []byte) []byte {
 
 // node is one simulated LPU node of a chart mode: the daemons of the mode
 // on a simulated tree of 8 LPUs, the NRI runtime lpu-nri serves, and a
-// Prometheus scraping them with the chart's rules.
+// Prometheus scraping them with the chart's rules. In mode devicePlugin
+// the kubelet's Registration and PodResources services stand in for the
+// kubelet: the test allocates through the plugin's socket and records the
+// holders PodResources then lists, as the kubelet would after admitting a
+// pod.
 type node struct {
 	mode, dir, state string
-	kubelet          *kubelet
-	runtime          *nriRuntime
+	kubelet          *kubelettest.Kubelet
+	podResources     *podresourcestest.Server
+	holdings         []podresourcestest.Holding
+	runtime          *nritest.Runtime
 	prom             *promServer
-	procs            []*proc
-	plugin           pluginapi.DevicePluginClient
+	procs            []*daemontest.Proc
+	plugin           *kubelettest.Client
 }
 
 // config writes the daemons' config file: kubelet paths under root, fast
@@ -90,7 +100,7 @@ func startNode(t *testing.T, mode string) *node {
 	t.Helper()
 	prometheus(t) // skips before any build when it is absent
 	bin := daemons(t)
-	n := &node{mode: mode, dir: shortDir(t)}
+	n := &node{mode: mode, dir: daemontest.ShortDir(t)}
 	n.state = filepath.Join(n.dir, "state")
 	root := filepath.Join(n.dir, "kubelet")
 	for _, d := range []string{n.state, root} {
@@ -99,10 +109,11 @@ func startNode(t *testing.T, mode string) *node {
 		}
 	}
 	cfg := writeConfig(t, n.dir, root)
-	n.runtime = startRuntime(t, filepath.Join(n.dir, "nri"), filepath.Join(n.dir, "nri.sock"))
+	n.runtime = nritest.New(t)
+	n.runtime.Start(t)
 	env := []string{"NODE_NAME=node-a", "LPU_LOG_FORMAT=text"}
 	common := []string{"--config", cfg, "--simulate", "8", "--state-dir", n.state}
-	allocator, nri := freeAddr(t), freeAddr(t)
+	allocator, nri := daemontest.FreeAddr(t), daemontest.FreeAddr(t)
 	var targets []target
 	pod := map[string]string{"namespace": "kube-system", "pod": "lpu-node-test"}
 	withContainer := func(c string) map[string]string {
@@ -113,21 +124,21 @@ func startNode(t *testing.T, mode string) *node {
 		return m
 	}
 	if mode == modeDevicePlugin {
-		n.kubelet = startKubelet(t, root)
-		n.procs = append(n.procs, start(t, n.dir, "lpu-device-plugin", filepath.Join(bin, "lpu-device-plugin"), env,
+		n.startKubelet(t, root)
+		n.procs = append(n.procs, daemontest.Start(t, n.dir, "lpu-device-plugin", filepath.Join(bin, "lpu-device-plugin"), env,
 			append(common, "--metrics-addr", allocator, "--injection", "nri")...))
 		targets = append(targets, target{allocator, withContainer("device-plugin")})
 	} else {
 		kc := writeFile(t, n.dir, "kubeconfig", []byte(deadKubeconfig))
-		n.procs = append(n.procs, start(t, n.dir, "lpu-dra", filepath.Join(bin, "lpu-dra"), env,
+		n.procs = append(n.procs, daemontest.Start(t, n.dir, "lpu-dra", filepath.Join(bin, "lpu-dra"), env,
 			append(common, "--metrics-addr", allocator, "--node-name", "node-a", "--kubeconfig", kc)...))
 		// lpu-dra runs in its own DaemonSet, so its own pod
 		dra := withContainer("lpu-dra")
 		dra["pod"] = "lpu-node-dra-test"
 		targets = append(targets, target{allocator, dra})
 	}
-	n.procs = append(n.procs, start(t, n.dir, "lpu-nri", filepath.Join(bin, "lpu-nri"), env,
-		append(common, "--metrics-addr", nri, "--nri-socket", n.runtime.socket, "--mode", "nri")...))
+	n.procs = append(n.procs, daemontest.Start(t, n.dir, "lpu-nri", filepath.Join(bin, "lpu-nri"), env,
+		append(common, "--metrics-addr", nri, "--nri-socket", n.runtime.Socket, "--mode", "nri")...))
 	targets = append(targets, target{nri, withContainer("lpu-nri")})
 
 	rules := writeFile(t, n.dir, "rules.yaml", shortenFor(t, renderedRules(t, mode)))
@@ -138,17 +149,43 @@ func startNode(t *testing.T, mode string) *node {
 	}
 	n.prom = startPrometheus(t, n.dir, config)
 	n.procs = append(n.procs, n.prom.p)
-	waitFor(t, 30*time.Second, "every target up", func() bool {
+	daemontest.WaitFor(t, 30*time.Second, "every target up", func() bool {
 		up := n.prom.query(t, `up{job="lpu-node"} == 1`)
 		return len(up) == len(targets)
 	}, n.procs...)
-	waitFor(t, 30*time.Second, "lpu-nri connected to the runtime", func() bool {
+	daemontest.WaitFor(t, 30*time.Second, "lpu-nri connected to the runtime", func() bool {
 		return len(n.prom.query(t, `lpu_nri_connected == 1`)) == 1
 	}, n.procs...)
 	if mode == modeDevicePlugin {
-		n.plugin = n.kubelet.plugin(t)
+		// the kubelet dials the plugin it registered and keeps its
+		// ListAndWatch stream open
+		n.plugin = n.kubelet.Dial(t, n.kubelet.WaitRegistration(t, 15*time.Second))
+		n.plugin.Watch(t)
 	}
 	return n
+}
+
+// startKubelet serves the kubelet's Registration service on
+// <root>/device-plugins/kubelet.sock and its PodResources service on
+// <root>/pod-resources/kubelet.sock until the test ends.
+func (n *node) startKubelet(t *testing.T, root string) {
+	t.Helper()
+	plugins, podResources := filepath.Join(root, "device-plugins"), filepath.Join(root, "pod-resources")
+	for _, d := range []string{plugins, podResources} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.kubelet = kubelettest.Start(t, plugins)
+	n.podResources = podresourcestest.Start(t, filepath.Join(podResources, "kubelet.sock"))
+}
+
+// hold records that container of namespace/pod holds ids, as the kubelet's
+// PodResources lists it once the pod is admitted.
+func (n *node) hold(namespace, pod, container string, ids []string) {
+	n.holdings = append(n.holdings, podresourcestest.Holding{Namespace: namespace, Pod: pod, Container: container,
+		Resource: "hyperaccel.ai/lpu", DeviceIDs: ids})
+	n.podResources.SetPods(n.holdings...)
 }
 
 // deadKubeconfig points lpu-dra at a port nobody serves: it still starts,
@@ -187,7 +224,7 @@ func (n *node) waitAlert(t *testing.T, name string, pending bool, want map[strin
 		return true
 	}
 	sawPending := false
-	waitFor(t, 60*time.Second, name+" firing", func() bool {
+	daemontest.WaitFor(t, 60*time.Second, name+" firing", func() bool {
 		for _, a := range active(n.prom.alerts(t), name, "") {
 			if !matches(a) {
 				continue
@@ -246,7 +283,7 @@ func (n *node) create(t *testing.T, pod, name string, ctrAnn, podAnn map[string]
 	t.Helper()
 	p := &api.PodSandbox{Id: "sb-" + pod, Name: pod, Uid: "uid-" + pod, Namespace: "default", Annotations: podAnn}
 	c := &api.Container{Id: "ctr-" + pod + "-" + name, PodSandboxId: p.Id, Name: name, Annotations: ctrAnn}
-	_, err := n.runtime.create(context.Background(), p, c)
+	_, err := n.runtime.CreateContainer(context.Background(), p, c)
 	return err
 }
 
@@ -266,13 +303,13 @@ func TestLiveAlertsDevicePlugin(t *testing.T) {
 			t.Fatal(err)
 		}
 		pod := fmt.Sprintf("job-%d", i)
-		n.kubelet.hold("default", pod, "main", ids)
+		n.hold("default", pod, "main", ids)
 		if err := n.create(t, pod, "main", ann, nil); err != nil {
 			t.Fatalf("CreateContainer %s: %v", pod, err)
 		}
 		time.Sleep(3 * time.Second)
 	}
-	waitFor(t, 10*time.Second, "2 injections and 6 allocated LPUs in Prometheus", func() bool {
+	daemontest.WaitFor(t, 10*time.Second, "2 injections and 6 allocated LPUs in Prometheus", func() bool {
 		inj := n.prom.query(t, `lpu_nri_injections_total`)
 		alloc := n.prom.query(t, `sum(lpu_device_allocated)`)
 		return len(inj) == 1 && inj[0].value() == 2 && len(alloc) == 1 && alloc[0].value() == 6
@@ -329,7 +366,7 @@ func (n *node) faultsBothModes(t *testing.T) {
 		t.Fatalf("LPUDeviceUnhealthy alerts %v, want lpu3's only", as)
 	}
 
-	n.runtime.stop()
+	n.runtime.Stop()
 	n.waitAlert(t, "LPUInjectorDisconnected", true, map[string]string{"pod": "lpu-node-test", "severity": "critical"})
 }
 

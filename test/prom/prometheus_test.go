@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 )
 
 // target is one scrape target: a daemon's metrics address and the labels
@@ -64,7 +66,7 @@ func promConfig(s scrapeSettings, rules string, targets []target) ([]byte, error
 // promServer is a running Prometheus on 127.0.0.1.
 type promServer struct {
 	base string
-	p    *proc
+	p    *daemontest.Proc
 }
 
 // startPrometheus runs the distribution's prometheus with config in dir,
@@ -72,12 +74,12 @@ type promServer struct {
 func startPrometheus(t *testing.T, dir string, config []byte) *promServer {
 	t.Helper()
 	cfg := writeFile(t, dir, "prometheus.yml", config)
-	addr := freeAddr(t)
-	p := start(t, dir, "prometheus", prometheus(t), nil, "--config.file="+cfg,
+	addr := daemontest.FreeAddr(t)
+	p := daemontest.Start(t, dir, "prometheus", prometheus(t), nil, "--config.file="+cfg,
 		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address="+addr,
 		"--log.level=warn")
 	s := &promServer{base: "http://" + addr, p: p}
-	waitFor(t, 30*time.Second, "prometheus ready", func() bool {
+	daemontest.WaitFor(t, 30*time.Second, "prometheus ready", func() bool {
 		resp, err := http.Get(s.base + "/-/ready")
 		if err != nil {
 			return false

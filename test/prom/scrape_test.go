@@ -1,9 +1,6 @@
 package prom
 
 import (
-	"bytes"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -44,17 +41,7 @@ type chartObject struct {
 // renderChart renders the whole chart with sets and returns its objects.
 func renderChart(t *testing.T, sets ...string) []chartObject {
 	t.Helper()
-	args := []string{"template", "lpu-node", filepath.Join(repoRoot(t), "deploy", "helm", "lpu-node"), "--namespace", "kube-system"}
-	for _, s := range sets {
-		args = append(args, "--set", s)
-	}
-	cmd := exec.Command(helm(t), args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("helm %v: %v\n%s", args, err, stderr.String())
-	}
+	out := helmTemplate(t, "", sets...)
 	var objs []chartObject
 	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(out), -1) {
 		var o chartObject

@@ -2,11 +2,13 @@ package prom
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -65,11 +67,15 @@ func prometheus(t *testing.T) string {
 // helm is the real helm the chart is rendered with.
 func helm(t *testing.T) string { return tool(t, "helm", "HELM", "helm", defaultHelm) }
 
-// helmTemplate renders one template of the chart with --set values.
+// helmTemplate renders one template of the chart with --set values, or
+// the whole chart when template is "".
 func helmTemplate(t *testing.T, template string, sets ...string) []byte {
 	t.Helper()
 	args := []string{"template", "lpu-node", filepath.Join(repoRoot(t), "deploy", "helm", "lpu-node"),
-		"--namespace", "kube-system", "--show-only", template}
+		"--namespace", "kube-system"}
+	if template != "" {
+		args = append(args, "--show-only", template)
+	}
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
@@ -111,4 +117,33 @@ func writeFile(t *testing.T, dir, name string, content []byte) string {
 		t.Fatal(fmt.Errorf("write %s: %w", p, err))
 	}
 	return p
+}
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// daemons builds lpu-device-plugin, lpu-dra and lpu-nri from this checkout
+// once per test binary and returns their directory.
+func daemons(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "lpuprom-bin")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", buildDir+"/", "./cmd/lpu-device-plugin", "./cmd/lpu-dra", "./cmd/lpu-nri")
+		cmd.Dir = repoRoot(t)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			buildErr = errors.Join(fmt.Errorf("go build the daemons: %w", err), errors.New(out.String()))
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildDir
 }
