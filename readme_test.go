@@ -80,8 +80,8 @@ func TestReadmeMetricsMatchCode(t *testing.T) {
 
 func TestReadmeFlagsExist(t *testing.T) {
 	text := readme(t)
-	// internal/nfd declares --nfd-features-file for the two allocators.
-	for bin, dirs := range map[string][]string{"lpu-device-plugin": {"cmd/lpu-device-plugin", "internal/nfd"}, "lpu-nri": {"cmd/lpu-nri"}, "lpu-dra": {"cmd/lpu-dra", "internal/nfd"}} {
+	// internal/startup declares --nfd-features-file for the two allocators.
+	for bin, dirs := range map[string][]string{"lpu-device-plugin": {"cmd/lpu-device-plugin", "internal/startup"}, "lpu-nri": {"cmd/lpu-nri"}, "lpu-dra": {"cmd/lpu-dra", "internal/startup"}} {
 		dir := dirs[0]
 		var src string
 		for _, d := range dirs {
@@ -169,4 +169,46 @@ func TestReadmeLayoutListsEveryPackage(t *testing.T) {
 			t.Errorf("the README's layout table names %s, which holds no Go package", r)
 		}
 	}
+	checkLayoutGroups(t, table)
+}
+
+// checkLayoutGroups: every row of the layout table sits under the header
+// row ("| **Daemons …** | |") of its layer, as layers_test.go defines them.
+func checkLayoutGroups(t *testing.T, table string) {
+	t.Helper()
+	group := ""
+	header := regexp.MustCompile("^\\| \\*\\*([A-Za-z ]+)")
+	row := regexp.MustCompile("^\\| `([^`]+)` \\|")
+	for _, line := range strings.Split(table, "\n") {
+		if m := header.FindStringSubmatch(line); m != nil {
+			group = strings.TrimSpace(m[1])
+			continue
+		}
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		if want := layoutGroup(m[1]); !strings.HasPrefix(group, want) {
+			t.Errorf("the README's layout table lists %s under %q, want under %q", m[1], group, want)
+		}
+	}
+}
+
+// layoutGroup names the layer of a package directory.
+func layoutGroup(path string) string {
+	switch {
+	case testKit(path) || under(path, "test"):
+		return "Test kits"
+	case under(path, "cmd"):
+		return "Daemons"
+	case slices.Contains(plumbing, path):
+		return "Plumbing"
+	case under(path, "internal"):
+		return "Node services"
+	case under(path, "pkg") || path == "config":
+		return "Domain"
+	case under(path, "deploy"):
+		return "Release"
+	}
+	return "?"
 }

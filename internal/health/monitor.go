@@ -13,7 +13,6 @@ import (
 
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/logchange"
-	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
@@ -61,7 +60,7 @@ func (o Options) withDefaults() Options {
 	o.ProbeInterval = cmp.Or(o.ProbeInterval, config.DefaultProbeInterval)
 	o.FailureThreshold = cmp.Or(o.FailureThreshold, config.DefaultFailureThreshold)
 	o.RecoveryThreshold = cmp.Or(o.RecoveryThreshold, config.DefaultRecoveryThreshold)
-	o.Logger = startup.Logger(o.Logger)
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	return o
 }
 

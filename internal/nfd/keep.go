@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/hyperaccel/lpu-node/internal/cmdline"
 	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/internal/logchange"
 )
@@ -19,20 +18,14 @@ type Source interface {
 	Snapshot() (health.Snapshot, <-chan struct{})
 }
 
-// Flag is --nfd-features-file, declared once (Declare) for every daemon
-// that writes the file.
+// Flag is --nfd-features-file, declared once (startup.DeclareNFD) for
+// every daemon that writes the file.
 type Flag struct {
 	// File is the flag's value; "" disables the file.
 	File string
 	// Given is true when the flag or its environment twin was given
 	// (otherwise Path picks the default by mode).
 	Given bool
-}
-
-// Declare adds --nfd-features-file (twin LPU_NFD_FEATURES_FILE) to c.
-func (f *Flag) Declare(c *cmdline.Command) {
-	c.String(&f.File, "nfd-features-file", "LPU_NFD_FEATURES_FILE", DefaultPath, "`FILE` for the Node Feature Discovery feature file; empty disables (default "+DefaultPath+", or inside the simulated tree with --simulate; the default is skipped when its directory does not exist)").
-		MarkGiven(&f.Given)
 }
 
 // Path picks the feature file: the flag when given ("" disables);

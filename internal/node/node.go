@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -8,7 +9,6 @@ import (
 
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/health"
-	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
@@ -63,7 +63,7 @@ type Node struct {
 // otherwise serve an empty node), when the simulated node cannot be
 // written or, with o.Kubelet, when a named kubelet root does not exist.
 func Open(cfg *config.Config, o Options) (*Node, error) {
-	log := startup.Logger(o.Logger)
+	log := cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	if o.Simulate <= 0 {
 		// The simulated node is its own root; the configured one is not read.
 		if err := config.CheckDir("root", cfg.Root); err != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/cmdline"
+	"github.com/hyperaccel/lpu-node/internal/nfd"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
@@ -66,4 +67,11 @@ func (f *Flags) Declare(c *cmdline.Command, names ...string) {
 		}
 		decl(c, f)
 	}
+}
+
+// DeclareNFD adds --nfd-features-file (twin LPU_NFD_FEATURES_FILE) to c,
+// parsed into f.
+func DeclareNFD(c *cmdline.Command, f *nfd.Flag) {
+	c.String(&f.File, "nfd-features-file", "LPU_NFD_FEATURES_FILE", nfd.DefaultPath, "`FILE` for the Node Feature Discovery feature file; empty disables (default "+nfd.DefaultPath+", or inside the simulated tree with --simulate; the default is skipped when its directory does not exist)").
+		MarkGiven(&f.Given)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 	"github.com/hyperaccel/lpu-node/internal/nfd"
 	"github.com/hyperaccel/lpu-node/internal/node"
-	"github.com/hyperaccel/lpu-node/internal/nodemode"
 	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -56,7 +55,7 @@ func Run(ctx context.Context, p Params) error {
 	// One mode per node: never serve LPUs lpu-dra already serves. It
 	// registers in the kubelet root's registry, or (the kubelet dir given
 	// on its own, as before kubelet.rootDir) next to the device plugin dir.
-	if err := nodemode.RefuseIfDRA(cfg.Kubelet.RegistryDir(), nodemode.RegistryDir(cfg.Kubelet.DevicePluginDir)); err != nil {
+	if err := node.RefuseIfDRA(cfg.Kubelet.RegistryDir(), node.RegistryDir(cfg.Kubelet.DevicePluginDir)); err != nil {
 		return err
 	}
 

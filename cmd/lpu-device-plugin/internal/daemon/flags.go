@@ -27,7 +27,7 @@ func Command(o *Options) *cmdline.Command {
 	c.String(&o.injection, "injection", "LPU_INJECTION", "", "injection `MODE` nri|cdi|auto; overrides config injection.mode (default auto: nri when the config's nri.socket exists, else cdi)").
 		OneOf(config.AllowedInjectionModes...).Sets(func(cfg *config.Config) { cfg.Injection.Mode = o.injection })
 	o.Declare(c, "metrics-addr", "simulate", "simulate-backend")
-	o.NFD.Declare(c)
+	startup.DeclareNFD(c, &o.NFD)
 	o.Declare(c, "version")
 	return c
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/backoff"
 	"github.com/hyperaccel/lpu-node/internal/health"
-	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
@@ -143,7 +142,7 @@ func New(src Source, opts Options) (*Plugin, error) {
 	}
 	opts.PreStartTimeout = cmp.Or(opts.PreStartTimeout, DefaultPreStartTimeout)
 	opts.Backoff = opts.Backoff.OrDefault()
-	p := &Plugin{src: src, opts: opts, log: startup.Logger(opts.Logger), rec: opts.Recorder, socket: device.PluginSocketName(opts.ResourceName)}
+	p := &Plugin{src: src, opts: opts, log: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)), rec: opts.Recorder, socket: device.PluginSocketName(opts.ResourceName)}
 	if p.rec == nil {
 		p.rec = nopRecorder{}
 	}

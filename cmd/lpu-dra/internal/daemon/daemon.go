@@ -29,7 +29,6 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 	"github.com/hyperaccel/lpu-node/internal/nfd"
 	"github.com/hyperaccel/lpu-node/internal/node"
-	"github.com/hyperaccel/lpu-node/internal/nodemode"
 	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
@@ -51,7 +50,7 @@ type Params struct {
 // retried by the helper while prepared claims keep being served.
 func Run(ctx context.Context, p Params) error {
 	cfg, opts, log := p.Config, p.Options, startup.Logger(p.Logger)
-	if err := nodemode.RefuseIfDevicePlugin(filepath.Join(cfg.Kubelet.DevicePluginDir, device.PluginSocketName(cfg.ResourceName))); err != nil {
+	if err := node.RefuseIfDevicePlugin(filepath.Join(cfg.Kubelet.DevicePluginDir, device.PluginSocketName(cfg.ResourceName))); err != nil {
 		return err
 	}
 	n, err := node.Open(cfg, node.Options{Simulate: opts.Simulate, Name: opts.NodeName, Kubelet: true, Logger: log})

@@ -11,7 +11,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
-	"github.com/hyperaccel/lpu-node/internal/nodemode"
+	"github.com/hyperaccel/lpu-node/internal/node"
 )
 
 // kubeconfig points at a port nobody serves: the API server is down.
@@ -54,7 +54,7 @@ func TestRunWithAPIServerDown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, p) }()
-	reg := nodemode.DRARegistrationSocket(p.Options.RegistryDir)
+	reg := node.DRARegistrationSocket(p.Options.RegistryDir)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if c, err := net.Dial("unix", reg); err == nil {
@@ -71,7 +71,7 @@ func TestRunWithAPIServerDown(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := nodemode.RefuseIfDRA(p.Options.RegistryDir); err == nil {
+	if err := node.RefuseIfDRA(p.Options.RegistryDir); err == nil {
 		t.Fatal("the device plugin guard does not see the running driver")
 	}
 	cancel()
@@ -116,7 +116,7 @@ func TestRunRegistersUnderTheKubeletRoot(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, p) }()
-	reg := nodemode.DRARegistrationSocket(filepath.Join(p.Config.Kubelet.RootDir, "plugins_registry"))
+	reg := node.DRARegistrationSocket(filepath.Join(p.Config.Kubelet.RootDir, "plugins_registry"))
 	deadline := time.Now().Add(10 * time.Second)
 	for !serving(reg) {
 		select {

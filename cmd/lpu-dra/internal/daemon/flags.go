@@ -42,7 +42,7 @@ func Command(o *Options) *cmdline.Command {
 	c.String(&o.PodUID, "pod-uid", "POD_UID", "", "this pod's `UID`; set, two lpu-dra pods may serve the node at once during a rolling update (registration sockets per pod, checkpoint changes under a lock)")
 	c.String(&o.RegistryDir, "registry-dir", "LPU_REGISTRY_DIR", "", "kubelet plugin registry `DIR` (default <kubelet.rootDir>/plugins_registry, /var/lib/kubelet/plugins_registry)").Absolute()
 	o.Declare(c, "metrics-addr", "simulate")
-	o.NFD.Declare(c)
+	startup.DeclareNFD(c, &o.NFD)
 	o.Declare(c, "version")
 	return c
 }

@@ -7,6 +7,7 @@
 package audit
 
 import (
+	"cmp"
 	"log/slog"
 	"sync"
 
@@ -15,7 +16,6 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
-	"github.com/hyperaccel/lpu-node/internal/startup"
 )
 
 // Auditor audits the containers of one runtime connection.
@@ -30,7 +30,7 @@ type Auditor struct {
 // New returns an Auditor judging with v over store's inventory, exporting
 // to m; a nil log discards.
 func New(v *verify.Verifier, store *inventory.Store, m *metrics.Metrics, log *slog.Logger) *Auditor {
-	a := &Auditor{v: v, store: store, m: m, log: startup.Logger(log)}
+	a := &Auditor{v: v, store: store, m: m, log: cmp.Or(log, slog.New(slog.DiscardHandler))}
 	a.t.init()
 	return a
 }

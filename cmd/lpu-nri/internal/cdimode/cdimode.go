@@ -1,6 +1,7 @@
 package cdimode
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,7 +18,6 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/logchange"
-	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
@@ -63,7 +63,7 @@ type Syncer struct {
 	synced atomic.Bool
 }
 
-func (s *Syncer) log() *slog.Logger { return startup.Logger(s.Log) }
+func (s *Syncer) log() *slog.Logger { return cmp.Or(s.Log, slog.New(slog.DiscardHandler)) }
 
 // Synced reports whether the last Sync left a current spec on disk.
 func (s *Syncer) Synced() bool { return s.synced.Load() }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hyperaccel/lpu-node/config"
-	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
@@ -157,7 +156,7 @@ type Options struct {
 // until the first Refresh.
 func New(disc device.Discoverer, opts Options) *Store {
 	s := &Store{disc: disc, interval: cmp.Or(opts.Interval, config.DefaultResyncInterval), minKick: 200 * time.Millisecond,
-		log: startup.Logger(opts.Logger), kick: make(chan struct{}, 1)}
+		log: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)), kick: make(chan struct{}, 1)}
 	s.cur.Store(newSnapshot(nil, errors.New("no discovery yet")))
 	return s
 }

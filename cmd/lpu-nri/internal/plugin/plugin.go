@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,7 +22,6 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/metrics"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
-	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/trace"
 )
@@ -70,7 +70,7 @@ func New(cfg Config) (*Plugin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nri plugin: %w", err)
 	}
-	p := &Plugin{verifier: v, key: cfg.Key, m: cfg.Metrics, ready: cfg.Ready, log: startup.Logger(cfg.Log),
+	p := &Plugin{verifier: v, key: cfg.Key, m: cfg.Metrics, ready: cfg.Ready, log: cmp.Or(cfg.Log, slog.New(slog.DiscardHandler)),
 		tracer: cfg.Tracer, ledger: cfg.Ledger, guard: cfg.RuntimeGuard}
 	if l, ok := p.ready.(liveSetter); ok {
 		l.SetLive(p.Live) // readiness answers "connected" only on proof

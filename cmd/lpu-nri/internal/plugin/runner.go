@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/hyperaccel/lpu-node/internal/backoff"
 	"github.com/hyperaccel/lpu-node/internal/logchange"
-	"github.com/hyperaccel/lpu-node/internal/startup"
 )
 
 // Runner keeps a Plugin registered with the runtime's NRI socket: a fresh
@@ -67,7 +67,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	log := startup.Logger(r.Log)
+	log := cmp.Or(r.Log, slog.New(slog.DiscardHandler))
 	steps := r.Backoff.OrDefault()
 	wait := steps.Min
 	var errs logchange.Errors

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
-	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
@@ -84,7 +84,7 @@ func New(cfg Config) (*Verifier, error) {
 		return nil, errors.New("verify: no inventory store")
 	}
 	v := &Verifier{key: cfg.Key, store: cfg.Store, opts: cfg.Options, check: cfg.Check,
-		checkTimeout: cfg.CheckTimeout, log: startup.Logger(cfg.Log), ledger: cfg.Ledger,
+		checkTimeout: cfg.CheckTimeout, log: cmp.Or(cfg.Log, slog.New(slog.DiscardHandler)), ledger: cfg.Ledger,
 		acceptV1: cfg.AcceptLegacySeals, allowNS: cfg.AllowNamespaces, claims: cfg.Claims,
 		claimWait: claimWait(cfg.ClaimWait)}
 	if v.checkTimeout <= 0 || v.checkTimeout > MaxCrossCheckTimeout {

@@ -1,8 +1,9 @@
-// Package nodemode keeps one LPU mode per node: lpu-device-plugin and
-// lpu-dra must never both serve the node's LPUs (they would be double
-// booked), so each refuses to start while the other's kubelet socket
-// answers. A socket file nobody serves (left by a crash) does not count.
-package nodemode
+package node
+
+// One LPU mode per node: lpu-device-plugin and lpu-dra must never both
+// serve the node's LPUs (they would be double booked), so each refuses to
+// start while the other's kubelet socket answers. A socket file nobody
+// serves (left by a crash) does not count.
 
 import (
 	"fmt"

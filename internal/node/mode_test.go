@@ -1,4 +1,4 @@
-package nodemode
+package node
 
 import (
 	"net"
