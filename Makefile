@@ -26,8 +26,11 @@ build: ## build the daemons into bin/
 version: ## print the version every artefact carries
 	@echo $(VERSION)
 
+# Installs what it needs first (helm into the e2e tool cache; umoci and jq
+# through build-oci.sh), as `make test` and `make demo` do.
 release: ## dist/: multi-arch OCI image, chart (.tgz and OCI artifact), manifests, SBOMs, SHA256SUMS
-	bash deploy/release.sh $(VERSION)
+	bash test/e2e/tools.sh helm
+	HELM=$$(bash test/e2e/tools.sh path | tr ':' '\n' | grep helm)/helm bash deploy/release.sh $(VERSION)
 
 test: ## everything CI runs: tools, lint, unit tests with -race, fuzz smoke, end-to-end
 	bash test/check.sh all
@@ -35,7 +38,7 @@ test: ## everything CI runs: tools, lint, unit tests with -race, fuzz smoke, end
 unit: ## unit and integration tests only
 	bash test/check.sh unit
 
-lint: ## gofmt, go vet, staticcheck, golangci-lint (.golangci.yml), shellcheck
+lint: ## gofmt, go vet, staticcheck, golangci-lint (.golangci.yml), shellcheck (each installed when missing)
 	bash test/check.sh lint
 
 fuzz-smoke: ## each fuzz target briefly (a fixed execution count; FUZZTIME=60s to override)

@@ -2,7 +2,7 @@
 # check.sh — the project's test command (`make test`, called by .ci/run).
 # On a fresh Debian 12 machine with Go it installs what it needs itself.
 #
-# usage: test/check.sh [all|tools|lint|unit|fuzz|cluster|e2e]...
+# usage: test/check.sh [all|tools|lint|unit|release|fuzz|cluster|e2e]...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PATH=/usr/local/go/bin:$PATH
@@ -17,7 +17,8 @@ FUZZTIME=${FUZZTIME:-}
 
 log() { printf '[%(%H:%M:%S)T] check: %s\n' -1 "$*" >&2; }
 
-do_tools() {
+# The linters (make lint installs them on a fresh machine too).
+do_lint_tools() {
   command -v staticcheck >/dev/null || { log "installing staticcheck $STATICCHECK_VERSION"; go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"; }
   # go install caches the build: a second run with the same version is a no-op.
   case $(golangci-lint version --short 2>/dev/null) in
@@ -30,6 +31,10 @@ do_tools() {
     log "installing shellcheck"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null
   }
+}
+
+do_tools() {
+  do_lint_tools
   # helm renders the chart in deploy tests; the rest runs the e2e node.
   # containerd17: the shipped 1.7 snippet is run on a real containerd 1.7 (deploy tests).
   # etcd and kube (apiserver, scheduler, controller-manager, kubectl) run the
@@ -71,6 +76,16 @@ do_unit() {
   # validation code): lpu-dra's slices and chart objects, validated for real.
   log "go test ./test/dravalidate (v1.37.2 API validation)"
   (cd test/dravalidate && go vet ./... && go test -count=1 ./...)
+}
+
+# make release end to end (deploy's TestRelease: both daemons cross-built
+# for two architectures, the image, chart, manifests and SBOMs), on its own
+# step with its own budget: 3-4 min warm, far longer on a cold 2-core
+# machine, so it stays out of the unit stage's packages.
+do_release() {
+  log "go test ./deploy -run TestRelease (make release, checked)"
+  HELM=${HELM:-$(bash test/e2e/tools.sh path | tr ':' '\n' | grep helm)/helm} LPU_RELEASE_TEST=1 \
+    go test -count=1 -timeout 40m -run '^TestRelease$' ./deploy
 }
 
 # Smoke budgets are execution counts, about 2-7 s each on 2 cores. A
@@ -128,8 +143,9 @@ do_cluster() {
 [ $# -eq 0 ] && set -- all
 for step in "$@"; do
   case $step in
-    all) do_tools; do_lint; do_unit; do_fuzz; do_cluster; do_e2e ;;
-    tools|lint|unit|fuzz|cluster|e2e) "do_$step" ;;
-    *) echo "usage: $0 [all|tools|lint|unit|fuzz|cluster|e2e]..." >&2; exit 2 ;;
+    all) do_tools; do_lint; do_unit; do_release; do_fuzz; do_cluster; do_e2e ;;
+    lint) do_lint_tools; do_lint ;;
+    tools|unit|release|fuzz|cluster|e2e) "do_$step" ;;
+    *) echo "usage: $0 [all|tools|lint|unit|release|fuzz|cluster|e2e]..." >&2; exit 2 ;;
   esac
 done

@@ -53,13 +53,15 @@ created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 revision=${REVISION:-$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)}
 goarch=${GOARCH:-$(go env GOARCH)}
 
-if ! command -v umoci >/dev/null; then
-  [ "$(id -u)" = 0 ] || die "umoci is missing; install it: apt-get install umoci"
-  log "installing umoci (apt)"
+# A fresh machine has neither: root installs them (apt), others are told how.
+missing=()
+for tool in umoci jq; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || die "${missing[*]} missing; install: apt-get install ${missing[*]}"
+  log "installing ${missing[*]} (apt)"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends umoci >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-command -v jq >/dev/null || die "jq is missing; install it: apt-get install jq"
 rootless=()
 [ "$(id -u)" = 0 ] || rootless=(--rootless)
 
