@@ -53,6 +53,7 @@ func TestRuntimeGatePolicies(t *testing.T) {
 	rendered := render(t, helm, "--show-only", "templates/runtimegate.yaml", "mode=dra",
 		"json:runtimeGate.tolerateNamespaces=[\"node-agents\"]",
 		"json:runtimeGate.lpuResources=[\"example.com/lpu-slice\"]",
+		"json:runtimeGate.lpuDeviceClasses=[\"custom-lpu.example.com\"]",
 		"json:runtimeGate.claimNamespaceSelector={\"matchLabels\":{\""+lpuTenantLabel+"\":\"true\"}}")
 	makeNamespaces(ctx, t, cs, map[string]map[string]string{
 		"tenant": {lpuTenantLabel: "true"}, "gpu-team": nil, "node-agents": nil, namespace: nil})
@@ -68,8 +69,8 @@ func TestRuntimeGatePolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if kinds := installPolicies(ctx, t, cs, rendered); len(kinds) != 4 || kinds["MutatingAdmissionPolicy"] != 2 || kinds["ValidatingAdmissionPolicy"] != 2 {
-		t.Fatalf("rendered kinds %v, want the two policies for pods and for claim pods, and their bindings", kinds)
+	if kinds := installPolicies(ctx, t, cs, rendered); len(kinds) != 4 || kinds["MutatingAdmissionPolicy"] != 2 || kinds["ValidatingAdmissionPolicy"] != 4 {
+		t.Fatalf("rendered kinds %v, want the two policies for pods and for claim pods, the two for LPU claims and templates, and their bindings", kinds)
 	}
 	waitForGate(ctx, t, cs)
 	noTypeWarnings(ctx, t, cs)
@@ -77,6 +78,7 @@ func TestRuntimeGatePolicies(t *testing.T) {
 	t.Run("update", func(t *testing.T) { testGateUpdate(ctx, t, cs) })
 	t.Run("created before the gate", func(t *testing.T) { testGateBefore(ctx, t, cs) })
 	t.Run("subresources", func(t *testing.T) { testGateSubresources(ctx, t, cs) })
+	t.Run("claim scope", func(t *testing.T) { testGateClaimScope(ctx, t, cs, c.Config) })
 }
 
 // testGateCreate: LPU pods get the required-plugins annotation, other pods
@@ -88,11 +90,14 @@ func testGateCreate(ctx context.Context, t *testing.T, cs kubernetes.Interface) 
 		wantErr  string // "" created
 		required string // expected required-plugins annotation on the created pod
 	}{
-		"LPU pod is gated":                        {pod: lpuPod("lpu", "tenant", nil), required: `["lpu"]`},
-		"LPU in an init container is gated":       {pod: initLPUPod("init", "tenant"), required: `["lpu"]`},
-		"LPU pod's own required plugins replaced": {pod: lpuPod("own", "tenant", map[string]string{requiredPlugins: `["other"]`}), required: `["lpu"]`},
-		"pod without LPU is not gated":            {pod: plainPod("plain", "tenant", nil)},
-		"DRA arc extended resource is gated":      {pod: resourcePod("arc", "gpu-team", "hyperaccel.ai/lpu-arc-4"), required: `["lpu"]`},
+		"LPU pod is gated":                       {pod: lpuPod("lpu", "tenant", nil), required: `["lpu"]`},
+		"LPU in an init container is gated":      {pod: initLPUPod("init", "tenant"), required: `["lpu"]`},
+		"LPU pod's own required plugins kept":    {pod: lpuPod("own", "tenant", map[string]string{requiredPlugins: `["other"]`}), required: `["other", "lpu"]`},
+		"another vendor's block list kept":       {pod: lpuPod("block", "tenant", map[string]string{requiredPlugins: "- gpu\n- other"}), required: "- gpu\n- other\n- \"lpu\""},
+		"a list naming the plugin is kept as is": {pod: lpuPod("listed", "tenant", map[string]string{requiredPlugins: `["gpu","lpu"]`}), required: `["gpu","lpu"]`},
+		"an empty list becomes the plugin":       {pod: lpuPod("empty", "tenant", map[string]string{requiredPlugins: `[]`}), required: `["lpu"]`},
+		"pod without LPU is not gated":           {pod: plainPod("plain", "tenant", nil)},
+		"DRA arc extended resource is gated":     {pod: resourcePod("arc", "gpu-team", "hyperaccel.ai/lpu-arc-4"), required: `["lpu"]`},
 		"an LPU class's implicit resource is gated everywhere": {
 			pod: resourcePod("implicit", "gpu-team", "deviceclass.resource.kubernetes.io/lpu-arc-4.hyperaccel.ai"), required: `["lpu"]`},
 		"listed extra resource is gated": {pod: resourcePod("extra", "gpu-team", "example.com/lpu-slice"), required: `["lpu"]`},
@@ -194,7 +199,7 @@ func testGateUpdate(ctx context.Context, t *testing.T, cs kubernetes.Interface) 
 // change.
 func testGateBefore(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
 	touch := func(p *corev1.Pod) { metav1.SetMetaDataLabel(&p.ObjectMeta, "touched", "yes") }
-	for name, required := range map[string]string{"old-lpu": `["lpu"]`, "old-other": `["lpu"]`, "old-claim": `["lpu"]`, "old-tol": ""} {
+	for name, required := range map[string]string{"old-lpu": `["lpu"]`, "old-other": `["other", "lpu"]`, "old-claim": `["lpu"]`, "old-tol": ""} {
 		got, err := updatePod(ctx, cs, "tenant", name, touch)
 		if err != nil {
 			t.Fatalf("update %s: %v", name, err)

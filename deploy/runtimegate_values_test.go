@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -58,17 +59,18 @@ func TestRuntimeGateRendering(t *testing.T) {
 	helm := helmBinary(t)
 	gate, claims := release+"-require-lpu-nri", release+"-require-lpu-nri-claims"
 	vgate, vclaims, noConfig := release+"-runtime-gate", release+"-runtime-gate-claims", release+"-dra-no-config"
-	nodeSlices := release + "-dra-node-slices" // lpu-dra's own writes (TestDRASlicePolicy)
+	lpuClaims, lpuTemplates := release+"-lpu-claims", release+"-lpu-templates" // LPU claims held to gated names
+	nodeSlices := release + "-dra-node-slices"                                 // lpu-dra's own writes (TestDRASlicePolicy)
 
 	plugin := decodeGate(t, render(t, helm))
 	if names(plugin.Mutating) != gate || names(plugin.Validating) != vgate {
 		t.Fatalf("devicePlugin mode: %s / %s, want the pod gate only", names(plugin.Mutating), names(plugin.Validating))
 	}
 	dra := decodeGate(t, render(t, helm, "mode=dra"))
-	if names(dra.Mutating) != gate+","+claims || names(dra.Validating) != noConfig+","+nodeSlices+","+vgate+","+vclaims {
+	if names(dra.Mutating) != gate+","+claims || names(dra.Validating) != noConfig+","+nodeSlices+","+lpuClaims+","+lpuTemplates+","+vgate+","+vclaims {
 		t.Fatalf("dra mode: %s / %s", names(dra.Mutating), names(dra.Validating))
 	}
-	for _, name := range []string{gate, claims, vgate, vclaims, noConfig, nodeSlices} {
+	for _, name := range []string{gate, claims, vgate, vclaims, noConfig, nodeSlices, lpuClaims, lpuTemplates} {
 		if !slices.Contains(dra.Bindings, name) {
 			t.Errorf("%s has no binding (bindings: %v)", name, dra.Bindings)
 		}
@@ -86,17 +88,26 @@ func TestRuntimeGateRendering(t *testing.T) {
 		}
 		wantFailClosedUpdates(t, name, v.Spec.FailurePolicy, v.Spec.MatchConstraints)
 	}
+	optIn := map[string]string{"lpu.hyperaccel.ai/runtime-gate": "all-claims"}
 	for _, sel := range []*metav1.LabelSelector{dra.Mutating[claims].Spec.MatchConstraints.NamespaceSelector, dra.Validating[vclaims].Spec.MatchConstraints.NamespaceSelector} {
-		if sel == nil || len(sel.MatchLabels) != 0 || len(sel.MatchExpressions) != 0 {
-			t.Errorf("default claim namespace selector %v, want {} (every namespace)", sel)
+		if sel == nil || !maps.Equal(sel.MatchLabels, optIn) || len(sel.MatchExpressions) != 0 {
+			t.Errorf("default claim namespace selector %v, want the opt-in label %v", sel, optIn)
 		}
 	}
-	// The selector goes to both claim policies, and only to them.
-	narrow := decodeGate(t, render(t, helm, "mode=dra", `json:runtimeGate.claimNamespaceSelector={"matchExpressions":[{"key":"team","operator":"In","values":["ml"]}]}`))
+	// The selector goes to both claim policies, and only to them; {} is
+	// every namespace, with no LPU claim policies left to need.
+	narrow := decodeGate(t, render(t, helm, "mode=dra", `json:runtimeGate.claimNamespaceSelector={"matchLabels":{"team":"ml"}}`))
 	for _, sel := range []*metav1.LabelSelector{narrow.Mutating[claims].Spec.MatchConstraints.NamespaceSelector, narrow.Validating[vclaims].Spec.MatchConstraints.NamespaceSelector} {
-		if sel == nil || len(sel.MatchExpressions) != 1 || sel.MatchExpressions[0].Key != "team" || !slices.Equal(sel.MatchExpressions[0].Values, []string{"ml"}) {
-			t.Errorf("claim namespace selector %v, want team In [ml]", sel)
+		if sel == nil || !maps.Equal(sel.MatchLabels, map[string]string{"team": "ml"}) {
+			t.Errorf("claim namespace selector %v, want team=ml alone (not merged with the default label)", sel)
 		}
+	}
+	all := decodeGate(t, render(t, helm, "mode=dra", `json:runtimeGate.claimNamespaceSelector={}`))
+	if sel := all.Mutating[claims].Spec.MatchConstraints.NamespaceSelector; sel == nil || len(sel.MatchLabels) != 0 || len(sel.MatchExpressions) != 0 {
+		t.Errorf("claimNamespaceSelector {}: %v, want every namespace", sel)
+	}
+	if _, ok := all.Validating[lpuClaims]; ok {
+		t.Errorf("claimNamespaceSelector {}: %s rendered, but every claim pod is gated", lpuClaims)
 	}
 	if sel := narrow.Mutating[gate].Spec.MatchConstraints.NamespaceSelector; sel != nil && (len(sel.MatchLabels) != 0 || len(sel.MatchExpressions) != 0) {
 		t.Errorf("the pod gate got the claim selector %v", sel)
@@ -125,11 +136,11 @@ func wantFailClosedUpdates(t *testing.T, name string, fp *admissionv1.FailurePol
 func TestRuntimeGateRejectsBadValues(t *testing.T) {
 	helm := helmBinary(t)
 	for name, tc := range map[string]struct{ set, want string }{
-		"selector operator":      {`json:runtimeGate.claimNamespaceSelector={"matchExpressions":[{"key":"a","operator":"Maybe"}]}`, "operator"},
-		"selector without key":   {`json:runtimeGate.claimNamespaceSelector={"matchExpressions":[{"operator":"Exists"}]}`, "key"},
+		"selector expressions":   {`json:runtimeGate.claimNamespaceSelector={"matchExpressions":[{"key":"a","operator":"Exists"}]}`, "matchExpressions"},
 		"selector unknown field": {`json:runtimeGate.claimNamespaceSelector={"matchNames":["a"]}`, "matchNames"},
 		"selector label value":   {`json:runtimeGate.claimNamespaceSelector={"matchLabels":{"a":1}}`, "matchLabels"},
 		"resource name":          {`json:runtimeGate.lpuResources=["not a name"]`, "lpuResources"},
+		"device class name":      {`json:runtimeGate.lpuDeviceClasses=["Not_A_Class"]`, "lpuDeviceClasses"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, err := runHelm(t, helm, templateArgs("mode=dra", tc.set)...)
