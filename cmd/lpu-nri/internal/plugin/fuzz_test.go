@@ -22,7 +22,7 @@ import (
 // seal; TestLegacySeals covers the switch.
 func FuzzDecide(f *testing.F) {
 	fx := newFixture(f, 8, true, func(c *Config) { c.AcceptLegacySeals = true })
-	seal := fx.key.Seal
+	seal := fx.legacy.SealV1
 	f.Add("app", "x", "lpu0,lpu1", seal("lpu0,lpu1"), true, true)
 	f.Add("lpu.hyperaccel.ai/devices", "lpu0", "lpu0", seal("lpu0"), true, true)
 	f.Add("app", "x", "lpu0", "", true, false)

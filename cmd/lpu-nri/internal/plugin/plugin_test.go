@@ -25,6 +25,7 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/pkg/inject/injecttest"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
 )
 
@@ -59,10 +60,11 @@ func seal(t testing.TB, k *inject.Key, ids ...string) map[string]string {
 // fixture is a plugin over a fake tree of n devices, lpu5 unhealthy when
 // sick is set.
 type fixture struct {
-	root  string
-	key   *inject.Key
-	store *inventory.Store
-	p     *Plugin
+	root   string
+	key    *inject.Key
+	legacy *injecttest.Key // key's secret, writing the v1 form
+	store  *inventory.Store
+	p      *Plugin
 }
 
 func newFixture(t testing.TB, n int, sick bool, opts ...func(*Config)) *fixture {
@@ -75,7 +77,7 @@ func newFixture(t testing.TB, n int, sick bool, opts ...func(*Config)) *fixture 
 		}
 	}
 	root := devicetest.NewTree(t, rows...)
-	f := &fixture{root: root, key: testKey(t, 7)}
+	f := &fixture{root: root, key: testKey(t, 7), legacy: legacyKey(t, 7)}
 	f.store = inventory.New(device.NewSysfs(root, device.WithLogger(discard)), inventory.Options{Logger: discard})
 	if _, err := f.store.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
@@ -238,7 +240,7 @@ func TestCreateContainerThroughRuntime(t *testing.T) {
 			reason: metrics.ReasonBadSeal, errHas: "does not match",
 		},
 		"seal without devices": {
-			ctrAnn: map[string]string{inject.AnnotationSeal: f.key.Seal("lpu0")},
+			ctrAnn: map[string]string{inject.AnnotationSeal: f.legacy.SealV1("lpu0")},
 			reason: metrics.ReasonBadSeal, errHas: "without",
 		},
 		"validly sealed value also in pod annotations": {
@@ -255,7 +257,7 @@ func TestCreateContainerThroughRuntime(t *testing.T) {
 			reason: metrics.ReasonBadSeal, errHas: `on node "node-1" (sealed on another node, or forged)`,
 		},
 		"legacy v1 seal while the switch is off": {
-			ctrAnn: f.key.Annotations([]string{"lpu0"}),
+			ctrAnn: f.legacy.AnnotationsV1([]string{"lpu0"}),
 			reason: metrics.ReasonLegacySeal, errHas: "security.acceptLegacySeals",
 		},
 		"key in pod annotations only": {
@@ -720,7 +722,7 @@ func TestAllocationID(t *testing.T) {
 		"sealed with allocation ID":     {ann: withID, wantID: id},
 		"allocation ID swapped":         {ann: swapped, reason: metrics.ReasonBadSeal},
 		"allocation ID without devices": {ann: idOnly, reason: metrics.ReasonBadSeal},
-		"legacy annotations, no ID":     {ann: f.key.Annotations([]string{"lpu2"}), reason: metrics.ReasonLegacySeal},
+		"legacy annotations, no ID":     {ann: f.legacy.AnnotationsV1([]string{"lpu2"}), reason: metrics.ReasonLegacySeal},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -770,11 +772,11 @@ func TestLegacySeals(t *testing.T) {
 			rt.Start(t)
 			f.connect(t, rt)
 			rt.WaitPlugins(t, 1)
-			withID, err := f.key.LegacyAnnotationsWithID(ids, inject.NewAllocationID())
+			withID, err := f.legacy.AnnotationsV1WithID(ids, inject.NewAllocationID())
 			if err != nil {
 				t.Fatal(err)
 			}
-			for form, ann := range map[string]map[string]string{"no ID": f.key.Annotations(ids), "with ID": withID} {
+			for form, ann := range map[string]map[string]string{"no ID": f.legacy.AnnotationsV1(ids), "with ID": withID} {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				rsp, err := rt.CreateContainer(ctx, pod("l", nil), ctr("l", ann))
 				cancel()
