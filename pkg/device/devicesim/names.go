@@ -13,7 +13,7 @@ import (
 // the writer and the reader against each other: a name changed on one
 // side only fails them.
 const (
-	// lpu driver, under /sys/class/lpu/lpuN
+	// The lpu driver, under /sys/class/lpu/lpuN.
 	attrDev        = "dev"
 	attrStatus     = "status"
 	attrSerial     = "serial"
@@ -25,7 +25,7 @@ const (
 	attrRingPos    = "ring_position"
 	lpuDriver      = "lpu" // its major's name in /proc/devices
 
-	// XRT (Orion): xocl on the user function, xclmgmt on the management one
+	// XRT (Orion): xocl on the user function, xclmgmt on the management one.
 	xoclDriver        = "xocl"
 	xclmgmtNode       = "xclmgmt" // /dev/xclmgmt<instance>, and the driver
 	xclmgmtDriverName = xclmgmtNode
