@@ -13,6 +13,8 @@ type Security struct {
 	// binding, allocation ID optional) that device plugins before node
 	// binding wrote. A migration aid for the upgrade window only: kubelet
 	// replays checkpointed annotations on container restart. Default false.
+	// Release 0.3.0 removes the field with the v1 seal branches
+	// (docs/security.md, "Legacy seals").
 	AcceptLegacySeals bool `json:"acceptLegacySeals"`
 	// AuditInterval is how often lpu-nri audits the running containers
 	// against their allocations (besides at Synchronize). Default 30s.

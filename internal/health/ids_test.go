@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 )
 
 // countingSysfs is the real Sysfs that also counts its discoveries and
@@ -55,11 +56,11 @@ func idAddresses(inv *device.Inventory) map[string]string {
 // is reported unhealthy, naming the missing binding, while unbound.
 func TestMonitorKeepsIDsOverUnbindRebind(t *testing.T) {
 	root := t.TempDir()
-	spec := device.SimSpec{Devices: 4, Rings: 1, Backend: device.BackendXilinx}
-	simulate := func(faults map[int]device.SimFault) {
+	spec := devicesim.Spec{Devices: 4, Rings: 1, Backend: device.BackendXilinx}
+	simulate := func(faults map[int]devicesim.Fault) {
 		t.Helper()
 		spec.Faults = faults
-		if err := device.Simulate(root, spec); err != nil {
+		if err := devicesim.Write(root, spec); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -72,7 +73,7 @@ func TestMonitorKeepsIDsOverUnbindRebind(t *testing.T) {
 	first := waitFor(t, m, 2*time.Second, "4 healthy cards", func(s Snapshot) bool { return len(s.Inventory.HealthyIDs()) == 4 })
 	want := idAddresses(first.Inventory)
 	for i := range 4 {
-		if want[device.ID(i)] != device.SimXilinxAddress(i) {
+		if want[device.ID(i)] != devicesim.XilinxAddress(i) {
 			t.Fatalf("first discovery %v: want lpuN on the N-th card", want)
 		}
 	}
@@ -107,7 +108,7 @@ func TestMonitorKeepsIDsOverUnbindRebind(t *testing.T) {
 	}
 	bound := func(s Snapshot) bool { return len(s.Inventory.HealthyIDs()) == 4 }
 	for round := range 3 {
-		simulate(map[int]device.SimFault{1: device.SimUnbound})
+		simulate(map[int]devicesim.Fault{1: devicesim.Unbound})
 		rescans(fmt.Sprintf("round %d, card 1 unbound", round), 3, unbound)
 		simulate(nil)
 		rescans(fmt.Sprintf("round %d, card 1 rebound", round), 3, bound)

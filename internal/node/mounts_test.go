@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/hyperaccel/lpu-node/config"
-	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -26,29 +26,29 @@ func TestInjectOptionsSimulated(t *testing.T) {
 		want      []string // "host->container", host paths with $SIM for the simulated root
 	}{
 		"simulated library, state dir not under root": {
-			mounts:   []config.Mount{{HostPath: device.SimLibDir}},
+			mounts:   []config.Mount{{HostPath: devicesim.LibDir}},
 			simulate: true,
-			want:     []string{"$SIM" + device.SimLibDir + "->" + device.SimLibDir},
+			want:     []string{"$SIM" + devicesim.LibDir + "->" + devicesim.LibDir},
 		},
 		"simulated library, state dir also under root": {
-			mounts:    []config.Mount{{HostPath: device.SimLibDir}},
+			mounts:    []config.Mount{{HostPath: devicesim.LibDir}},
 			simulate:  true,
 			stateView: true,
-			want:      []string{"$SIM" + device.SimLibDir + "->" + device.SimLibDir},
+			want:      []string{"$SIM" + devicesim.LibDir + "->" + devicesim.LibDir},
 		},
 		"simulated tool with container path": {
-			mounts:   []config.Mount{{HostPath: device.SimTool, ContainerPath: "/bin/lpu-smi"}},
+			mounts:   []config.Mount{{HostPath: devicesim.Tool, ContainerPath: "/bin/lpu-smi"}},
 			simulate: true,
-			want:     []string{"$SIM" + device.SimTool + "->/bin/lpu-smi"},
+			want:     []string{"$SIM" + devicesim.Tool + "->/bin/lpu-smi"},
 		},
 		"host mount next to simulated ones keeps its order": {
-			mounts:    []config.Mount{{HostPath: "/opt/lpu/fw"}, {HostPath: device.SimLibDir}, {HostPath: "/opt/lpu/gone"}},
+			mounts:    []config.Mount{{HostPath: "/opt/lpu/fw"}, {HostPath: devicesim.LibDir}, {HostPath: "/opt/lpu/gone"}},
 			hostFiles: []string{"/opt/lpu/fw"},
 			simulate:  true,
-			want:      []string{"/opt/lpu/fw->/opt/lpu/fw", "$SIM" + device.SimLibDir + "->" + device.SimLibDir},
+			want:      []string{"/opt/lpu/fw->/opt/lpu/fw", "$SIM" + devicesim.LibDir + "->" + devicesim.LibDir},
 		},
 		"not simulated: only what is under root": {
-			mounts:    []config.Mount{{HostPath: device.SimLibDir}, {HostPath: "/opt/lpu/fw"}},
+			mounts:    []config.Mount{{HostPath: devicesim.LibDir}, {HostPath: "/opt/lpu/fw"}},
 			hostFiles: []string{"/opt/lpu/fw"},
 			want:      []string{"/opt/lpu/fw->/opt/lpu/fw"},
 		},
@@ -72,7 +72,7 @@ func TestInjectOptionsSimulated(t *testing.T) {
 			}
 			sim, simulate := "", 0
 			if tc.simulate {
-				sim, simulate = device.SimulatedRoot(cfg.StateDir), 8
+				sim, simulate = devicesim.Root(cfg.StateDir), 8
 			}
 			if tc.stateView {
 				if err := os.MkdirAll(filepath.Dir(filepath.Join(cfg.Root, cfg.StateDir)), 0o755); err != nil {

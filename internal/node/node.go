@@ -10,6 +10,7 @@ import (
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -77,12 +78,12 @@ func Open(cfg *config.Config, o Options) (*Node, error) {
 	}
 	n := &Node{Config: cfg, Root: cfg.Root, Simulated: o.Simulate > 0, opts: o, log: log}
 	if n.Simulated {
-		root, err := device.SimulateBackendNode(cfg.StateDir, o.Simulate, cfg.Simulate.Backend)
+		root, err := devicesim.WriteNode(cfg.StateDir, o.Simulate, cfg.Simulate.Backend)
 		if err != nil {
 			return nil, err
 		}
 		n.Root = root
-		spec := device.SimSpecFor(o.Simulate)
+		spec := devicesim.SpecFor(o.Simulate)
 		log.Info("serving a simulated node", "root", root, "devices", spec.Devices, "rings", spec.Rings, "backend", cfg.Simulate.Backend)
 	}
 	n.Discoverer = device.NewSysfs(n.Root, append(cfg.DiscoveryOptions(n.Simulated), device.WithLogger(log))...)

@@ -7,6 +7,7 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/cmdline"
 	"github.com/hyperaccel/lpu-node/internal/nfd"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 )
 
 // Flags holds the values of the flags the daemons share. Flags that
@@ -45,7 +46,7 @@ var shared = map[string]func(c *cmdline.Command, f *Flags){
 	},
 	"simulate": func(c *cmdline.Command, f *Flags) {
 		c.Int(&f.Simulate, "simulate", "LPU_SIMULATE", 0, "serve `N` simulated LPUs (rings of 8) from a tree under <state-dir>/simulated-node, the same node for every daemon; 0 uses real hardware").
-			Check(func() error { return device.CheckSimulate(f.Simulate) })
+			Check(func() error { return devicesim.CheckCount(f.Simulate) })
 	},
 	"simulate-backend": func(c *cmdline.Command, f *Flags) {
 		c.String(&f.simulateBackend, "simulate-backend", "LPU_SIMULATE_BACKEND", "", "`LAYOUT` --simulate writes and discovers: lpu, xilinx (Orion) or pci (Bertha); overrides config simulate.backend (default: discovery.backend)").

@@ -1,7 +1,7 @@
 // Package device is the LPU model of a node and its discovery: which LPUs
 // exist, their device nodes and numbers, health and telemetry, and how they
-// are wired into rings. It also writes simulated nodes of every layout it
-// reads.
+// are wired into rings. Package devicesim writes simulated nodes of every
+// layout it reads (--simulate).
 //
 // # The model
 //
@@ -54,9 +54,9 @@
 //
 // Device nodes of every backend must be character devices with the number
 // sysfs gives; a regular file may stand in for one only on a simulated
-// node (WithSimulated, set by --simulate, or a root Simulate or devicetest
-// wrote in this process: MarkSimulated), never on a real root, "/" or
-// "/host" alike.
+// node (WithSimulated, set by --simulate, or a root devicesim or
+// devicetest wrote in this process: MarkSimulated), never on a real root,
+// "/" or "/host" alike.
 //
 // Every attribute read is bounded (MaxAttrBytes) and trimmed of surrounding
 // whitespace.
@@ -192,28 +192,9 @@
 // rings are sorted by their first LPU. So "lpu0 lpu1 … lpu7 lpu0" yields
 // lpu0, lpu1, …, lpu7.
 //
-// # Simulated node
-//
-// Simulate writes this layout, plus the network table at
-// DefaultNetworkTable and driver placeholders, under a directory; device
-// nodes are plain files. With SimSpec.Backend BackendXilinx it writes an
-// Orion node instead (cards on buses 17 18 31 32 b1 b2 ca cb, instance
-// numbers that are not 0, a plain rom file beside rom.u.*, another
-// vendor's device and a management-only function of another Xilinx model
-// as distractors, and a network table keyed by PCI addresses whose ring
-// does not follow address order: SimXilinxRings); with BackendPCI a
-// Bertha node (nodes numbered in reverse probe order, a same-vendor
-// function of another class). SimulatedRoot names the directory a daemon run with
-// --simulate uses. Existing status and telemetry files are never
-// overwritten, so flipped statuses survive daemon restarts.
-//
 // # Example
 //
-//	root := device.SimulatedRoot("/var/lib/lpu")
-//	if err := device.Simulate(root, device.SimSpec{Devices: 8, Rings: 1}); err != nil {
-//		return err
-//	}
-//	inv, err := device.NewSysfs(root).Discover(ctx)
+//	inv, err := device.NewSysfs("/").Discover(ctx)
 //	if err != nil {
 //		return err
 //	}

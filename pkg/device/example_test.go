@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 )
 
 // A simulated node with two rings, discovered like a real one. Paths are
@@ -17,8 +18,8 @@ func Example() {
 		return
 	}
 	defer os.RemoveAll(dir)
-	root := device.SimulatedRoot(dir)
-	if err := device.Simulate(root, device.SimSpec{Devices: 8, Rings: 2}); err != nil {
+	root := devicesim.Root(dir)
+	if err := devicesim.Write(root, devicesim.Spec{Devices: 8, Rings: 2}); err != nil {
 		fmt.Println(err)
 		return
 	}

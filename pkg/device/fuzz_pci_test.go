@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 )
 
 // FuzzNetworkTableAddresses parses tables whose tokens are LPU IDs or PCI
@@ -18,7 +19,7 @@ import (
 // the input (after resolving), and rings are canonical; a token naming no
 // card is always an error naming the table and line.
 func FuzzNetworkTableAddresses(f *testing.F) {
-	addr := func(i int, fnc string) string { return device.SimXilinxAddress(i)[:10] + "." + fnc }
+	addr := func(i int, fnc string) string { return devicesim.XilinxAddress(i)[:10] + "." + fnc }
 	for _, s := range []string{
 		addr(0, "1") + " " + addr(2, "0") + "\n" + addr(2, "1") + " " + addr(1, "1") + "\n" + addr(1, "0") + " " + addr(3, "1") + "\n" + addr(3, "0") + " lpu0\n",
 		addr(0, "1") + " " + addr(0, "0"), "0000:99:00.1 lpu1", "lpu0 0000:18:00.1\n", "0000:17:00.1\n", "0000:B1:00.1 lpu1",
@@ -101,8 +102,8 @@ func FuzzXilinxAttributes(f *testing.F) {
 	f.Add("1\n", "0x0", "00", device.DefaultXilinxShell+"\n", "226:128\n", "5888\n")
 	f.Add("", "", "", "", "", "")
 	root := orion(f, 1)
-	user := fn(root, device.SimXilinxAddress(0))
-	mgmt := fn(root, device.SimXilinxAddress(0)[:10]+".0")
+	user := fn(root, devicesim.XilinxAddress(0))
+	mgmt := fn(root, devicesim.XilinxAddress(0)[:10]+".0")
 	rom, err := filepath.Glob(user + "/rom.u.*")
 	if err != nil || len(rom) != 1 {
 		f.Fatal(rom, err)
@@ -132,7 +133,7 @@ func FuzzXilinxAttributes(f *testing.F) {
 		major, _, devErr := device.ParseDev(strings.TrimSpace(dev))
 		want := is(ready, 1) && is(offline, 0) && is(bad, 0) &&
 			strings.TrimSpace(shell) == device.DefaultXilinxShell && devErr == nil && len(dev) <= device.MaxAttrBytes &&
-			strings.TrimSpace(inst) == "5888" && major == device.SimRenderMajor
+			strings.TrimSpace(inst) == "5888" && major == devicesim.RenderMajor
 		// Any minor passes: under a simulated root a plain file stands in
 		// for the node, so only the parse and the major's driver (drm in
 		// the simulated /proc/devices) are checked.

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 )
 
 // unbind makes a simulated Orion user function look as it does when xocl
@@ -37,7 +38,7 @@ func unbind(t *testing.T, root, addr string) {
 // rebind restores every simulated card (Simulate is idempotent).
 func rebind(t *testing.T, root string, n int) {
 	t.Helper()
-	if err := device.Simulate(root, device.SimSpec{Devices: n, Rings: 1, Backend: device.BackendXilinx}); err != nil {
+	if err := devicesim.Write(root, devicesim.Spec{Devices: n, Rings: 1, Backend: device.BackendXilinx}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -57,7 +58,7 @@ func addresses(t *testing.T, s *device.Sysfs) map[string]string {
 }
 
 func TestXilinxIDsByCardAddress(t *testing.T) {
-	mgmt2 := device.SimXilinxAddress(2)[:10] + ".0"
+	mgmt2 := devicesim.XilinxAddress(2)[:10] + ".0"
 	tests := map[string]struct {
 		setup   func(t *testing.T, root string)
 		primary string // lpu2's primary address
@@ -97,7 +98,7 @@ func TestXilinxIDsByCardAddress(t *testing.T) {
 				t.Fatalf("%d devices, want 4", len(inv.Devices))
 			}
 			for i, d := range inv.Devices {
-				want := device.SimXilinxAddress(i)
+				want := devicesim.XilinxAddress(i)
 				if i == 2 {
 					want = tc.primary
 				}
@@ -125,7 +126,7 @@ func TestXilinxIDsStableOverRescans(t *testing.T) {
 	state := t.TempDir()
 	s := xilinx(root, device.WithStateDir(state))
 	want := addresses(t, s)
-	card1 := device.SimXilinxAddress(1)
+	card1 := devicesim.XilinxAddress(1)
 	for round := 0; round < 3; round++ {
 		unbind(t, root, card1)
 		if got := addresses(t, s); !maps.Equal(got, want) {
@@ -169,13 +170,13 @@ func TestXilinxIDsStableOverRescans(t *testing.T) {
 // given to another card.
 func TestXilinxNewCardGetsANewID(t *testing.T) {
 	root := orion(t, 4)
-	card0 := device.SimXilinxAddress(0)
+	card0 := devicesim.XilinxAddress(0)
 	rm(t, fn(root, card0))
 	rm(t, fn(root, card0[:10]+".0"))
 	s := xilinx(root, device.WithStateDir(t.TempDir()))
 	first := addresses(t, s)
 	for i := 1; i < 4; i++ {
-		if first[device.ID(i-1)] != device.SimXilinxAddress(i) {
+		if first[device.ID(i-1)] != devicesim.XilinxAddress(i) {
 			t.Fatalf("first discovery %v: want cards 1..3 as lpu0..lpu2", first)
 		}
 	}
@@ -197,7 +198,7 @@ func TestPCIIDsStableAcrossRestarts(t *testing.T) {
 			device.WithDiscovery(device.Discovery{Backend: device.BackendPCI}))
 	}
 	want := addresses(t, pci())
-	rm(t, fn(root, device.SimPCIAddress(0)))
+	rm(t, fn(root, devicesim.PCIAddress(0)))
 	delete(want, "lpu0")
 	if got := addresses(t, pci()); !maps.Equal(got, want) {
 		t.Fatalf("after a restart without function 0: %v, want %v", got, want)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 )
 
 // TestPCIClassDirScanned: Bertha's class directory is not public, so by
@@ -16,7 +17,7 @@ import (
 // (real directories with plain names only, never a link such as driver);
 // classDir stays an explicit override.
 func TestPCIClassDirScanned(t *testing.T) {
-	addr1 := device.SimPCIAddress(1)
+	addr1 := devicesim.PCIAddress(1)
 	tests := map[string]struct {
 		classDir string
 		setup    func(t *testing.T, root string)

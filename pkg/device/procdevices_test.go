@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 )
 
@@ -89,7 +90,7 @@ func TestMajorRegisteredXilinxAndPCI(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			root := t.TempDir()
-			must(t, device.Simulate(root, device.SimSpec{Devices: 3, Rings: 1, Backend: tc.backend}))
+			must(t, devicesim.Write(root, devicesim.Spec{Devices: 3, Rings: 1, Backend: tc.backend}))
 			if tc.proc != "" {
 				write(t, filepath.Join(root, device.ProcDevices), tc.proc)
 			}

@@ -16,7 +16,7 @@ const (
 	ClassDir       = "/sys/class/lpu"
 	DevDir         = "/dev"
 	ModuleVersion  = "/sys/module/lpu/version"
-	DefaultMajor   = 509 // the major Simulate and devicetest use by default
+	DefaultMajor   = 509 // the major devicesim and devicetest use by default
 	attrDev        = "dev"
 	attrStatus     = "status"
 	attrSerial     = "serial"
@@ -102,8 +102,8 @@ func WithSimulated() Option {
 var simulatedRoots sync.Map // cleaned absolute root → struct{}
 
 // MarkSimulated records that root holds a simulated node written by this
-// process (Simulate does it; devicetest's trees too), so every Sysfs on it
-// accepts stand-in device nodes as WithSimulated does. Nothing outside the
+// process (devicesim.Write does it; devicetest's trees too), so every
+// Sysfs on it accepts stand-in device nodes as WithSimulated does. Nothing outside the
 // process can mark a root: a host's root is never taken for a simulation.
 func MarkSimulated(root string) {
 	if abs, err := filepath.Abs(root); err == nil {

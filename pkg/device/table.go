@@ -10,7 +10,7 @@ import (
 // MaxTableBytes bounds the network table file.
 const MaxTableBytes = 1 << 20
 
-// DefaultNetworkTable is where Simulate writes its network table; a real
+// DefaultNetworkTable is where devicesim writes its network table; a real
 // node may keep the vendor's export anywhere (config topology.networkTable).
 const DefaultNetworkTable = "/etc/lpu/network.table"
 

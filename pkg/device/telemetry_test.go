@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 )
 
@@ -118,7 +119,7 @@ func TestTelemetryBadDevice(t *testing.T) {
 
 func TestTelemetrySimulated(t *testing.T) {
 	root := t.TempDir()
-	if err := device.Simulate(root, device.SimSpec{Devices: 8, Rings: 1}); err != nil {
+	if err := devicesim.Write(root, devicesim.Spec{Devices: 8, Rings: 1}); err != nil {
 		t.Fatal(err)
 	}
 	s := device.NewSysfs(root)

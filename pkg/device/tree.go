@@ -21,7 +21,7 @@ type tree struct {
 	root string
 	log  *slog.Logger
 	// standIns accepts regular files as device nodes: set only for a
-	// simulated node (WithSimulated, or a root Simulate or devicetest
+	// simulated node (WithSimulated, or a root devicesim or devicetest
 	// wrote in this process), never inferred from the root's path.
 	standIns bool
 

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 )
 
 // orion writes a simulated Orion node of n cards (with its distractors:
@@ -24,7 +25,7 @@ import (
 func orion(t testing.TB, n int) string {
 	t.Helper()
 	root := t.TempDir()
-	if err := device.Simulate(root, device.SimSpec{Devices: n, Rings: 1, Backend: device.BackendXilinx}); err != nil {
+	if err := devicesim.Write(root, devicesim.Spec{Devices: n, Rings: 1, Backend: device.BackendXilinx}); err != nil {
 		t.Fatal(err)
 	}
 	return root
@@ -58,7 +59,7 @@ func xilinx(root string, opts ...device.Option) *device.Sysfs {
 }
 
 // card2 is the user function of the third simulated card (bus 0x31).
-var card2 = device.SimXilinxAddress(2)
+var card2 = devicesim.XilinxAddress(2)
 
 func TestXilinxHealthyNode(t *testing.T) {
 	root := orion(t, 8)
@@ -80,8 +81,8 @@ func TestXilinxHealthyNode(t *testing.T) {
 			inst = inst*16 + int64(strings.IndexRune("0123456789abcdef", c))
 		}
 		want := []device.Node{
-			{Path: "/dev/dri/renderD" + strconv.Itoa(128+i), Major: device.SimRenderMajor, Minor: int64(128 + i)},
-			{Path: "/dev/xclmgmt" + strconv.Itoa(int(inst<<8)), Major: device.SimXclmgmtMajor, Minor: int64(i)},
+			{Path: "/dev/dri/renderD" + strconv.Itoa(128+i), Major: devicesim.RenderMajor, Minor: int64(128 + i)},
+			{Path: "/dev/xclmgmt" + strconv.Itoa(int(inst<<8)), Major: devicesim.XclmgmtMajor, Minor: int64(i)},
 		}
 		if !reflect.DeepEqual(d.Nodes, want) || d.Path != want[0].Path || d.Major != want[0].Major || d.Minor != want[0].Minor {
 			t.Errorf("%s nodes %+v (path %s %d:%d), want %+v", d.ID, d.Nodes, d.Path, d.Major, d.Minor, want)
@@ -97,8 +98,9 @@ func TestXilinxHealthyNode(t *testing.T) {
 		t.Errorf("driver version %q backend %q", inv.DriverVersion, inv.Backend)
 	}
 	// The table is keyed by addresses (user and management functions
-	// mixed) and its ring does not follow address order.
-	if want := device.SimXilinxRings(8, 1); !reflect.DeepEqual(inv.Rings, want) {
+	// mixed) and its ring does not follow address order: cabled 0 2 4 6 7
+	// 5 3 1, read from lpu0 toward its lower-indexed neighbour.
+	if want := [][]string{{"lpu0", "lpu1", "lpu3", "lpu5", "lpu7", "lpu6", "lpu4", "lpu2"}}; !reflect.DeepEqual(inv.Rings, want) {
 		t.Errorf("rings %v, want %v", inv.Rings, want)
 	}
 	if inv.Rings[0][2] == "lpu2" {
@@ -453,7 +455,7 @@ func TestXilinxTopology(t *testing.T) {
 func TestXilinxSimulateIdempotentAndShrinks(t *testing.T) {
 	root := orion(t, 8)
 	write(t, fn(root, card2)+"/ready", "0x0\n")
-	if err := device.Simulate(root, device.SimSpec{Devices: 4, Rings: 1, Backend: device.BackendXilinx}); err != nil {
+	if err := devicesim.Write(root, devicesim.Spec{Devices: 4, Rings: 1, Backend: device.BackendXilinx}); err != nil {
 		t.Fatal(err)
 	}
 	inv, err := xilinx(root).Discover(context.Background())
@@ -478,7 +480,7 @@ func TestXilinxSimulateIdempotentAndShrinks(t *testing.T) {
 
 func pciNode(t testing.TB, n int) (string, *device.Sysfs) {
 	root := t.TempDir()
-	if err := device.Simulate(root, device.SimSpec{Devices: n, Rings: 1, Backend: device.BackendPCI}); err != nil {
+	if err := devicesim.Write(root, devicesim.Spec{Devices: n, Rings: 1, Backend: device.BackendPCI}); err != nil {
 		t.Fatal(err)
 	}
 	return root, device.NewSysfs(root, device.WithLogger(quiet), device.WithDiscovery(device.Discovery{Backend: device.BackendPCI}))
@@ -494,7 +496,7 @@ func (f fakeLib) CheckHealth(id, addr string) device.Health {
 }
 
 func TestPCIBackend(t *testing.T) {
-	addr1 := device.SimPCIAddress(1)
+	addr1 := devicesim.PCIAddress(1)
 	tests := map[string]struct {
 		setup  func(t *testing.T, root string)
 		opts   device.PCIOptions
@@ -549,7 +551,7 @@ func TestPCIBackend(t *testing.T) {
 			if tc.reason == "" {
 				// Nodes are numbered in probe order (the reverse here):
 				// the ID never comes from the node name.
-				if !d.Health.Healthy || d.Path != "/dev/ha1" || d.Major != device.SimHAMajor || d.Minor != 1 || len(d.Nodes) != 1 {
+				if !d.Health.Healthy || d.Path != "/dev/ha1" || d.Major != devicesim.HAMajor || d.Minor != 1 || len(d.Nodes) != 1 {
 					t.Fatalf("%+v", d)
 				}
 				if inv.Devices[0].Path != "/dev/ha2" {
@@ -665,7 +667,7 @@ func BenchmarkProbeHealthOrion(b *testing.B) {
 
 func TestPCISimulateShrinks(t *testing.T) {
 	root, _ := pciNode(t, 4)
-	if err := device.Simulate(root, device.SimSpec{Devices: 2, Rings: 1, Backend: device.BackendPCI}); err != nil {
+	if err := devicesim.Write(root, devicesim.Spec{Devices: 2, Rings: 1, Backend: device.BackendPCI}); err != nil {
 		t.Fatal(err)
 	}
 	inv, err := device.NewSysfs(root, device.WithLogger(quiet), device.WithDiscovery(device.Discovery{Backend: device.BackendPCI})).Discover(context.Background())
@@ -675,7 +677,7 @@ func TestPCISimulateShrinks(t *testing.T) {
 	if len(inv.Devices) != 2 || inv.Devices[0].Path != "/dev/ha1" || !inv.Devices[0].Health.Healthy {
 		t.Fatalf("after shrinking to 2: %+v", inv.Devices)
 	}
-	for _, p := range []string{"/dev/ha2", "/dev/ha3", device.PCIDevicesDir + "/" + device.SimPCIAddress(2)} {
+	for _, p := range []string{"/dev/ha2", "/dev/ha3", device.PCIDevicesDir + "/" + devicesim.PCIAddress(2)} {
 		if _, err := os.Lstat(filepath.Join(root, p)); err == nil {
 			t.Errorf("%s left from the larger simulation", p)
 		}
@@ -683,7 +685,7 @@ func TestPCISimulateShrinks(t *testing.T) {
 	if _, err := os.Lstat(fn(root, "0000:3a:00.0")); err != nil {
 		t.Error("the same-vendor distractor of another class was pruned")
 	}
-	if m, _ := filepath.Glob(fn(root, device.SimPCIAddress(0)) + "/ha/*"); len(m) != 1 || filepath.Base(m[0]) != "ha1" {
+	if m, _ := filepath.Glob(fn(root, devicesim.PCIAddress(0)) + "/ha/*"); len(m) != 1 || filepath.Base(m[0]) != "ha1" {
 		t.Errorf("node directories of lpu0 after renumbering: %v", m)
 	}
 }

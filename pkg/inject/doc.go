@@ -53,14 +53,23 @@
 // allocation or another node, is refused with ErrBadSeal like a forged
 // devices value.
 //
+// # Where the seals live
+//
+// seal.go holds every MAC input (a table of them heads it), the one writer
+// (AnnotationsWithID) and the one opener (OpenAllocation; Open is its first
+// half), so lpu-nri's Decide reads the whole check in one file;
+// annotation.go holds the keys and the syntax of their values.
+//
 // # The legacy form
 //
 // Device plugins before node binding wrote v1 seals (no node), with or
-// without the allocation ID keys (Annotations, LegacyAnnotationsWithID).
-// OpenAllocation still opens them and reports Allocation.Version SealV1;
-// lpu-nri accepts them only behind its migration switch
-// (security.acceptLegacySeals), since kubelet replays checkpointed
-// annotations on container restart after an upgrade.
+// without the allocation ID keys. OpenAllocation still opens them and
+// reports Allocation.Version SealV1; lpu-nri accepts them only behind its
+// migration switch (security.acceptLegacySeals), since kubelet replays
+// checkpointed annotations on container restart after an upgrade. No
+// production code writes them: tests make them with injecttest. Release
+// 0.3.0 removes the switch and the v1 branches of the opener
+// (docs/security.md, "Legacy seals").
 //
 // Trust decisions about pod annotations belong to lpu-nri; HasReservedKey
 // finds a contract key where none may be.

@@ -15,6 +15,7 @@ import (
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 )
 
@@ -44,7 +45,7 @@ var goldenLayouts = map[string]struct {
 func goldenSetupOrion(t *testing.T) (root string, inv *device.Inventory, devs []device.Device, opts Options) {
 	t.Helper()
 	root = t.TempDir()
-	if err := device.Simulate(root, device.SimSpec{Devices: 4, Rings: 1, Backend: device.BackendXilinx}); err != nil {
+	if err := devicesim.Write(root, devicesim.Spec{Devices: 4, Rings: 1, Backend: device.BackendXilinx}); err != nil {
 		t.Fatal(err)
 	}
 	inv, err := device.NewSysfs(root, device.WithDiscovery(device.Discovery{Backend: device.BackendXilinx}),

@@ -4,8 +4,6 @@ import (
 	"crypto/hmac"
 	"errors"
 	"fmt"
-	"hash"
-	"io"
 	"io/fs"
 	"path/filepath"
 	"strings"
@@ -37,18 +35,13 @@ var ErrNotVerified = errors.New("container not verified by lpu-nri")
 // maxContainerIDLen bounds a container ID (runtimes use 64 hex digits).
 const maxContainerIDLen = 1024
 
-var verifiedMACPrefix = []byte(AnnotationVerified + "=")
-
 // VerifiedToken returns the value lpu-nri puts in AnnotationVerified for
 // the container with runtime ID id: "v1:" and the HMAC of the ID under the
 // node's key. The runtime picks the ID when it creates the container, so a
 // token cannot be made ahead or carried over to another container; only
 // lpu-nri's applied adjustment puts it in the container's spec.
 func (k *Key) VerifiedToken(id string) string {
-	return encodeSeal(sealV1, k.sum(func(m hash.Hash) {
-		m.Write(verifiedMACPrefix)
-		io.WriteString(m, id)
-	}))
+	return encodeSeal(sealV1, k.macVerified(id))
 }
 
 // CheckVerified returns nil when annotations hold the valid token for the
@@ -65,11 +58,7 @@ func (k *Key) CheckVerified(id string, annotations map[string]string) error {
 	if err != nil || version != SealV1 {
 		return fmt.Errorf("%w: %s is malformed", ErrNotVerified, AnnotationVerified)
 	}
-	want := k.sum(func(m hash.Hash) {
-		m.Write(verifiedMACPrefix)
-		io.WriteString(m, id)
-	})
-	if !hmac.Equal(got[:], want) {
+	if !hmac.Equal(got[:], k.macVerified(id)) {
 		return fmt.Errorf("%w: %s is not this node's proof for container %.12s (forged or copied from another container)", ErrNotVerified, AnnotationVerified, id)
 	}
 	return nil

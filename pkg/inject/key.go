@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -74,11 +73,8 @@ func (k *Key) Node() string { return k.node }
 // with the same fingerprint share a key (a cloned image); the value reveals
 // nothing usable about the key.
 func (k *Key) Fingerprint() string {
-	sum := k.sum(func(m hash.Hash) { m.Write(fingerprintInput) })
-	return hex.EncodeToString(sum[:8])
+	return hex.EncodeToString(k.macFingerprint()[:8])
 }
-
-var fingerprintInput = []byte(AnnotationPrefix + "fingerprint")
 
 // NewKey returns a key from raw bytes (tests, tools). b must be KeySize
 // bytes.

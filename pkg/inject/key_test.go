@@ -2,7 +2,6 @@ package inject
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,8 +35,16 @@ func TestLoadOrCreateKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ann := k1.Annotations([]string{"lpu3"})
-	if ids, err := k2.Open(ann); err != nil || EncodeIDs(ids) != "lpu3" {
+	b1, err1 := k1.ForNode("n1")
+	b2, err2 := k2.ForNode("n1")
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	ann, err := b1.AnnotationsWithID([]string{"lpu3"}, NewAllocationID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := b2.Open(ann); err != nil || EncodeIDs(ids) != "lpu3" {
 		t.Errorf("reloaded key: Open = %q, %v", ids, err)
 	}
 	// No temp files left behind.
@@ -233,50 +240,5 @@ func TestLoadOrCreateKeyStateDirOwner(t *testing.T) {
 				t.Errorf("key path %s, want it in the resolved dir %s", k.Path(), real)
 			}
 		})
-	}
-}
-
-// TestVerifiedToken: the runtime guard's proof is bound to the container
-// ID and the key, and LoadKey never makes a key.
-func TestVerifiedToken(t *testing.T) {
-	dir := t.TempDir()
-	if _, err := LoadKey(dir); err == nil {
-		t.Fatal("LoadKey of a dir without a key succeeded")
-	}
-	if _, err := os.Stat(filepath.Join(dir, KeyFileName)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("LoadKey created a key: %v", err)
-	}
-	made, err := LoadOrCreateKey(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := LoadKey(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bound, err := made.ForNode("n1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok := bound.VerifiedToken("c1")
-	if tok != k.VerifiedToken("c1") {
-		t.Fatal("the token depends on the node binding; the hook has no node name")
-	}
-	if tok == k.VerifiedToken("c2") {
-		t.Fatal("two containers share a token")
-	}
-	if err := k.CheckVerified("c1", map[string]string{AnnotationVerified: tok}); err != nil {
-		t.Fatalf("own token refused: %v", err)
-	}
-	for name, ann := range map[string]map[string]string{
-		"none":          {},
-		"other ID":      {AnnotationVerified: k.VerifiedToken("c2")},
-		"devices seal":  {AnnotationVerified: k.Seal("c1")},
-		"truncated":     {AnnotationVerified: tok[:len(tok)-2]},
-		"other version": {AnnotationVerified: "v2:" + tok[3:]},
-	} {
-		if err := k.CheckVerified("c1", ann); !errors.Is(err, ErrNotVerified) {
-			t.Errorf("%s: CheckVerified = %v, want ErrNotVerified", name, err)
-		}
 	}
 }

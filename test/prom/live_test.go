@@ -19,6 +19,7 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/nritest"
 	"github.com/hyperaccel/lpu-node/internal/podresources/podresourcestest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 )
 
 // testFor replaces every `for:` of the rendered rules in the live test: the
@@ -259,7 +260,7 @@ func (n *node) quiet(t *testing.T, d time.Duration, allowed ...string) {
 // setStatus writes an LPU's status in the simulated sysfs tree.
 func (n *node) setStatus(t *testing.T, id, status string) {
 	t.Helper()
-	p := filepath.Join(device.SimulatedRoot(n.state), device.ClassDir, id, "status")
+	p := filepath.Join(devicesim.Root(n.state), device.ClassDir, id, "status")
 	if err := os.WriteFile(p, []byte(status+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

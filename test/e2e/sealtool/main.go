@@ -17,9 +17,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/pkg/inject/injecttest"
 )
 
 func main() {
@@ -52,7 +52,7 @@ func run(args []string) error {
 	}
 	var ann map[string]string
 	if *legacy {
-		ann, err = key.LegacyAnnotationsWithID(fs.Args(), allocID)
+		ann, err = key.AnnotationsV1WithID(fs.Args(), allocID)
 	} else {
 		name := *node
 		if name == "" {
@@ -73,18 +73,23 @@ func run(args []string) error {
 
 // loadKey reads the node's key, refusing to create one: a missing key means
 // the node is not up, and a key made here would seal nothing the daemons open.
-func loadKey(stateDir string, random bool) (*inject.Key, error) {
+// It is an injecttest key: the v1 form has no production writer.
+func loadKey(stateDir string, random bool) (*injecttest.Key, error) {
 	if random {
 		b := make([]byte, inject.KeySize)
 		_, _ = rand.Read(b) // never fails (crypto/rand, Go 1.24+)
-		return inject.NewKey(b)
+		return injecttest.NewKey(b)
 	}
 	if stateDir == "" {
 		return nil, fmt.Errorf("--state-dir is required without --random-key")
 	}
-	p := filepath.Join(stateDir, inject.KeyFileName)
-	if _, err := os.Stat(p); err != nil {
-		return nil, fmt.Errorf("seal key %s: %w", p, err)
+	k, err := inject.LoadKey(stateDir) // the daemons' checks of file and dir
+	if err != nil {
+		return nil, err
 	}
-	return inject.LoadOrCreateKey(stateDir)
+	secret, err := os.ReadFile(k.Path())
+	if err != nil {
+		return nil, fmt.Errorf("read seal key %s: %w", k.Path(), err)
+	}
+	return injecttest.NewKey(secret)
 }

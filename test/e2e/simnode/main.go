@@ -1,5 +1,5 @@
 // Command simnode writes the simulated LPU node tree the end-to-end tests run
-// on (pkg/device's Simulate) and prints the rings discovery finds in it, one
+// on (devicesim.Write) and prints the rings discovery finds in it, one
 // line per ring:
 //
 //	simnode --root /tmp/lpu-e2e.x/node --devices 8 --rings 1 --major 240
@@ -28,6 +28,7 @@ import (
 	"strings"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 )
 
 func main() {
@@ -47,7 +48,7 @@ func run() error {
 	if *root == "" {
 		return fmt.Errorf("--root is required")
 	}
-	if err := device.Simulate(*root, device.SimSpec{Devices: *devices, Rings: *rings, Major: *major, Backend: *backend}); err != nil {
+	if err := devicesim.Write(*root, devicesim.Spec{Devices: *devices, Rings: *rings, Major: *major, Backend: *backend}); err != nil {
 		return fmt.Errorf("simulate node under %s: %w", *root, err)
 	}
 	opts := []device.Option{device.WithDiscovery(device.Discovery{Backend: *backend})}

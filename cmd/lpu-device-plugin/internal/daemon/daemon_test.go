@@ -16,6 +16,7 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/internal/kubelettest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -114,7 +115,7 @@ func TestDaemonSimulatedNode(t *testing.T) {
 	}
 
 	// Health flips in the simulated tree reach the stream within a second.
-	status := filepath.Join(device.SimulatedRoot(d.state), device.ClassDir, "lpu3", "status")
+	status := filepath.Join(devicesim.Root(d.state), device.ClassDir, "lpu3", "status")
 	if err := os.WriteFile(status, []byte("ECC_ERROR\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

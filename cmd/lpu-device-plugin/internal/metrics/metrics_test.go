@@ -15,6 +15,7 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 
 	"github.com/hyperaccel/lpu-node/internal/podresources"
@@ -152,7 +153,7 @@ func TestPodResourcesUnavailable(t *testing.T) {
 // source), never a made-up zero.
 func TestOrionTelemetry(t *testing.T) {
 	root := t.TempDir()
-	if err := device.Simulate(root, device.SimSpec{Devices: 2, Rings: 1, Backend: device.BackendXilinx}); err != nil {
+	if err := devicesim.Write(root, devicesim.Spec{Devices: 2, Rings: 1, Backend: device.BackendXilinx}); err != nil {
 		t.Fatal(err)
 	}
 	sysfs := device.NewSysfs(root, device.WithDiscovery(device.Discovery{Backend: device.BackendXilinx}))

@@ -19,7 +19,7 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/node"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
-	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -34,10 +34,10 @@ func TestSimulatedClaimMountsStayInTree(t *testing.T) {
 	cfg.Root = filepath.Join(dir, "host")
 	cfg.StateDir = filepath.Join(dir, "state")
 	cfg.CDI.SpecDir = filepath.Join(dir, "cdi")
-	cfg.Injection.Mounts = []config.Mount{{HostPath: device.SimLibDir, ContainerPath: device.SimLibDir},
-		{HostPath: device.SimTool, ContainerPath: device.SimTool}}
+	cfg.Injection.Mounts = []config.Mount{{HostPath: devicesim.LibDir, ContainerPath: devicesim.LibDir},
+		{HostPath: devicesim.Tool, ContainerPath: devicesim.Tool}}
 	// The host has both paths too: the old code mounted these.
-	for _, f := range []string{device.SimLibrary, device.SimTool} {
+	for _, f := range []string{devicesim.Library, devicesim.Tool} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(cfg.Root, f)), 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/devicemetrics/devicemetricstest"
 	"github.com/hyperaccel/lpu-node/internal/nfd"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 )
 
 // TestRunReportsTheNode: lpu-dra exports the node-level series a
@@ -60,7 +61,7 @@ func TestRunReportsTheNode(t *testing.T) {
 	// The chart's tests check alerts and panels against this list.
 	devicemetricstest.Check(t, "lpu-dra", body)
 
-	root, err := device.SimulateBackendNode(p.Config.StateDir, 16, p.Config.Simulate.Backend)
+	root, err := devicesim.WriteNode(p.Config.StateDir, 16, p.Config.Simulate.Backend)
 	if err != nil {
 		t.Fatal(err)
 	}

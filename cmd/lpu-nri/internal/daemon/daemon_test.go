@@ -22,6 +22,7 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/internal/nritest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
 )
@@ -100,9 +101,9 @@ func TestRunNRIModeSimulated(t *testing.T) {
 	if want := fmt.Sprintf("[/dev/lpu6 %d:6 /dev/lpu7 %d:7]", device.DefaultMajor, device.DefaultMajor); fmt.Sprint(devs) != want {
 		t.Fatalf("devices %v, want %s", devs, want)
 	}
-	simLib := filepath.Join(device.SimulatedRoot(cfg.StateDir), device.SimLibDir)
-	if ms := adj.GetMounts(); len(ms) != 1 || ms[0].Source != simLib || ms[0].Destination != device.SimLibDir {
-		t.Fatalf("mounts %v, want the simulated %s at %s", ms, simLib, device.SimLibDir)
+	simLib := filepath.Join(devicesim.Root(cfg.StateDir), devicesim.LibDir)
+	if ms := adj.GetMounts(); len(ms) != 1 || ms[0].Source != simLib || ms[0].Destination != devicesim.LibDir {
+		t.Fatalf("mounts %v, want the simulated %s at %s", ms, simLib, devicesim.LibDir)
 	}
 	if _, err := rt.CreateContainer(ctx, pod, &api.Container{Id: "c2", PodSandboxId: "p1", Name: "forged",
 		Annotations: map[string]string{inject.AnnotationDevices: "lpu0"}}); err == nil {
@@ -172,7 +173,7 @@ func TestRunCDIModeSimulated(t *testing.T) {
 		t.Fatalf("spec writes = %v after rescans of an unchanged node, want 1", got)
 	}
 	// The driver is upgraded: the spec follows.
-	root := device.SimulatedRoot(cfg.StateDir)
+	root := devicesim.Root(cfg.StateDir)
 	if err := os.WriteFile(filepath.Join(root, device.ModuleVersion), []byte("3.0.0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

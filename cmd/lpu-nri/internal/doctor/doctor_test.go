@@ -18,6 +18,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/cdimode"
 	"github.com/hyperaccel/lpu-node/internal/nritest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
@@ -357,7 +358,7 @@ func TestDevicePluginHealthFallback(t *testing.T) {
 // discovery finds wrong with each card's nodes.
 func TestCheckNodesOrion(t *testing.T) {
 	root := t.TempDir()
-	if err := device.Simulate(root, device.SimSpec{Devices: 4, Rings: 1, Backend: device.BackendXilinx}); err != nil {
+	if err := devicesim.Write(root, devicesim.Spec{Devices: 4, Rings: 1, Backend: device.BackendXilinx}); err != nil {
 		t.Fatal(err)
 	}
 	p := Params{Root: root, Discovery: []device.Option{

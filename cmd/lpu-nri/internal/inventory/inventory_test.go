@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 )
 
@@ -109,7 +110,7 @@ func TestIsLPUNode(t *testing.T) {
 // DRM's, so another render node (a GPU's) is not an LPU's.
 func TestIsLPUNodeOrion(t *testing.T) {
 	root := t.TempDir()
-	if err := device.Simulate(root, device.SimSpec{Devices: 2, Rings: 1, Backend: device.BackendXilinx}); err != nil {
+	if err := devicesim.Write(root, devicesim.Spec{Devices: 2, Rings: 1, Backend: device.BackendXilinx}); err != nil {
 		t.Fatal(err)
 	}
 	disc := device.NewSysfs(root, device.WithLogger(discard), device.WithDiscovery(device.Discovery{Backend: device.BackendXilinx}))
@@ -122,11 +123,11 @@ func TestIsLPUNodeOrion(t *testing.T) {
 		major, minor int64
 		want         bool
 	}{
-		"render node of lpu1":     {"/dev/dri/renderD129", device.SimRenderMajor, 129, true},
-		"management node of lpu0": {"/dev/xclmgmt5888", device.SimXclmgmtMajor, 0, true},
-		"renamed management node": {"/dev/accel", device.SimXclmgmtMajor, 1, true},
-		"a GPU's render node":     {"/dev/dri/renderD140", device.SimRenderMajor, 140, false},
-		"another xclmgmt minor":   {"/dev/xclmgmt9", device.SimXclmgmtMajor, 9, false},
+		"render node of lpu1":     {"/dev/dri/renderD129", devicesim.RenderMajor, 129, true},
+		"management node of lpu0": {"/dev/xclmgmt5888", devicesim.XclmgmtMajor, 0, true},
+		"renamed management node": {"/dev/accel", devicesim.XclmgmtMajor, 1, true},
+		"a GPU's render node":     {"/dev/dri/renderD140", devicesim.RenderMajor, 140, false},
+		"another xclmgmt minor":   {"/dev/xclmgmt9", devicesim.XclmgmtMajor, 9, false},
 		"lpu path of no LPU":      {"/dev/lpu3", 1, 3, true},
 	}
 	for name, tc := range tests {

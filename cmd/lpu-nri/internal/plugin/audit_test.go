@@ -14,6 +14,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
 	"github.com/hyperaccel/lpu-node/internal/nritest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -84,7 +85,7 @@ func TestAuditByDeviceNumber(t *testing.T) {
 // shared major is not an LPU's.
 func TestAuditOrion(t *testing.T) {
 	root := t.TempDir()
-	if err := device.Simulate(root, device.SimSpec{Devices: 4, Rings: 1, Backend: device.BackendXilinx}); err != nil {
+	if err := devicesim.Write(root, devicesim.Spec{Devices: 4, Rings: 1, Backend: device.BackendXilinx}); err != nil {
 		t.Fatal(err)
 	}
 	store := inventory.New(device.NewSysfs(root, device.WithLogger(discard),
@@ -98,10 +99,10 @@ func TestAuditOrion(t *testing.T) {
 		t.Fatal(err)
 	}
 	render := func(i int64) *api.LinuxDevice {
-		return &api.LinuxDevice{Path: fmt.Sprintf("/dev/dri/renderD%d", 128+i), Type: "c", Major: device.SimRenderMajor, Minor: 128 + i}
+		return &api.LinuxDevice{Path: fmt.Sprintf("/dev/dri/renderD%d", 128+i), Type: "c", Major: devicesim.RenderMajor, Minor: 128 + i}
 	}
 	mgmt := func(i int64) *api.LinuxDevice {
-		return &api.LinuxDevice{Path: "/dev/xclmgmt", Type: "c", Major: device.SimXclmgmtMajor, Minor: i}
+		return &api.LinuxDevice{Path: "/dev/xclmgmt", Type: "c", Major: devicesim.XclmgmtMajor, Minor: i}
 	}
 	tests := map[string]struct {
 		ids        []string
@@ -149,7 +150,7 @@ func TestAuditOrion(t *testing.T) {
 		t.Fatalf("lpu-nri's own Orion adjustment refused: %v", err)
 	}
 	extra := &api.ContainerAdjustment{Linux: &api.LinuxContainerAdjustment{
-		Devices: append(slices.Clone(adj.GetLinux().GetDevices()), &api.LinuxDevice{Path: "/dev/xclmgmt2", Type: "c", Major: device.SimXclmgmtMajor, Minor: 2})}}
+		Devices: append(slices.Clone(adj.GetLinux().GetDevices()), &api.LinuxDevice{Path: "/dev/xclmgmt2", Type: "c", Major: devicesim.XclmgmtMajor, Minor: 2})}}
 	if err := p.verifier.Validate(pd, c, extra); err == nil {
 		t.Fatal("validated another LPU's management node")
 	}

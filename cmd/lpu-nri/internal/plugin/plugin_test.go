@@ -56,7 +56,7 @@ func TestCreateContainerThroughRuntime(t *testing.T) {
 			reason: verify.ReasonBadSeal, errHas: "does not match",
 		},
 		"seal without devices": {
-			ctrAnn: map[string]string{inject.AnnotationSeal: f.key.Seal("lpu0")},
+			ctrAnn: map[string]string{inject.AnnotationSeal: f.legacy.SealV1("lpu0")},
 			reason: verify.ReasonBadSeal, errHas: "without",
 		},
 		"validly sealed value also in pod annotations": {
@@ -73,7 +73,7 @@ func TestCreateContainerThroughRuntime(t *testing.T) {
 			reason: verify.ReasonBadSeal, errHas: `on node "node-1" (sealed on another node, or forged)`,
 		},
 		"legacy v1 seal while the switch is off": {
-			ctrAnn: f.key.Annotations([]string{"lpu0"}),
+			ctrAnn: f.legacy.AnnotationsV1([]string{"lpu0"}),
 			reason: verify.ReasonLegacySeal, errHas: "security.acceptLegacySeals",
 		},
 		"key in pod annotations only": {

@@ -76,11 +76,11 @@ func TestLegacySeals(t *testing.T) {
 			rt.Start(t)
 			f.connect(t, rt)
 			rt.WaitPlugins(t, 1)
-			withID, err := f.key.LegacyAnnotationsWithID(ids, inject.NewAllocationID())
+			withID, err := f.legacy.AnnotationsV1WithID(ids, inject.NewAllocationID())
 			if err != nil {
 				t.Fatal(err)
 			}
-			for form, ann := range map[string]map[string]string{"no ID": f.key.Annotations(ids), "with ID": withID} {
+			for form, ann := range map[string]map[string]string{"no ID": f.legacy.AnnotationsV1(ids), "with ID": withID} {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				rsp, err := rt.CreateContainer(ctx, pod("l", nil), ctr("l", ann))
 				cancel()

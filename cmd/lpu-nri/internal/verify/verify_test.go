@@ -131,7 +131,7 @@ func TestAllocationID(t *testing.T) {
 		"sealed with allocation ID":     {ann: withID, wantID: id},
 		"allocation ID swapped":         {ann: swapped, reason: verify.ReasonBadSeal},
 		"allocation ID without devices": {ann: idOnly, reason: verify.ReasonBadSeal},
-		"legacy annotations, no ID":     {ann: nd.Key.Annotations([]string{"lpu2"}), reason: verify.ReasonLegacySeal},
+		"legacy annotations, no ID":     {ann: nd.Legacy.AnnotationsV1([]string{"lpu2"}), reason: verify.ReasonLegacySeal},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -180,7 +180,7 @@ func TestInventoryChangesAreSeen(t *testing.T) {
 // seal; TestLegacySeals covers the switch.
 func FuzzDecide(f *testing.F) {
 	fx, v := newVerifier(f, 8, true, func(c *verify.Config) { c.AcceptLegacySeals = true })
-	seal := fx.Key.Seal
+	seal := fx.Legacy.SealV1
 	f.Add("app", "x", "lpu0,lpu1", seal("lpu0,lpu1"), true, true)
 	f.Add("lpu.hyperaccel.ai/devices", "lpu0", "lpu0", seal("lpu0"), true, true)
 	f.Add("app", "x", "lpu0", "", true, false)

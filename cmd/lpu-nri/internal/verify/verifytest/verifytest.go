@@ -19,6 +19,7 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/pkg/inject/injecttest"
 )
 
 // NodeName is the node the test keys are bound to.
@@ -31,6 +32,20 @@ var Discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 func Key(t testing.TB, b byte) *inject.Key {
 	t.Helper()
 	k, err := inject.NewKey(slices.Repeat([]byte{b}, inject.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, err = k.ForNode(NodeName); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// LegacyKey is Key(t, b) as a writer of the v1 form, which only device
+// plugins before node binding wrote (security.acceptLegacySeals).
+func LegacyKey(t testing.TB, b byte) *injecttest.Key {
+	t.Helper()
+	k, err := injecttest.NewKey(slices.Repeat([]byte{b}, inject.KeySize))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +81,7 @@ func Ctr(name string, ann map[string]string, env ...string) *api.Container {
 type Node struct {
 	Root   string           // the device tree
 	Key    *inject.Key      // Key(t, 7)
+	Legacy *injecttest.Key  // LegacyKey(t, 7): Key's secret, writing the v1 form
 	Store  *inventory.Store // refreshed once
 	Ledger *ledger.Ledger   // in a temp dir
 }
@@ -80,7 +96,7 @@ func NewNode(t testing.TB, n int, sick bool) *Node {
 			rows[i].Status = "ECC_ERROR"
 		}
 	}
-	nd := &Node{Root: devicetest.NewTree(t, rows...), Key: Key(t, 7)}
+	nd := &Node{Root: devicetest.NewTree(t, rows...), Key: Key(t, 7), Legacy: LegacyKey(t, 7)}
 	nd.Store = inventory.New(device.NewSysfs(nd.Root, device.WithLogger(Discard)), inventory.Options{Logger: Discard})
 	if _, err := nd.Store.Refresh(context.Background()); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
-package device_test
+package devicesim_test
 
 import (
-	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 )
 
@@ -28,7 +28,7 @@ func simInventory(devices, rings int) *device.Inventory {
 		inv.Devices = append(inv.Devices, device.Device{
 			ID: device.ID(i), Index: i, Path: fmt.Sprintf("/dev/lpu%d", i),
 			Major: device.DefaultMajor, Minor: int64(i),
-			Serial: fmt.Sprintf("LPUSIM%06d", i), Firmware: "1.8.2-sim", Model: device.SimModel,
+			Serial: fmt.Sprintf("LPUSIM%06d", i), Firmware: "1.8.2-sim", Model: devicesim.Model,
 			NUMANode: numa, PCIBusID: fmt.Sprintf("0000:%02x:00.0", 0x10+i),
 			Health:       device.Health{Healthy: true},
 			Nodes:        []device.Node{{Path: fmt.Sprintf("/dev/lpu%d", i), Major: device.DefaultMajor, Minor: int64(i)}},
@@ -42,7 +42,7 @@ func simInventory(devices, rings int) *device.Inventory {
 	return inv
 }
 
-func TestSimulateRoundTrip(t *testing.T) {
+func TestWriteRoundTrip(t *testing.T) {
 	tests := map[string]struct{ devices, rings int }{
 		"8 in one ring":        {8, 1},
 		"16 in two rings":      {16, 2},
@@ -60,7 +60,7 @@ func TestSimulateRoundTrip(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			root := t.TempDir()
-			if err := device.Simulate(root, device.SimSpec{Devices: tc.devices, Rings: tc.rings}); err != nil {
+			if err := devicesim.Write(root, devicesim.Spec{Devices: tc.devices, Rings: tc.rings}); err != nil {
 				t.Fatal(err)
 			}
 			want := simInventory(tc.devices, tc.rings)
@@ -74,9 +74,9 @@ func TestSimulateRoundTrip(t *testing.T) {
 	}
 }
 
-func TestSimulateFiles(t *testing.T) {
+func TestWriteFiles(t *testing.T) {
 	root := t.TempDir()
-	if err := device.Simulate(root, device.SimSpec{Devices: 4, Rings: 1, Major: 240, DriverVersion: "9.9", Firmware: "fw7", Model: "X200 rev B"}); err != nil {
+	if err := devicesim.Write(root, devicesim.Spec{Devices: 4, Rings: 1, Major: 240, DriverVersion: "9.9", Firmware: "fw7", Model: "X200 rev B"}); err != nil {
 		t.Fatal(err)
 	}
 	inv := discover(t, root)
@@ -84,7 +84,7 @@ func TestSimulateFiles(t *testing.T) {
 		t.Errorf("spec not applied: %+v, driver %q", d, inv.DriverVersion)
 	}
 	for path, mode := range map[string]fs.FileMode{
-		device.SimLibrary: 0o644, device.SimTool: 0o755, "/dev/lpu3": 0o666, device.DefaultNetworkTable: 0o644,
+		devicesim.Library: 0o644, devicesim.Tool: 0o755, "/dev/lpu3": 0o666, device.DefaultNetworkTable: 0o644,
 	} {
 		fi, err := os.Stat(filepath.Join(root, path))
 		if err != nil {
@@ -154,14 +154,14 @@ func snapshot(t *testing.T, root string) map[string]string {
 	return snap
 }
 
-func TestSimulateIdempotent(t *testing.T) {
+func TestWriteIdempotent(t *testing.T) {
 	root := t.TempDir()
-	spec := device.SimSpec{Devices: 8, Rings: 2}
-	if err := device.Simulate(root, spec); err != nil {
+	spec := devicesim.Spec{Devices: 8, Rings: 2}
+	if err := devicesim.Write(root, spec); err != nil {
 		t.Fatal(err)
 	}
 	before := snapshot(t, root)
-	if err := device.Simulate(root, spec); err != nil {
+	if err := devicesim.Write(root, spec); err != nil {
 		t.Fatal(err)
 	}
 	after := snapshot(t, root)
@@ -179,21 +179,21 @@ func TestSimulateIdempotent(t *testing.T) {
 	}
 }
 
-func TestSimulateRepairsAndPreserves(t *testing.T) {
+func TestWriteRepairsAndPreserves(t *testing.T) {
 	root := t.TempDir()
-	spec := device.SimSpec{Devices: 8, Rings: 1}
-	if err := device.Simulate(root, spec); err != nil {
+	spec := devicesim.Spec{Devices: 8, Rings: 1}
+	if err := devicesim.Write(root, spec); err != nil {
 		t.Fatal(err)
 	}
 	devicetest.SetStatus(t, root, "lpu3", "ECC_ERROR")
 	devicetest.WriteAttr(t, root, "lpu3", device.AttrUtilization, "55\n")
 	devicetest.WriteAttr(t, root, "lpu5", "dev", "garbage\n")
 	devicetest.RemoveNode(t, root, "lpu6")
-	if err := os.Remove(filepath.Join(root, device.SimTool)); err != nil {
+	if err := os.Remove(filepath.Join(root, devicesim.Tool)); err != nil {
 		t.Fatal(err)
 	}
 
-	if err := device.Simulate(root, spec); err != nil {
+	if err := devicesim.Write(root, spec); err != nil {
 		t.Fatal(err)
 	}
 	s := device.NewSysfs(root)
@@ -208,17 +208,17 @@ func TestSimulateRepairsAndPreserves(t *testing.T) {
 			t.Errorf("%s not repaired: %+v", id, h)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(root, device.SimTool)); err != nil {
+	if _, err := os.Stat(filepath.Join(root, devicesim.Tool)); err != nil {
 		t.Errorf("tool not restored: %v", err)
 	}
 }
 
-func TestSimulateShrinks(t *testing.T) {
+func TestWriteShrinks(t *testing.T) {
 	root := t.TempDir()
-	if err := device.Simulate(root, device.SimSpec{Devices: 16, Rings: 2}); err != nil {
+	if err := devicesim.Write(root, devicesim.Spec{Devices: 16, Rings: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if err := device.Simulate(root, device.SimSpec{Devices: 8, Rings: 1}); err != nil {
+	if err := devicesim.Write(root, devicesim.Spec{Devices: 8, Rings: 1}); err != nil {
 		t.Fatal(err)
 	}
 	for src, opts := range map[string][]device.Option{
@@ -235,13 +235,13 @@ func TestSimulateShrinks(t *testing.T) {
 }
 
 // Two daemons start at once on the same state dir.
-func TestSimulateConcurrent(t *testing.T) {
+func TestWriteConcurrent(t *testing.T) {
 	root := t.TempDir()
-	spec := device.SimSpec{Devices: 16, Rings: 2}
+	spec := devicesim.Spec{Devices: 16, Rings: 2}
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for range 4 {
-		wg.Go(func() { errs <- device.Simulate(root, spec) })
+		wg.Go(func() { errs <- devicesim.Write(root, spec) })
 	}
 	wg.Wait()
 	close(errs)
@@ -261,26 +261,26 @@ func TestSimulateConcurrent(t *testing.T) {
 	})
 }
 
-func TestSimulateSpecErrors(t *testing.T) {
+func TestSpecErrors(t *testing.T) {
 	tests := map[string]struct {
-		spec    device.SimSpec
+		spec    devicesim.Spec
 		wantErr string
 	}{
-		"no devices":        {device.SimSpec{Rings: 1}, "simulate: devices 0: want 1 to 1024"},
-		"too many devices":  {device.SimSpec{Devices: 1025, Rings: 1}, "simulate: devices 1025: want 1 to 1024"},
-		"no rings":          {device.SimSpec{Devices: 8}, "simulate: rings 0: want 1 to 8"},
-		"more rings":        {device.SimSpec{Devices: 2, Rings: 4}, "simulate: rings 4: want 1 to 2"},
-		"uneven rings":      {device.SimSpec{Devices: 8, Rings: 3}, "simulate: rings 3 does not divide devices 8"},
-		"negative major":    {device.SimSpec{Devices: 8, Rings: 1, Major: -1}, "simulate: major -1: want 1 to 4095"},
-		"major too large":   {device.SimSpec{Devices: 8, Rings: 1, Major: 4096}, "simulate: major 4096: want 1 to 4095"},
-		"spaces in version": {device.SimSpec{Devices: 8, Rings: 1, DriverVersion: "1 2"}, `simulate: driver version "1 2"`},
-		"newline firmware":  {device.SimSpec{Devices: 8, Rings: 1, Firmware: "1\n"}, `simulate: firmware "1\n"`},
-		"control in model":  {device.SimSpec{Devices: 8, Rings: 1, Model: "X\x00"}, `simulate: model "X\x00"`},
+		"no devices":        {devicesim.Spec{Rings: 1}, "simulate: devices 0: want 1 to 1024"},
+		"too many devices":  {devicesim.Spec{Devices: 1025, Rings: 1}, "simulate: devices 1025: want 1 to 1024"},
+		"no rings":          {devicesim.Spec{Devices: 8}, "simulate: rings 0: want 1 to 8"},
+		"more rings":        {devicesim.Spec{Devices: 2, Rings: 4}, "simulate: rings 4: want 1 to 2"},
+		"uneven rings":      {devicesim.Spec{Devices: 8, Rings: 3}, "simulate: rings 3 does not divide devices 8"},
+		"negative major":    {devicesim.Spec{Devices: 8, Rings: 1, Major: -1}, "simulate: major -1: want 1 to 4095"},
+		"major too large":   {devicesim.Spec{Devices: 8, Rings: 1, Major: 4096}, "simulate: major 4096: want 1 to 4095"},
+		"spaces in version": {devicesim.Spec{Devices: 8, Rings: 1, DriverVersion: "1 2"}, `simulate: driver version "1 2"`},
+		"newline firmware":  {devicesim.Spec{Devices: 8, Rings: 1, Firmware: "1\n"}, `simulate: firmware "1\n"`},
+		"control in model":  {devicesim.Spec{Devices: 8, Rings: 1, Model: "X\x00"}, `simulate: model "X\x00"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			root := t.TempDir()
-			err := device.Simulate(root, tc.spec)
+			err := devicesim.Write(root, tc.spec)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("err = %v, want containing %q", err, tc.wantErr)
 			}
@@ -291,69 +291,32 @@ func TestSimulateSpecErrors(t *testing.T) {
 	}
 }
 
-func TestSimulatedRoot(t *testing.T) {
-	if got := device.SimulatedRoot("/var/lib/lpu"); got != "/var/lib/lpu/simulated-node" {
+func TestRoot(t *testing.T) {
+	if got := devicesim.Root("/var/lib/lpu"); got != "/var/lib/lpu/simulated-node" {
 		t.Errorf("SimulatedRoot = %q", got)
 	}
 }
 
-func TestSimulateUnwritableRoot(t *testing.T) {
+func TestWriteUnwritableRoot(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(root, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := device.Simulate(root, device.SimSpec{Devices: 1, Rings: 1})
+	err := devicesim.Write(root, devicesim.Spec{Devices: 1, Rings: 1})
 	if err == nil || !strings.Contains(err.Error(), "simulate under "+root) {
 		t.Fatalf("err = %v", err)
 	}
 }
 
-func BenchmarkDiscover16(b *testing.B) {
-	root := b.TempDir()
-	if err := device.Simulate(root, device.SimSpec{Devices: 16, Rings: 2}); err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	for name, opts := range map[string][]device.Option{
-		"auto-sysfs": nil,
-		"table":      {device.WithNetworkTable(device.DefaultNetworkTable)},
-		"index":      {device.WithTopologySource(device.TopologyIndex)},
-	} {
-		b.Run(name, func(b *testing.B) {
-			s := device.NewSysfs(root, opts...)
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := s.Discover(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
-func BenchmarkProbeHealth(b *testing.B) {
-	root := b.TempDir()
-	if err := device.Simulate(root, device.SimSpec{Devices: 16, Rings: 2}); err != nil {
-		b.Fatal(err)
-	}
-	s := device.NewSysfs(root)
-	b.ReportAllocs()
-	for b.Loop() {
-		if h := s.ProbeHealth("lpu7"); !h.Healthy {
-			b.Fatal(h.Reason)
-		}
-	}
-}
-
 func BenchmarkSimulateRerun16(b *testing.B) {
 	root := b.TempDir()
-	spec := device.SimSpec{Devices: 16, Rings: 2}
-	if err := device.Simulate(root, spec); err != nil {
+	spec := devicesim.Spec{Devices: 16, Rings: 2}
+	if err := devicesim.Write(root, spec); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := device.Simulate(root, spec); err != nil {
+		if err := devicesim.Write(root, spec); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,52 +1,52 @@
-package device
+package devicesim
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
 // Device numbers of the simulated PCI layouts: DRM's render major, and the
 // majors the kernel would hand xclmgmt and the Bertha driver dynamically.
 const (
-	SimRenderMajor  = 226
-	SimXclmgmtMajor = 235
-	SimHAMajor      = 236
+	RenderMajor  = 226
+	XclmgmtMajor = 235
+	HAMajor      = 236
 )
 
-// simPCIClassDir is the class directory the simulated Bertha functions
+// pciClassDir is the class directory the simulated Bertha functions
 // hold their node's directory in (the real name is not public).
-const simPCIClassDir = "ha"
+const pciClassDir = "ha"
 
-// simPCIDriver is the driver the simulated Bertha functions are bound to,
+// pciDriver is the driver the simulated Bertha functions are bound to,
 // and the name of its major in /proc/devices.
-const simPCIDriver = "ha"
+const pciDriver = "ha"
 
 // PCI classes of the simulated U55C functions: processing accelerators
 // (0x1200), management and user programming interfaces.
 const (
-	simU55CMgmtClass = "0x120000"
-	simU55CUserClass = "0x120001"
+	u55cMgmtClass = "0x120000"
+	u55cUserClass = "0x120001"
 )
 
-// simXilinxBuses are the bus numbers of the first eight simulated Orion
+// xilinxBuses are the bus numbers of the first eight simulated Orion
 // cards: pairs under four root ports, not contiguous, as on a real host.
-var simXilinxBuses = [...]int{0x17, 0x18, 0x31, 0x32, 0xb1, 0xb2, 0xca, 0xcb}
+var xilinxBuses = [...]int{0x17, 0x18, 0x31, 0x32, 0xb1, 0xb2, 0xca, 0xcb}
 
-// SimXilinxAddress is the address of the user function (function 1) of the
+// XilinxAddress is the address of the user function (function 1) of the
 // simulated Orion card with this index; its management function is the
 // same address with function 0.
-func SimXilinxAddress(index int) string {
-	return fmt.Sprintf("%04x:%02x:00.1", index/len(simXilinxBuses), simXilinxBuses[index%len(simXilinxBuses)])
+func XilinxAddress(index int) string {
+	return fmt.Sprintf("%04x:%02x:00.1", index/len(xilinxBuses), xilinxBuses[index%len(xilinxBuses)])
 }
 
-// SimPCIAddress is the address of the simulated Bertha function with this
+// PCIAddress is the address of the simulated Bertha function with this
 // index.
-func SimPCIAddress(index int) string {
+func PCIAddress(index int) string {
 	return fmt.Sprintf("%04x:%02x:00.0", index/200, 0x3b+index%200)
 }
 
@@ -60,10 +60,10 @@ func xclmgmtInstance(addr string) int {
 	return int(dom<<16 | bus<<8 | dev<<3 | fn)
 }
 
-// simRingOrder is the order of perRing cards around a simulated Orion
+// ringOrder is the order of perRing cards around a simulated Orion
 // ring: the even positions up, then the odd ones down (0 2 4 6 7 5 3 1),
 // cabling that does not follow address order.
-func simRingOrder(perRing int) []int {
+func ringOrder(perRing int) []int {
 	var order []int
 	for p := 0; p < perRing; p += 2 {
 		order = append(order, p)
@@ -76,7 +76,7 @@ func simRingOrder(perRing int) []int {
 	return order
 }
 
-// simulateXilinx writes an Orion node: spec.Devices Alveo U55C cards under
+// writeXilinx writes an Orion node: spec.Devices Alveo U55C cards under
 // /sys/bus/pci/devices (management function .0 with mgmt_pf, instance and
 // xrt_mgmt/xclmgmt<instance>/dev; user function .1 with user_pf, ready,
 // dev_offline, device_bad_state, board_name, logic_uuids, numa_node,
@@ -84,46 +84,46 @@ func simRingOrder(perRing int) []int {
 // hwmon, drm/renderD<128+i>/dev and drm/card<i+1>, driver links; classes
 // 0x120000 and 0x120001), plain files for /dev/dri/renderD* and
 // /dev/xclmgmt*, the xocl version, a matching /proc/devices, a network
-// table at DefaultNetworkTable keyed by PCI addresses (mixing user and
+// table at device.DefaultNetworkTable keyed by PCI addresses (mixing user and
 // management functions) whose rings do not follow address order, and the
 // distractors of a real host: another vendor's device, a Xilinx
 // management-only function of another model, a plain rom file beside
 // rom.u.*, and the BMC's VGA holding DRM's card0. spec.Faults turn cards
-// into unbound or hot-reset ones (SimFault); a rerun without them
+// into unbound or hot-reset ones (Fault); a rerun without them
 // restores the cards.
-func simulateXilinx(w *simWriter, spec SimSpec) {
+func writeXilinx(w *writer, spec Spec) {
 	for i := 0; i < spec.Devices; i++ {
 		w.xilinxCard(spec, i)
 		switch spec.Faults[i] {
-		case SimUnbound:
+		case Unbound:
 			w.unbindUser(i)
-		case SimHotReset:
+		case HotReset:
 			w.hotReset(i)
 		}
 	}
 	// Distractors, and the BMC's VGA, which takes DRM's card0.
 	w.pciFunction("0000:00:1f.3", "0x8086", "0xa348", "0x040300", "snd_hda_intel", 0)
-	w.pciFunction(simBMCVGA, "0x1a03", "0x2000", "0x030000", "ast", 0)
-	w.file(pciDevDir(simBMCVGA)+"/drm/card0/"+attrDev, fmt.Sprintf("%d:0\n", SimRenderMajor), 0o644)
-	w.pciFunction("0000:5e:00.0", DefaultXilinxVendor, "0x5004", "0x058000", "xclmgmt", 0)
+	w.pciFunction(bmcVGA, "0x1a03", "0x2000", "0x030000", "ast", 0)
+	w.file(pciDevDir(bmcVGA)+"/drm/card0/"+attrDev, fmt.Sprintf("%d:0\n", RenderMajor), 0o644)
+	w.pciFunction("0000:5e:00.0", device.DefaultXilinxVendor, "0x5004", "0x058000", "xclmgmt", 0)
 	w.file(pciDevDir("0000:5e:00.0")+"/"+fileMgmtPF, "", 0o644)
 	w.pruneXilinx(spec.Devices)
-	w.file(XoclVersion, "2.15.225,adf27adb3cfadc6e4c41d6db814159f1329b24f3\n", 0o644)
+	w.file(device.XoclVersion, "2.15.225,adf27adb3cfadc6e4c41d6db814159f1329b24f3\n", 0o644)
 	w.file("/sys/module/xclmgmt/version", "2.15.225,adf27adb3cfadc6e4c41d6db814159f1329b24f3\n", 0o644)
-	w.file(DefaultNetworkTable, simXilinxTable(spec), 0o644)
+	w.file(device.DefaultNetworkTable, xilinxTable(spec), 0o644)
 }
 
-// simBMCVGA is the simulated BMC's VGA function (ASPEED), whose DRM
+// bmcVGA is the simulated BMC's VGA function (ASPEED), whose DRM
 // driver takes card0 before xocl registers any card.
-const simBMCVGA = "0000:03:00.0"
+const bmcVGA = "0000:03:00.0"
 
 // unbindUser turns a simulated user function into one xocl is not bound
 // to: only the PCI core's attributes stay.
-func (w *simWriter) unbindUser(i int) {
+func (w *writer) unbindUser(i int) {
 	if w.err != nil {
 		return
 	}
-	user := SimXilinxAddress(i)
+	user := XilinxAddress(i)
 	dir := pciDevDir(user)
 	entries, err := os.ReadDir(filepath.Join(w.root, dir))
 	if err != nil {
@@ -138,14 +138,14 @@ func (w *simWriter) unbindUser(i int) {
 		}
 	}
 	w.remove("/sys/bus/pci/drivers/" + xoclDriver + "/" + user)
-	w.remove(fmt.Sprintf("%s/%s%d", DRIDir, renderPrefix, 128+i))
+	w.remove(fmt.Sprintf("%s/%s%d", device.DRIDir, renderPrefix, 128+i))
 }
 
 // hotReset puts a simulated user function mid hot reset: user_pf stays,
 // ready, drm and rom.u.* go, and the render node with them.
-func (w *simWriter) hotReset(i int) {
-	w.remove(fmt.Sprintf("%s/%s%d", DRIDir, renderPrefix, 128+i))
-	dir := filepath.Join(w.root, pciDevDir(SimXilinxAddress(i)))
+func (w *writer) hotReset(i int) {
+	w.remove(fmt.Sprintf("%s/%s%d", device.DRIDir, renderPrefix, 128+i))
+	dir := filepath.Join(w.root, pciDevDir(XilinxAddress(i)))
 	rom, _ := filepath.Glob(filepath.Join(dir, subROM+".u.*"))
 	for _, p := range append(rom, filepath.Join(dir, fileReady), filepath.Join(dir, "drm")) {
 		w.fail(os.RemoveAll(p))
@@ -162,7 +162,7 @@ func pciDevDir(addr string) string {
 // link. Every real function has subsystem_vendor and subsystem_device, and
 // Node Feature Discovery skips a function without them; the simulated
 // ones repeat vendor and device (a board without an OEM subsystem ID).
-func (w *simWriter) pciFunction(addr, vendor, devID, class, driver string, numa int) {
+func (w *writer) pciFunction(addr, vendor, devID, class, driver string, numa int) {
 	dir := pciDevDir(addr)
 	w.mkdir(dir)
 	w.file(dir+"/vendor", vendor+"\n", 0o644)
@@ -173,25 +173,25 @@ func (w *simWriter) pciFunction(addr, vendor, devID, class, driver string, numa 
 	w.file(dir+"/"+attrNUMA, strconv.Itoa(numa)+"\n", 0o644)
 	w.mkdir("/sys/bus/pci/drivers/" + driver)
 	w.symlink("../../../bus/pci/drivers/"+driver, dir+"/driver")
-	w.symlink("../../../devices/pci"+addr[:4]+":"+addr[5:7]+"/"+addr, PCIDevicesDir+"/"+addr)
+	w.symlink("../../../devices/pci"+addr[:4]+":"+addr[5:7]+"/"+addr, device.PCIDevicesDir+"/"+addr)
 	w.symlink("../../../../devices/pci"+addr[:4]+":"+addr[5:7]+"/"+addr, "/sys/bus/pci/drivers/"+driver+"/"+addr)
 }
 
-func (w *simWriter) xilinxCard(spec SimSpec, i int) {
-	user := SimXilinxAddress(i)
+func (w *writer) xilinxCard(spec Spec, i int) {
+	user := XilinxAddress(i)
 	mgmt := cardKey(user) + ".0"
 	numa := 0
 	if spec.Devices > 1 && i >= spec.Devices/2 {
 		numa = 1
 	}
 	inst := xclmgmtInstance(mgmt)
-	w.pciFunction(mgmt, DefaultXilinxVendor, DefaultXilinxMgmtDevice, simU55CMgmtClass, "xclmgmt", numa)
+	w.pciFunction(mgmt, device.DefaultXilinxVendor, device.DefaultXilinxMgmtDevice, u55cMgmtClass, "xclmgmt", numa)
 	m := pciDevDir(mgmt)
 	w.file(m+"/"+fileMgmtPF, "", 0o644)
 	w.file(m+"/"+fileInstance, strconv.Itoa(inst)+"\n", 0o644)
 	w.file(fmt.Sprintf("%s/xrt_mgmt/%s%d/dev", m, xclmgmtNode, inst), fmt.Sprintf("%d:%d\n", spec.Major, i), 0o644)
 
-	w.pciFunction(user, DefaultXilinxVendor, DefaultXilinxUserDevice, simU55CUserClass, xoclDriver, numa)
+	w.pciFunction(user, device.DefaultXilinxVendor, device.DefaultXilinxUserDevice, u55cUserClass, xoclDriver, numa)
 	u := pciDevDir(user)
 	uinst := xclmgmtInstance(user)
 	w.file(u+"/"+fileUserPF, "", 0o644)
@@ -204,10 +204,10 @@ func (w *simWriter) xilinxCard(spec SimSpec, i int) {
 	xmc := fmt.Sprintf("%s/%s.u.%d", u, subXMC, uinst+0x100000)
 	w.file(xmc+"/"+fileSerialNum, fmt.Sprintf("XFL1SIM%05d\n", i), 0o644)
 	render := fmt.Sprintf("%s%d", renderPrefix, 128+i)
-	w.file(u+"/drm/"+render+"/"+attrDev, fmt.Sprintf("%d:%d\n", SimRenderMajor, 128+i), 0o644)
+	w.file(u+"/drm/"+render+"/"+attrDev, fmt.Sprintf("%d:%d\n", RenderMajor, 128+i), 0o644)
 	// DRM numbers cards and render nodes independently; the BMC's VGA
 	// holds card0, so card<K> is not renderD<N>-128.
-	w.file(u+"/drm/card"+strconv.Itoa(i+1)+"/"+attrDev, fmt.Sprintf("%d:%d\n", SimRenderMajor, i+1), 0o644)
+	w.file(u+"/drm/card"+strconv.Itoa(i+1)+"/"+attrDev, fmt.Sprintf("%d:%d\n", RenderMajor, i+1), 0o644)
 	for _, a := range []struct{ path, value string }{
 		{u + "/" + fileReady, "0x1"},
 		{m + "/" + fileReady, "1"}, // xclmgmt prints %d, xocl 0x%llx
@@ -219,35 +219,35 @@ func (w *simWriter) xilinxCard(spec SimSpec, i int) {
 	} {
 		w.create(a.path, a.value+"\n", 0o644)
 	}
-	w.create(DRIDir+"/"+render, "", 0o666)
-	w.create(fmt.Sprintf("%s/%s%d", DevDir, xclmgmtNode, inst), "", 0o666)
+	w.create(device.DRIDir+"/"+render, "", 0o666)
+	w.create(fmt.Sprintf("%s/%s%d", device.DevDir, xclmgmtNode, inst), "", 0o666)
 }
 
 // spec.shell is the VBNV the simulated cards carry.
-func (spec SimSpec) shell() string {
-	if spec.Firmware != "" && spec.Firmware != simDefaultFirmware {
+func (spec Spec) shell() string {
+	if spec.Firmware != "" && spec.Firmware != defaultFirmware {
 		return spec.Firmware
 	}
-	return DefaultXilinxShell
+	return device.DefaultXilinxShell
 }
 
-// simXilinxTable renders the Orion network table: one link per line
+// xilinxTable renders the Orion network table: one link per line
 // between two cards, named by PCI address, the first by its user function
 // and the second by its management function (either names the card).
-func simXilinxTable(spec SimSpec) string {
+func xilinxTable(spec Spec) string {
 	var b strings.Builder
 	b.WriteString("# LPU network table of the simulated Orion node: one link per line between two cards,\n")
 	b.WriteString("# each named by the PCI address of either of its functions.\n")
 	per := spec.Devices / spec.Rings
 	for r := 0; r < spec.Rings; r++ {
 		var ring []string
-		for _, p := range simRingOrder(per) {
-			ring = append(ring, ID(r*per+p))
+		for _, p := range ringOrder(per) {
+			ring = append(ring, device.ID(r*per+p))
 		}
 		fmt.Fprintf(&b, "# ring %d\n", r)
 		addr := func(id string, mgmt bool) string {
-			idx, _ := ParseID(id)
-			a := SimXilinxAddress(idx)
+			idx, _ := device.ParseID(id)
+			a := XilinxAddress(idx)
 			if mgmt {
 				a = cardKey(a) + ".0"
 			}
@@ -269,15 +269,15 @@ func simXilinxTable(spec SimSpec) string {
 
 // pruneXilinx removes the cards and nodes of an earlier, larger Orion
 // simulation (indexes >= n).
-func (w *simWriter) pruneXilinx(n int) {
+func (w *writer) pruneXilinx(n int) {
 	keep := map[string]bool{}
 	for i := 0; i < n; i++ {
-		keep[cardKey(SimXilinxAddress(i))] = true
+		keep[cardKey(XilinxAddress(i))] = true
 	}
 	w.prunePCI(func(addr string) bool {
 		return addr[8:] == "00.0" || addr[8:] == "00.1"
 	}, func(addr string) bool {
-		return keep[cardKey(addr)] || addr == "0000:5e:00.0" || addr == simBMCVGA
+		return keep[cardKey(addr)] || addr == "0000:5e:00.0" || addr == bmcVGA
 	}, func(name string) bool {
 		if rest, ok := strings.CutPrefix(name, renderPrefix); ok {
 			m, err := strconv.Atoi(rest)
@@ -289,7 +289,7 @@ func (w *simWriter) pruneXilinx(n int) {
 				return false
 			}
 			for i := 0; i < n; i++ {
-				if xclmgmtInstance(cardKey(SimXilinxAddress(i))+".0") == inst {
+				if xclmgmtInstance(cardKey(XilinxAddress(i))+".0") == inst {
 					return false
 				}
 			}
@@ -302,21 +302,21 @@ func (w *simWriter) pruneXilinx(n int) {
 // prunePCI removes simulated functions that ours says belong to the
 // simulation and keep says are no longer wanted, and device nodes stale
 // says are gone.
-func (w *simWriter) prunePCI(ours, keep func(addr string) bool, stale func(node string) bool) {
+func (w *writer) prunePCI(ours, keep func(addr string) bool, stale func(node string) bool) {
 	if w.err != nil {
 		return
 	}
-	entries, err := os.ReadDir(filepath.Join(w.root, PCIDevicesDir))
+	entries, err := os.ReadDir(filepath.Join(w.root, device.PCIDevicesDir))
 	if err != nil {
 		w.fail(err)
 		return
 	}
 	for _, e := range entries {
 		if a := e.Name(); isPCIAddress(a) && ours(a) && !keep(a) && a != "0000:00:1f.3" {
-			w.remove(PCIDevicesDir + "/" + a)
+			w.remove(device.PCIDevicesDir + "/" + a)
 		}
 	}
-	for _, dir := range []string{DevDir, DRIDir} {
+	for _, dir := range []string{device.DevDir, device.DRIDir} {
 		entries, err := os.ReadDir(filepath.Join(w.root, dir))
 		if err != nil {
 			continue
@@ -329,57 +329,34 @@ func (w *simWriter) prunePCI(ours, keep func(addr string) bool, stale func(node 
 	}
 }
 
-// keepOnly removes every entry of hostDir but name.
-func (w *simWriter) keepOnly(hostDir, name string) {
-	if w.err != nil {
-		return
-	}
-	entries, err := os.ReadDir(filepath.Join(w.root, hostDir))
-	if err != nil {
-		w.fail(err)
-		return
-	}
-	for _, e := range entries {
-		if e.Name() != name {
-			w.fail(os.RemoveAll(filepath.Join(w.root, hostDir, e.Name())))
-		}
-	}
-}
-
-func (w *simWriter) remove(hostPath string) {
-	if err := os.Remove(filepath.Join(w.root, hostPath)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		w.fail(err)
-	}
-}
-
-// simulatePCI writes a Bertha node: spec.Devices functions of vendor
+// writePCI writes a Bertha node: spec.Devices functions of vendor
 // 0x1eff, class 0x120000 under /sys/bus/pci/devices, each with its node at
 // <function>/ha/haK/dev where K follows probe order, which is not bus
 // order (here the reverse), plain files /dev/haK, the driver version, a
-// network table of lpuN IDs at DefaultNetworkTable, and distractors:
+// network table of lpuN IDs at device.DefaultNetworkTable, and distractors:
 // another vendor's device and a function of the same vendor with another
 // class.
-func simulatePCI(w *simWriter, spec SimSpec) {
+func writePCI(w *writer, spec Spec) {
 	for i := 0; i < spec.Devices; i++ {
-		addr := SimPCIAddress(i)
+		addr := PCIAddress(i)
 		numa := 0
 		if spec.Devices > 1 && i >= spec.Devices/2 {
 			numa = 1
 		}
 		k := spec.Devices - 1 - i // probe order
-		w.pciFunction(addr, DefaultPCIVendor, "0x0b00", DefaultPCIClass, simPCIDriver, numa)
+		w.pciFunction(addr, device.DefaultPCIVendor, "0x0b00", device.DefaultPCIClass, pciDriver, numa)
 		name := fmt.Sprintf("ha%d", k)
-		w.file(fmt.Sprintf("%s/%s/%s/%s", pciDevDir(addr), simPCIClassDir, name, attrDev), fmt.Sprintf("%d:%d\n", spec.Major, k), 0o644)
-		w.create(DevDir+"/"+name, "", 0o666)
-		w.keepOnly(pciDevDir(addr)+"/"+simPCIClassDir, name) // a rerun with another count renumbers
+		w.file(fmt.Sprintf("%s/%s/%s/%s", pciDevDir(addr), pciClassDir, name, attrDev), fmt.Sprintf("%d:%d\n", spec.Major, k), 0o644)
+		w.create(device.DevDir+"/"+name, "", 0o666)
+		w.keepOnly(pciDevDir(addr)+"/"+pciClassDir, name) // a rerun with another count renumbers
 	}
 	w.pciFunction("0000:00:1f.3", "0x8086", "0xa348", "0x040300", "snd_hda_intel", 0)
-	w.pciFunction("0000:3a:00.0", DefaultPCIVendor, "0x0b01", "0x058000", "ha", 0)
+	w.pciFunction("0000:3a:00.0", device.DefaultPCIVendor, "0x0b01", "0x058000", "ha", 0)
 	w.prunePCI(func(addr string) bool {
 		return addr[8:] == "00.0" && addr != "0000:3a:00.0"
 	}, func(addr string) bool {
 		for i := 0; i < spec.Devices; i++ {
-			if SimPCIAddress(i) == addr {
+			if PCIAddress(i) == addr {
 				return true
 			}
 		}
@@ -390,8 +367,8 @@ func simulatePCI(w *simWriter, spec SimSpec) {
 		return ok && err == nil && k >= spec.Devices
 	})
 	w.file("/sys/module/ha/version", spec.DriverVersion+"\n", 0o644)
-	for _, f := range PCIDriverFiles {
+	for _, f := range device.PCIDriverFiles {
 		w.file(f, "simulated Bertha user-mode driver placeholder, written by lpu-node\n", 0o644)
 	}
-	w.file(DefaultNetworkTable, simTable(spec.Devices, spec.Devices/spec.Rings), 0o644)
+	w.file(device.DefaultNetworkTable, ringTable(spec.Devices, spec.Devices/spec.Rings), 0o644)
 }

@@ -1,4 +1,4 @@
-package device_test
+package devicesim_test
 
 import (
 	"context"
@@ -8,16 +8,17 @@ import (
 	"testing"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 )
 
-// TestSimulateOrionFaults: the simulator writes an unbound user function
+// TestOrionFaults: the simulator writes an unbound user function
 // and a card mid hot reset as the kernel shows them; discovery keeps every
 // ID and names the state; a rerun without faults restores the cards.
-func TestSimulateOrionFaults(t *testing.T) {
+func TestOrionFaults(t *testing.T) {
 	root := t.TempDir()
-	spec := device.SimSpec{Devices: 4, Rings: 1, Backend: device.BackendXilinx,
-		Faults: map[int]device.SimFault{1: device.SimUnbound, 2: device.SimHotReset}}
-	must(t, device.Simulate(root, spec))
+	spec := devicesim.Spec{Devices: 4, Rings: 1, Backend: device.BackendXilinx,
+		Faults: map[int]devicesim.Fault{1: devicesim.Unbound, 2: devicesim.HotReset}}
+	must(t, devicesim.Write(root, spec))
 	s := xilinx(root)
 	inv, err := s.Discover(context.Background())
 	if err != nil {
@@ -28,8 +29,8 @@ func TestSimulateOrionFaults(t *testing.T) {
 		"lpu2": "/sys/bus/pci/devices/0000:31:00.1/ready missing",
 	}
 	for i, d := range inv.Devices {
-		if d.PCIBusID != device.SimXilinxAddress(i) {
-			t.Fatalf("%s at %s, want %s", d.ID, d.PCIBusID, device.SimXilinxAddress(i))
+		if d.PCIBusID != devicesim.XilinxAddress(i) {
+			t.Fatalf("%s at %s, want %s", d.ID, d.PCIBusID, devicesim.XilinxAddress(i))
 		}
 		if r, bad := want[d.ID]; bad != !d.Health.Healthy || bad && !strings.Contains(d.Health.Reason, r) {
 			t.Errorf("%s health %+v, want reason %q", d.ID, d.Health, r)
@@ -39,7 +40,7 @@ func TestSimulateOrionFaults(t *testing.T) {
 		t.Errorf("hot reset: %s", inv.Devices[2].Health.Reason)
 	}
 	spec.Faults = nil
-	must(t, device.Simulate(root, spec))
+	must(t, devicesim.Write(root, spec))
 	inv, err = s.Discover(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +48,7 @@ func TestSimulateOrionFaults(t *testing.T) {
 	if got := len(inv.HealthyIDs()); got != 4 {
 		t.Fatalf("%d healthy after the faults were cleared: %+v", got, inv.Devices)
 	}
-	if err := device.Simulate(t.TempDir(), device.SimSpec{Devices: 2, Rings: 1, Faults: map[int]device.SimFault{0: device.SimUnbound}}); err == nil {
+	if err := devicesim.Write(t.TempDir(), devicesim.Spec{Devices: 2, Rings: 1, Faults: map[int]devicesim.Fault{0: devicesim.Unbound}}); err == nil {
 		t.Fatal("a fault on an lpu node was accepted")
 	}
 }
@@ -57,14 +58,14 @@ func TestSimulateOrionFaults(t *testing.T) {
 // Node Feature Discovery's PCI source requires (it skips a function that
 // lacks one): vendor, device, class, subsystem_vendor, subsystem_device.
 func TestSimulatedPCIFunctionsHaveSubsystemIDs(t *testing.T) {
-	specs := map[string]device.SimSpec{
-		"orion":  {Devices: 4, Rings: 1, Backend: device.BackendXilinx, Faults: map[int]device.SimFault{1: device.SimUnbound}},
+	specs := map[string]devicesim.Spec{
+		"orion":  {Devices: 4, Rings: 1, Backend: device.BackendXilinx, Faults: map[int]devicesim.Fault{1: devicesim.Unbound}},
 		"bertha": {Devices: 4, Rings: 1, Backend: device.BackendPCI},
 	}
 	for name, spec := range specs {
 		t.Run(name, func(t *testing.T) {
 			root := t.TempDir()
-			must(t, device.Simulate(root, spec))
+			must(t, devicesim.Write(root, spec))
 			fns, err := filepath.Glob(filepath.Join(root, device.PCIDevicesDir, "*"))
 			if err != nil || len(fns) < spec.Devices {
 				t.Fatalf("%d functions under %s (err %v), want at least %d", len(fns), device.PCIDevicesDir, err, spec.Devices)
