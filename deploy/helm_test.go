@@ -87,10 +87,22 @@ func render(t *testing.T, helm string, sets ...string) []byte {
 	return out
 }
 
+// kubeVersion is the Kubernetes the chart is rendered for unless a test
+// passes "--kube-version", V: the one every test here runs (the chart
+// refuses what a cluster cannot serve, and helm template's own default
+// predates it).
+const kubeVersion = "1.37.2"
+
 func templateArgs(sets ...string) []string {
 	args := []string{"template", release, chartDir, "--namespace", namespace}
+	kube := kubeVersion
 	for i := 0; i < len(sets); i++ {
 		s := sets[i]
+		if s == "--kube-version" && i+1 < len(sets) {
+			kube = sets[i+1]
+			i++
+			continue
+		}
 		if s == "--show-only" && i+1 < len(sets) {
 			args = append(args, s, sets[i+1])
 			i++
@@ -102,6 +114,7 @@ func templateArgs(sets ...string) []string {
 			args = append(args, "--set", s)
 		}
 	}
+	args = append(args, "--kube-version", kube)
 	return args
 }
 

@@ -70,7 +70,7 @@ log "manifests $v"
   printf '%s\n' \
     "# lpu-node $v: the Helm chart rendered with its default values for namespace" \
     '# kube-system (deploy/release.sh). kubectl apply -f this file.'
-  "$helm" template lpu-node "$dist/lpu-node-$v.tgz" --namespace kube-system
+  "$helm" template lpu-node "$dist/lpu-node-$v.tgz" --namespace kube-system --kube-version 1.37.2
 } >"$dist/lpu-node-$v.yaml"
 
 log "SBOMs (cyclonedx-gomod $cyclonedx_version)"

@@ -72,7 +72,7 @@ func helm(t *testing.T) string { return tool(t, "helm", "HELM", "helm", defaultH
 func helmTemplate(t *testing.T, template string, sets ...string) []byte {
 	t.Helper()
 	args := []string{"template", "lpu-node", filepath.Join(repoRoot(t), "deploy", "helm", "lpu-node"),
-		"--namespace", "kube-system"}
+		"--namespace", "kube-system", "--kube-version", "1.37.2"} // the chart refuses helm template's older default
 	if template != "" {
 		args = append(args, "--show-only", template)
 	}

@@ -268,7 +268,7 @@ lpu_dra_rbac() {
   local role=""
   local helm=${HELM:-$(command -v helm)}
   if [ -n "$helm" ] && [ -d "$CHART" ]; then
-    role=$("$helm" template e2e "$CHART" --set mode=dra 2>/dev/null |
+    role=$("$helm" template e2e "$CHART" --kube-version 1.37.2 --set mode=dra 2>/dev/null |
       awk 'BEGIN{RS="\n---"} /kind: ClusterRole\n/ && /resourceslices/' | head -c 20000) || role=""
   fi
   if [ -n "$role" ]; then

@@ -23,7 +23,7 @@ TPL_BE4=lpu-4-best-effort
 dra_objects() {
   local helm=${HELM:-$(command -v helm)} objs="" t
   if [ -z "$helm" ] || [ ! -d "$CHART" ]; then fatal "DRA objects" "no helm or no chart at $CHART (test/e2e/tools.sh helm)"; fi
-  objs=$("$helm" template e2e "$CHART" -n default --set mode=dra |
+  objs=$("$helm" template e2e "$CHART" -n default --kube-version 1.37.2 --set mode=dra |
     awk 'BEGIN{RS="\n---"} /\nkind: (DeviceClass|ResourceClaimTemplate)\n/ {print "---"; print}') || fatal "DRA objects" "helm template failed"
   grep -q "extendedResourceName: $ARC_EXT" <<<"$objs" || fatal "DRA objects" "the chart renders no DeviceClass with $ARC_EXT for mode=dra"
   printf '%s\n' "$objs" | kc apply -f - >>"$LOGS/kubectl.log" 2>&1 || fatal "chart DRA objects" "$(tail -3 "$LOGS/kubectl.log")"

@@ -202,7 +202,7 @@ nfd_trees() {
 # in nfd-worker's features.d yet, so the label can only be the rule's.
 nfd_rule_cases() {
   local helm=$1 chart=$2 rule=$NFD_RUN/rule.yaml key=hyperaccel.ai/lpu.present n out
-  out=$("$helm" template lpu-node "$chart" -n "$CHART_NS" --show-only templates/nodefeaturerule.yaml \
+  out=$("$helm" template lpu-node "$chart" -n "$CHART_NS" --kube-version 1.37.2 --show-only templates/nodefeaturerule.yaml \
     --set nodeFeatureRule.enabled=true 2>&1 >"$rule") || { nok "nfd: render the chart's NodeFeatureRule" "$out"; return 1; }
   nfd_show "$NFD_RUN/tree-xilinx"
   out=$(kc apply -f "$rule" 2>&1) || { nok "nfd: kubectl apply the chart's NodeFeatureRule" "$out"; return 1; }

@@ -53,7 +53,7 @@ func checkAPIServer(ctx context.Context, d discovery.ServerVersionInterface, log
 		v, err := a.v, a.err
 		if err == nil {
 			if unsafe, ok := olderThan(v, statusMinor); unsafe && ok {
-				return fmt.Errorf("the API server is Kubernetes %s: %w there (it came in 1.%d), so the claim-status permission lpu-dra needs would let its token rewrite any claim's allocation and reservations; upgrade the control plane or use mode: device-plugin",
+				return fmt.Errorf("the API server is Kubernetes %s: %w there (it came in 1.%d), so the claim-status permission lpu-dra needs would let its token rewrite any claim's allocation and reservations; upgrade the control plane or use the chart's mode: devicePlugin",
 					v.GitVersion, ErrNoGranularStatus, statusMinor)
 			}
 			if old, ok := olderThanMin(v); old {

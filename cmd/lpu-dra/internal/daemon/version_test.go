@@ -58,7 +58,7 @@ func TestCheckAPIServerWarns(t *testing.T) {
 func TestRefusesWithoutGranularStatus(t *testing.T) {
 	for _, v := range []version.Info{{Major: "1", Minor: "35", GitVersion: "v1.35.3"}, {Major: "1", Minor: "33+", GitVersion: "v1.33.1-eks"}} {
 		err := checkAPIServer(context.Background(), versionFrom(v), slog.New(slog.NewTextHandler(io.Discard, nil)))
-		if !errors.Is(err, ErrNoGranularStatus) || !strings.Contains(err.Error(), v.GitVersion) || !strings.Contains(err.Error(), "mode: device-plugin") {
+		if !errors.Is(err, ErrNoGranularStatus) || !strings.Contains(err.Error(), v.GitVersion) || !strings.Contains(err.Error(), "mode: devicePlugin") {
 			t.Errorf("%s: %v, want ErrNoGranularStatus naming the version and the way out", v.GitVersion, err)
 		}
 	}
