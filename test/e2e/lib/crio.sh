@@ -356,7 +356,5 @@ main_crio() {
   make_node
   node_up
   local s
-  for s in 1 2 3 4 crio_annotations crio_security; do
-    "scenario_$s" || nok "scenario $s" "broke off with status $?"
-  done
+  for s in 1 2 3 4 crio_annotations crio_security; do run_scenario "$s"; done
 }

@@ -80,7 +80,7 @@ scenario_d11() {
   else
     nok "gang: both pods of the example run" "lpu-gang-0: $(pod_why lpu-gang-0) | lpu-gang-1: $(pod_why lpu-gang-1)"
   fi
-  if (cd "$REPO" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -o "$BASE/bin/kubectl-lpu" ./cmd/kubectl-lpu) >>"$LOGS/kubectl.log" 2>&1; then
+  if CGO_ENABLED=0 go_build cmd/kubectl-lpu >>"$LOGS/kubectl.log"; then
     lpu_out=$("$BASE/bin/kubectl-lpu" pods -o json --kubeconfig "$CL/admin.kubeconfig" 2>&1)
     expect "kubectl lpu pods -o json: both pods in PodGroup lpu-gang-workers, whole, minCount 2" "$lpu_out" \
       test "$(jq -r '[.[] | select(.name | startswith("lpu-gang-")) | "\(.podGroup.name) \(.podGroup.whole) \(.podGroup.minCount)"] | unique | join(";")' <<<"$lpu_out" 2>/dev/null)" = "lpu-gang-workers true 2"

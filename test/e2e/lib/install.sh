@@ -97,13 +97,7 @@ four_lpu_pod() {
 
 # injector_up STATE: the readiness socket under STATE says lpu-nri is
 # connected to the runtime (what the device plugin's PreStartContainer asks).
-injector_up() {
-  [ "$(timeout 2 /usr/bin/python3 -c 'import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(1)
-s.connect(sys.argv[1])
-print(s.recv(64).decode().strip())' "$1/nri-ready.sock" 2>/dev/null)" = connected ]
-}
+injector_up() { e2e_ready "$1/nri-ready.sock"; }
 
 # roll_pod NAME: a one-LPU pod whose container prints what it got at start,
 # then exits (restartPolicy Never), so its LPU is free again 2 s later.
@@ -325,27 +319,8 @@ install_manifests() {
 API_RELAY=10.244.77.1:6443
 api_relay_up() {
   running api-relay && return 0
-  cat >"$BASE/api-relay.py" <<'EOF'
-import asyncio, sys
-host, port, target = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-async def pipe(r, w):
-    try:
-        while data := await r.read(65536):
-            w.write(data)
-            await w.drain()
-    finally:
-        w.close()
-async def handle(r, w):
-    tr, tw = await asyncio.open_connection("127.0.0.1", target)
-    await asyncio.gather(pipe(r, tw), pipe(tr, w), return_exceptions=True)
-async def main():
-    srv = await asyncio.start_server(handle, host, port)
-    async with srv:
-        await srv.serve_forever()
-asyncio.run(main())
-EOF
-  start_daemon api-relay "$LOGS/api-relay.log" /usr/bin/python3 "$BASE/api-relay.py" "${API_RELAY%:*}" "${API_RELAY#*:}" "$API_PORT"
-  wait_for 10 eval "ss -ltnH 'sport = :${API_RELAY#*:}' | grep -q '${API_RELAY%:*}'"
+  start_daemon api-relay "$LOGS/api-relay.log" "$BASE/bin/e2etool" relay "tcp:$API_RELAY" "tcp:127.0.0.1:$API_PORT"
+  wait_for 10 listening "${API_RELAY#*:}" "${API_RELAY%:*}"
 }
 
 # install_dra HELM CHART: the chart in mode dra (lpu-dra and lpu-nri

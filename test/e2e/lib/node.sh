@@ -51,7 +51,7 @@ preflight() {
   flock -n 9 || fatal "preflight" "another e2e run holds /tmp/lpu-e2e.lock"
   local p
   for p in $KUBELET_PORT 10248; do
-    ss -ltnH "sport = :$p" | grep -q . && fatal "preflight" "port $p is in use (another kubelet?)"
+    listening "$p" && fatal "preflight" "port $p is in use (another kubelet?)"
   done
   if [ -S "$DP_DIR/kubelet.sock" ] && curl -s --max-time 1 -o /dev/null http://127.0.0.1:10248/healthz; then
     fatal "preflight" "a kubelet is running on this host"
@@ -96,13 +96,17 @@ setup_tools() {
 }
 
 build_binaries() {
-  log "go build lpu-device-plugin, lpu-nri, noopnri, simnode, sealtool, connflood"
+  log "go build lpu-device-plugin, lpu-nri, noopnri, simnode, sealtool, connflood, e2etool"
   local t out
-  for t in cmd/lpu-device-plugin cmd/lpu-nri test/e2e/noopnri test/e2e/simnode test/e2e/sealtool test/e2e/connflood; do
-    if ! out=$(cd "$REPO" && GOFLAGS=-buildvcs=false go build -o "$BASE/bin/$(basename "$t")" "./$t" 2>&1); then
-      fatal "build ./$t" "$out"
-    fi
+  for t in cmd/lpu-device-plugin cmd/lpu-nri test/e2e/noopnri test/e2e/simnode test/e2e/sealtool test/e2e/connflood test/e2e/e2etool; do
+    out=$(go_build "$t") || fatal "build ./$t" "$out"
   done
+}
+
+# build_e2etool: the e2e's own helper alone (the install run builds nothing else).
+build_e2etool() {
+  local out
+  out=$(go_build test/e2e/e2etool) || fatal "build ./test/e2e/e2etool" "$out"
 }
 
 # ---------------------------------------------------------------- images
@@ -629,13 +633,7 @@ kpod_status() {
 # ---------------------------------------------------------------- our daemons
 nri_ready_sock() { echo "$STATE/nri-ready.sock"; }
 # nri_ready: lpu-nri's readiness socket answers "connected".
-nri_ready() {
-  [ "$(timeout 2 /usr/bin/python3 -c 'import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(1)
-s.connect(sys.argv[1])
-print(s.recv(64).decode().strip())' "$(nri_ready_sock)" 2>/dev/null)" = connected ]
-}
+nri_ready() { e2e_ready "$(nri_ready_sock)"; }
 
 NRI_METRICS=""
 DP_METRICS=""

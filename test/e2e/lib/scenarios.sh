@@ -140,7 +140,6 @@ remove_all_pods() {
 # LPU pods of 4 and 2 get disjoint ring arcs; a third that does not fit is not
 # admitted. With DEMO=1, also show what each container sees.
 scenario_1() {
-  log "scenario 1: ring-contiguous allocation seen from inside the containers"
   ensure_kubelet
   lpu_pod four 4
   if ! wait_running four 60; then
@@ -227,7 +226,6 @@ demo_show() {
 # Annotations a pod author writes give no LPUs; an image's own
 # LPU_VISIBLE_DEVICES is overridden when the container holds no allocation.
 scenario_2() {
-  log "scenario 2: forged annotations and image env"
   ensure_kubelet
   lpu_pod forged 0 busybox "  annotations:
     lpu.hyperaccel.ai/devices: lpu0,lpu1,lpu2,lpu3
@@ -264,7 +262,6 @@ scenario_2() {
 # Kubelet restart: the plugin re-registers within a second, running pods keep
 # their devices, and a new pod is served from what is left.
 scenario_3() {
-  log "scenario 3: kubelet restart"
   ensure_kubelet
   local keep="" p
   for p in four two; do has_running "$p" && keep+="$p "; done
@@ -323,7 +320,6 @@ scenario_3() {
 # containerd restart: lpu-nri reconnects. lpu-nri down: no LPU container
 # starts bare; lpu-nri back: the waiting pod starts with its devices.
 scenario_4() {
-  log "scenario 4: $RT_NAME restart, lpu-nri down and back"
   ensure_kubelet
   ctd_stop a
   wait_for 10 eval '! nri_ready'
@@ -400,7 +396,6 @@ scenario_4() {
 # ---------------------------------------------------------------- scenario 5
 # A device that fails stops being offered; once it recovers it is offered again.
 scenario_5() {
-  log "scenario 5: device failure and recovery"
   ensure_kubelet
   remove_all_pods
   local dev=lpu5 st=$ROOT/sys/class/lpu/lpu5/status h
@@ -507,7 +502,6 @@ lpu_daemons_restart() {
 }
 
 scenario_orion() {
-  log "scenario orion: Alveo U55C cards under XRT (xilinx backend)"
   ensure_kubelet
   remove_all_pods
   make_orion_node || return 0
@@ -555,7 +549,6 @@ scenario_orion() {
 # CDI for runtimes without NRI: podman 4.3 with a spec from `lpu-nri cdi
 # generate`, then containerd with NRI off + the device plugin in cdi mode.
 scenario_6() {
-  log "scenario 6: CDI (podman 4.3, containerd without NRI)"
   scenario_6_podman
   scenario_6_containerd
 }

@@ -438,23 +438,6 @@ sec_tolerant() {
 # on a readiness answer lpu-nri gives before it notices NRI dropped it, and
 # the runtime then creates the container with no lpu-nri connected (seen
 # here; the audit reports it, docs/security.md).
-STALL_PY='import os, signal, socket, sys, time
-sock, pidfile, flag = sys.argv[1:4]
-s = socket.socket(socket.AF_UNIX)
-s.bind(sock)
-s.listen(64)
-held = []
-while True:
-    held.append(s.accept()[0])
-    print("accepted", flush=True)
-    if os.path.exists(flag):
-        os.unlink(flag)
-        pid = int(open(pidfile).read())
-        os.kill(pid, signal.SIGSTOP)
-        print("froze", pid, flush=True)
-        time.sleep(4)
-        os.kill(pid, signal.SIGCONT)
-        print("thawed", pid, flush=True)'
 VALIDATOR_FAILED='validator plugin [^ ]*lpu[^ ]* failed'
 GUARD_REFUSED='lpu-nri guard: refusing to start the container'
 
@@ -509,7 +492,7 @@ sec_slow() {
   ensure_kubelet
   rm -f "$STALL_SOCK"
   touch "$SEC_DIR/freeze"
-  start_daemon stall "$LOGS/stall.log" /usr/bin/python3 -c "$STALL_PY" "$STALL_SOCK" "$BASE/pids/lpu-nri" "$SEC_DIR/freeze"
+  start_daemon stall "$LOGS/stall.log" "$BASE/bin/e2etool" stall "$STALL_SOCK" "$BASE/pids/lpu-nri" "$SEC_DIR/freeze"
   wait_for 5 test -S "$STALL_SOCK"
   sed "s|^  devicePluginDir: .*|&\n  podResourcesCheck: true\n  podResourcesSocket: $STALL_SOCK\n  podResourcesTimeout: 5s|" \
     "$SEC_CFG" >"$SLOW_CFG"
