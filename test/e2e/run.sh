@@ -151,11 +151,11 @@ finish() {
 # off inside a function called with ||).
 run_scenario() {
   local rc=0
-  CASE=$(scenario_field "$1" 1)
-  log "scenario $CASE ($1): $(scenario_field "$1" 4)"
+  SCENARIO_NAME=$(scenario_field "$1" 1)
+  log "scenario $SCENARIO_NAME ($1): $(scenario_field "$1" 4)"
   "scenario_$1" || rc=$?
   [ "$rc" = 0 ] || nok "runs to its end" "saw it break off with status $rc"
-  CASE=teardown
+  SCENARIO_NAME=teardown
 }
 
 # run_in_order KIND WANT...: each wanted scenario of KIND once, in canonical order.

@@ -9,19 +9,19 @@ FAIL=0
 # an assertion line.
 log() { printf '# [%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
-# CASE: the scenario running now (its name in run.sh's table); failure
+# SCENARIO_NAME: the scenario running now (its name in run.sh's table); failure
 # lines name it.
-CASE=${CASE:-setup}
+SCENARIO_NAME=${SCENARIO_NAME:-setup}
 
 # ok WHAT / nok WHAT SEEN: the only two kinds of assertion output. WHAT says
-# what must hold, SEEN what was seen instead: "not ok - CASE: WHAT: SEEN".
+# what must hold, SEEN what was seen instead: "not ok - SCENARIO_NAME: WHAT: SEEN".
 ok() {
   PASS=$((PASS + 1))
   printf 'ok - %s\n' "$1"
 }
 nok() {
   FAIL=$((FAIL + 1))
-  printf 'not ok - %s: %s: %s\n' "$CASE" "$1" "$(printf '%s' "$2" | tr '\n' ' ' | cut -c1-600)"
+  printf 'not ok - %s: %s: %s\n' "$SCENARIO_NAME" "$1" "$(printf '%s' "$2" | tr '\n' ' ' | cut -c1-600)"
 }
 
 # expect WHAT SEEN CMD...: ok when CMD succeeds, else not ok, saying what
@@ -56,13 +56,18 @@ wait_for() {
 }
 
 # ---------------------------------------------------------------- predicates
-# Named conditions for wait_for and expect, called as PREDICATE ARGS... (no
-# eval strings): each says what it checks in its name.
+# Named conditions for wait_for and expect, called as PREDICATE ARGS...
+# (never a string of code): each says in its name what it checks.
 
 # not CMD...: CMD fails.
 not() { ! "$@"; }
 # empty CMD...: CMD prints nothing.
 empty() { [ -z "$("$@" 2>/dev/null)" ]; }
+# none_listed CMD...: CMD succeeds and prints nothing.
+none_listed() {
+  local out
+  out=$("$@" 2>/dev/null) && [ -z "$out" ]
+}
 # prints WANT CMD...: CMD prints exactly WANT.
 prints() {
   local want=$1
@@ -92,11 +97,26 @@ says() {
   shift
   has "$("$@" 2>/dev/null)" "$p"
 }
+# has_lines TEXT LINE...: every LINE is a whole line of TEXT.
+has_lines() {
+  local text=$1 l
+  shift
+  for l in "$@"; do grep -qxF -- "$l" <<<"$text" || return 1; done
+}
+# json_true JSON FILTER: jq's FILTER holds (is neither false nor null) on JSON.
+json_true() { jq -e "$2" <<<"$1" >/dev/null 2>&1; }
 # lines_above N PATTERN FILE: more than N lines of FILE match PATTERN.
 lines_above() { [ "$(grep -c -- "$2" "$3" 2>/dev/null)" -gt "$1" ]; }
 # sorted_words "B A": the words in numeric order, one space after each.
 sorted_words() { tr ' ' '\n' <<<"$1" | grep . | sort -n | tr '\n' ' '; }
 # same_set "A B" "B A": the same words, in any order.
+# same_nonempty A B...: A is not empty and every B is A.
+same_nonempty() {
+  local a=$1 b
+  [ -n "$a" ] || return 1
+  shift
+  for b in "$@"; do [ "$b" = "$a" ] || return 1; done
+}
 same_set() { [ "$(sorted_words "$1")" = "$(sorted_words "$2")" ]; }
 
 # now_ns: wall clock in nanoseconds.

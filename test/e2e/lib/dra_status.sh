@@ -59,10 +59,10 @@ EOF2
     expect "kubectl lpu pods -o json: st-2 prepared with the status's LPUs" "$lpu_out" \
       test "$(jq -r '.[] | select(.name == "st-2") | "\(.prepared) \(.lpus | map(ltrimstr("lpu")) | join(","))"' <<<"$lpu_out" 2>/dev/null)" = "true ${st:-?}"
     expect "kubectl lpu pods: st-2 shown prepared" "$("$BASE/bin/kubectl-lpu" pods --kubeconfig "$CL/admin.kubeconfig" 2>&1)" \
-      eval '"$BASE/bin/kubectl-lpu" pods --kubeconfig "$CL/admin.kubeconfig" | grep -E "^default/st-2 .* prepared "'
+      says "^default/st-2 .* prepared " "$BASE/bin/kubectl-lpu" pods --kubeconfig "$CL/admin.kubeconfig"
   else
     nok "build kubectl-lpu" "$(tail -3 "$LOGS/kubectl.log")"
   fi
   delete_pod st-2
-  if wait_for 30 eval '! status_written "$claim" 2>/dev/null'; then ok "st-2: status.devices gone after the pod"; else nok "st-2: status.devices gone after the pod" "status [$(status_lpus "$claim")]"; fi
+  if wait_for 30 not status_written "$claim"; then ok "st-2: status.devices gone after the pod"; else nok "st-2: status.devices gone after the pod" "status [$(status_lpus "$claim")]"; fi
 }

@@ -176,7 +176,7 @@ nfd_rule_cases() {
   nfd_show "$NFD_RUN/tree-xilinx"
   out=$(kc apply -f "$rule" 2>&1) || { nok "nfd: kubectl apply the chart's NodeFeatureRule" "$out"; return 1; }
   expect "nfd: no feature file in nfd-worker's features.d yet" "$(find "$CHART_NFD" -mindepth 1 -printf '%f ' 2>&1)" \
-    eval '[ -z "$(find "$CHART_NFD" -mindepth 1 -print -quit)" ]'
+    empty find "$CHART_NFD" -mindepth 1 -print -quit
   if wait_for 60 nfd_labelled "$key" true; then
     ok "nfd: the chart's NodeFeatureRule labels $KNODE $key=true from the simulated Orion node ($(nfd_functions 10ee 505d) U55C user functions 10ee:505d)"
   else
@@ -211,6 +211,13 @@ nfd_onboard() {
   fi
 }
 
+# nfd_ring_labels MODEL: the node carries lpu.count=8, lpu.largest-ring=8
+# and lpu.model=MODEL (which must not be empty).
+nfd_ring_labels() {
+  nfd_labelled hyperaccel.ai/lpu.count 8 && nfd_labelled hyperaccel.ai/lpu.largest-ring 8 &&
+    [ -n "$1" ] && nfd_labelled hyperaccel.ai/lpu.model "$1"
+}
+
 # nfd_feature_labels: the device plugin's feature file (nfd.featuresDir,
 # nfd-worker's features.d) turned into node labels: count, largest ring,
 # model as the file says, and 8 LPUs in one ring of 8 (simulate: 8). While
@@ -223,7 +230,7 @@ nfd_feature_labels() {
     return 1
   fi
   model=$(sed -n 's#^hyperaccel.ai/lpu.model=##p' "$file")
-  if wait_for 60 eval 'nfd_labelled hyperaccel.ai/lpu.count 8 && nfd_labelled hyperaccel.ai/lpu.largest-ring 8 && [ -n "$model" ] && nfd_labelled hyperaccel.ai/lpu.model "$model"'; then
+  if wait_for 60 nfd_ring_labels "$model"; then
     ok "nfd: the feature file became node labels: lpu.count=8, lpu.largest-ring=8, lpu.model=$model"
   else
     nok "nfd: the feature file becomes node labels count=8, largest-ring=8, model=$model" "labels $(nfd_labels); file: $(tr '\n' ' ' <"$file")"
@@ -231,7 +238,7 @@ nfd_feature_labels() {
   fi
   for key in rings driver-version firmware; do
     expect "nfd: ... and lpu.$key=$(sed -n "s#^hyperaccel.ai/lpu.$key=##p" "$file") as in the file" "labels $(nfd_labels)" \
-      eval '[ -n "$(nfd_label hyperaccel.ai/lpu.$key)" ] && [ "$(nfd_label hyperaccel.ai/lpu.$key)" = "$(sed -n "s#^hyperaccel.ai/lpu.$key=##p" "$file")" ]'
+      same_nonempty "$(nfd_label "hyperaccel.ai/lpu.$key")" "$(sed -n "s#^hyperaccel.ai/lpu.$key=##p" "$file")"
   done
   nfd_unplug 10ee 505d "" >/dev/null
   sleep 6 # three rescans
