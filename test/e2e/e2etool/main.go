@@ -91,9 +91,9 @@ func listen(s string) (net.Listener, error) {
 	return ln, nil
 }
 
-// relay serves ln until it is closed: every connection is piped to a new
-// connection to the target, both ways, until either side closes.
-func relay(ln net.Listener, network, addr string) error {
+// acceptEach calls fn for every connection ln accepts, in turn, until ln is
+// closed (nil) or fn fails.
+func acceptEach(ln net.Listener, fn func(net.Conn) error) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -102,6 +102,16 @@ func relay(ln net.Listener, network, addr string) error {
 			}
 			return fmt.Errorf("accept: %w", err)
 		}
+		if err := fn(c); err != nil {
+			return err
+		}
+	}
+}
+
+// relay serves ln until it is closed: every connection is piped to a new
+// connection to the target, both ways, until either side closes.
+func relay(ln net.Listener, network, addr string) error {
+	return acceptEach(ln, func(c net.Conn) error {
 		go func() {
 			defer c.Close()
 			t, err := net.Dial(network, addr)
@@ -112,7 +122,8 @@ func relay(ln net.Listener, network, addr string) error {
 			defer t.Close()
 			pipe(c, t)
 		}()
-	}
+		return nil
+	})
 }
 
 // pipe copies a to b and b to a; when one direction ends it half-closes
@@ -180,23 +191,14 @@ func stall(ln net.Listener, pidfile, flagFile string, freeze time.Duration, out 
 			c.Close()
 		}
 	}()
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			return fmt.Errorf("accept: %w", err)
-		}
+	return acceptEach(ln, func(c net.Conn) error {
 		held = append(held, c)
 		fmt.Fprintln(out, "accepted")
 		if err := os.Remove(flagFile); err != nil {
-			continue // no flag: only hold the connection
+			return nil // no flag: only hold the connection
 		}
-		if err := freezeFor(pidfile, freeze, out); err != nil {
-			return err
-		}
-	}
+		return freezeFor(pidfile, freeze, out)
+	})
 }
 
 // freezeFor stops the process named in pidfile for d, then continues it.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/pkg/ready"
 )
 
@@ -26,20 +27,17 @@ func echoServer(t *testing.T) string {
 	}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
+		_ = acceptEach(ln, func(c net.Conn) error {
 			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
+			return nil
+		})
 	}()
 	return ln.Addr().String()
 }
 
 func TestRelayUnixToTCP(t *testing.T) {
 	target := echoServer(t)
-	sock := filepath.Join(t.TempDir(), "api.sock")
+	sock := filepath.Join(daemontest.ShortDir(t), "api.sock")
 	ln, err := listen("unix:" + sock)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +74,7 @@ func TestSplitAddr(t *testing.T) {
 }
 
 func TestReady(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), ready.SocketName)
+	sock := filepath.Join(daemontest.ShortDir(t), ready.SocketName)
 	srv, err := ready.Listen(sock)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +110,7 @@ func (s *syncBuffer) String() string {
 }
 
 func TestStallFreezesOnce(t *testing.T) {
-	dir := t.TempDir()
+	dir := daemontest.ShortDir(t)
 	victim := exec.Command("sleep", "30")
 	if err := victim.Start(); err != nil {
 		t.Skip("no sleep to freeze:", err)

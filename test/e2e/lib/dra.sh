@@ -64,25 +64,8 @@ dra_pod() {
       limits: {${arg%=*}: ${arg#*=}}" ;;
     none) meta=$arg ;;
   esac
-  kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF
-apiVersion: v1
-kind: Pod
-metadata:
-  name: $name
-  namespace: default
-$meta
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  tolerations: [{operator: Exists}]
-$claims
-  containers:
-  - name: $name
-    image: $IMG:busybox
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
-$res
-EOF
+  pod_manifest "$name" default busybox "$meta" "  tolerations: [{operator: Exists}]
+$claims" "$res" | kc apply -f - >>"$LOGS/kubectl.log" 2>&1
 }
 
 phase() { kc get pod "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }
@@ -180,7 +163,7 @@ check_dra_container() {
 
 # dra_show POD...: what each pod sees and its claim, with a ring picture.
 dra_show() {
-  local name nodes claim
+  local name claim
   echo
   echo "==================== DRA: what the containers see ===================="
   for name in "$@"; do
@@ -191,17 +174,7 @@ dra_show() {
       echo "  not running: $(pod_why "$name" | head -1)"
       continue
     fi
-    nodes=$(lpu_nodes "$name" | tr '\n' ' ')
-    echo "  $(draw_ring "$nodes")"
-    echo "  devices:"
-    in_ctr "$name" sh -c 'for f in /dev/lpu*; do [ -e "$f" ] && stat -c "%n|%F|%t|%T" "$f"; done' |
-      while IFS='|' read -r path kind maj min; do
-        printf '    %-10s %s %d:%d\n' "$path" "${kind/character special file/char}" $((16#$maj)) $((16#$min))
-      done
-    echo "  env:"
-    in_ctr "$name" env | grep -E '^LPU_' | sort | sed 's/^/    /'
-    echo "  mounts:"
-    printf '    %-14s %s\n' "$DRIVER_CTR_DIR" "$(in_ctr "$name" sh -c "grep ' $DRIVER_CTR_DIR ' /proc/mounts" | awk '{print $4}' | cut -d, -f1-3)"
+    show_lpu_view "$name"
   done
   echo
   echo "======================================================================"

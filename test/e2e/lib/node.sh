@@ -584,28 +584,38 @@ put_pod() {
 }
 del_pod() { rm -f "$BASE/kubelet-$KUBELET_NAME/manifests/$1.yaml"; }
 
-# lpu_pod NAME COUNT [IMAGE-TAG] [EXTRA-METADATA]: a static pod whose single
-# container (also called NAME) asks for COUNT LPUs (0: no request).
-lpu_pod() {
-  local name=$1 count=$2 tag=${3:-busybox} meta=${4:-} res=""
-  [ "$count" -gt 0 ] && res="    resources:
-      limits:
-        $RESOURCE: $count"
-  put_pod "$name" "apiVersion: v1
+# pod_manifest NAME NAMESPACE TAG [METADATA] [SPEC] [CONTAINER]: a pod
+# whose one container (also NAME) runs $IMG:TAG until told to stop;
+# METADATA, SPEC and CONTAINER are more YAML lines at those levels.
+pod_manifest() {
+  cat <<EOF
+apiVersion: v1
 kind: Pod
 metadata:
-  name: $name
-  namespace: default
-$meta
+  name: $1
+  namespace: $2
+${4:-}
 spec:
   hostNetwork: true
   terminationGracePeriodSeconds: 1
+${5:-}
   containers:
-  - name: $name
-    image: $IMG:$tag
+  - name: $1
+    image: $IMG:$3
     imagePullPolicy: Never
-    command: [\"/bin/sh\", \"-c\", \"trap 'exit 0' TERM; while true; do sleep 1; done\"]
-$res"
+    command: ["/bin/sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+${6:-}
+EOF
+}
+
+# lpu_pod NAME COUNT [IMAGE-TAG] [EXTRA-METADATA]: a static pod whose single
+# container (also called NAME) asks for COUNT LPUs (0: no request).
+lpu_pod() {
+  local name=$1 count=$2 res=""
+  [ "$count" -gt 0 ] && res="    resources:
+      limits:
+        $RESOURCE: $count"
+  put_pod "$name" "$(pod_manifest "$name" default "${3:-busybox}" "${4:-}" "" "$res")"
 }
 
 # cid NAME: the running container of static pod NAME.

@@ -77,6 +77,23 @@ draw_ring() {
   echo "${out% }"
 }
 
+# show_lpu_view NAME: what pod NAME's container sees (demo output): the
+# ring with its LPUs, its device nodes, LPU_* env and the driver mount.
+show_lpu_view() {
+  local path kind maj min
+  echo "  $(draw_ring "$(lpu_nodes "$1" | tr '\n' ' ')")"
+  echo "  devices:"
+  in_ctr "$1" sh -c 'for f in /dev/lpu*; do [ -e "$f" ] && stat -c "%n|%F|%t|%T" "$f"; done' |
+    while IFS='|' read -r path kind maj min; do
+      printf '    %-10s %s %d:%d\n' "$path" "${kind/character special file/char}" $((16#$maj)) $((16#$min))
+    done
+  echo "  env:"
+  in_ctr "$1" env | grep -E '^LPU_' | sort | sed 's/^/    /'
+  echo "  mounts:"
+  printf '    %-14s %s  <- host %s\n' "$DRIVER_CTR_DIR" \
+    "$(in_ctr "$1" sh -c "grep ' $DRIVER_CTR_DIR ' /proc/mounts" | awk '{print $4}' | cut -d, -f1-3)" "$DRIVER_DIR"
+}
+
 # driver_mount_ro MOUNTS: the line for DRIVER_CTR_DIR in MOUNTS (/proc/mounts
 # text) has the option ro.
 driver_mount_ro() { grep " $DRIVER_CTR_DIR " <<<"$1" | awk '{print $4}' | tr ',' '\n' | grep -qx ro; }
@@ -211,7 +228,7 @@ bench() {
 
 # demo_show POD...: what each pod's container sees, drawn readably.
 demo_show() {
-  local name nodes asked ann opts
+  local name asked ann
   echo
   echo "==================== what the containers see ===================="
   for name in "$@"; do
@@ -222,21 +239,10 @@ demo_show() {
       echo "  not running; kubelet says: $(kpod_status "$name")"
       continue
     fi
-    nodes=$(lpu_nodes "$name" | tr '\n' ' ')
-    echo "  $(draw_ring "$nodes")"
+    show_lpu_view "$name"
     ann=$(cri inspect "$(cid "$name")" | jq -r '.status.annotations["lpu.hyperaccel.ai/devices"] // "none"')
-    echo "  allocation (device plugin annotation, sealed): $ann"
-    echo "  devices:"
-    in_ctr "$name" sh -c 'for f in /dev/lpu*; do [ -e "$f" ] && stat -c "%n|%F|%t|%T" "$f"; done' |
-      while IFS='|' read -r path kind maj min; do
-        printf '    %-10s %s %d:%d\n' "$path" "${kind/character special file/char}" $((16#$maj)) $((16#$min))
-      done
-    echo "  env:"
-    in_ctr "$name" env | grep -E '^LPU_' | sort | sed 's/^/    /'
-    echo "  mounts:"
-    opts=$(in_ctr "$name" sh -c "grep ' $DRIVER_CTR_DIR ' /proc/mounts" | awk '{print $4}' | cut -d, -f1-3)
-    printf '    %-14s %s  <- host %s\n' "$DRIVER_CTR_DIR" "$opts" "$DRIVER_DIR"
     printf '    %-14s %s\n' "" "$(in_ctr "$name" ls "$DRIVER_CTR_DIR" | tr '\n' ' ')"
+    echo "  allocation (device plugin annotation, sealed): $ann"
   done
   echo
   echo "================================================================="

@@ -298,21 +298,8 @@ priv_pod() {
     resources:
       limits:
         $RESOURCE: $3"
-  put_pod "$1" "apiVersion: v1
-kind: Pod
-metadata:
-  name: $1
-  namespace: $2
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: $1
-    image: $IMG:busybox
-    imagePullPolicy: Never
-    command: [\"/bin/sh\", \"-c\", \"trap 'exit 0' TERM; while true; do sleep 1; done\"]
-    securityContext:
-      privileged: true$res"
+  put_pod "$1" "$(pod_manifest "$1" "$2" busybox "" "" "    securityContext:
+      privileged: true$res")"
 }
 
 # guard_hooked HOOKS PROOF: the guard's createRuntime hook is among HOOKS
