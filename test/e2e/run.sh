@@ -140,7 +140,7 @@ finish() {
     rm -rf "$BASE"
   fi
   log "took $((SECONDS - STARTED))s"
-  [ "$rc" != 0 ] && [ "$FAIL" = 0 ] && nok "e2e run" "exited with status $rc"
+  [ "$rc" != 0 ] && [ "$FAIL" = 0 ] && nok "e2e run exits with status 0" "status $rc"
   echo "e2e: $PASS passed, $FAIL failed"
   [ "$FAIL" = 0 ] || exit 1
   exit 0
@@ -154,7 +154,7 @@ run_scenario() {
   SCENARIO_NAME=$(scenario_field "$1" 1)
   log "scenario $SCENARIO_NAME ($1): $(scenario_field "$1" 4)"
   "scenario_$1" || rc=$?
-  [ "$rc" = 0 ] || nok "runs to its end" "saw it break off with status $rc"
+  [ "$rc" = 0 ] || nok "runs to its end" "it broke off with status $rc"
   SCENARIO_NAME=teardown
 }
 

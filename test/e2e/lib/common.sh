@@ -9,17 +9,25 @@ FAIL=0
 # an assertion line.
 log() { printf '# [%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
-# SCENARIO_NAME: the scenario running now (its name in run.sh's table); failure
-# lines name it.
+# SCENARIO_NAME: the scenario running now (its name in run.sh's table);
+# failure lines name it.
 SCENARIO_NAME=${SCENARIO_NAME:-setup}
 
 # ok WHAT / nok WHAT SEEN: the only two kinds of assertion output. WHAT says
-# what must hold, SEEN what was seen instead: "not ok - SCENARIO_NAME: WHAT: SEEN".
+# what must hold, SEEN what was seen instead:
+#   not ok - SCENARIO_NAME: WHAT: saw SEEN
+# (SEEN already saying "expected X, saw Y" stands as it is).
 ok() {
   PASS=$((PASS + 1))
   printf 'ok - %s\n' "$1"
 }
 nok() {
+  local seen=$2
+  case $seen in "expected "* | "saw "*) ;; *) seen="saw $seen" ;; esac
+  fail_line "$1" "$seen"
+}
+# fail_line WHAT TEXT: count a failure, print its line.
+fail_line() {
   FAIL=$((FAIL + 1))
   printf 'not ok - %s: %s: %s\n' "$SCENARIO_NAME" "$1" "$(printf '%s' "$2" | tr '\n' ' ' | cut -c1-600)"
 }
@@ -29,7 +37,7 @@ nok() {
 expect() {
   local what=$1 seen=$2
   shift 2
-  if "$@"; then ok "$what"; else nok "$what" "saw $seen"; fi
+  if "$@"; then ok "$what"; else nok "$what" "$seen"; fi
 }
 
 # expect_eq WHAT WANT GOT: ok when GOT is WANT, else "expected WANT, saw GOT".
@@ -37,10 +45,10 @@ expect_eq() {
   if [ "$3" = "$2" ]; then ok "$1"; else nok "$1" "expected '$2', saw '$3'"; fi
 }
 
-# fatal WHAT DETAIL: a step the rest of the run depends on failed; count it
+# fatal STEP ERROR: a step the rest of the run depends on failed; count it
 # and leave (the EXIT trap tears the node down and prints the summary).
 fatal() {
-  nok "$1" "$2"
+  fail_line "$1" "$2"
   exit 1
 }
 

@@ -28,22 +28,9 @@ EOF
 # claim_pod NAMESPACE NAME CLAIM: a pod whose container (also NAME) uses the
 # named ResourceClaim.
 claim_pod() {
-  kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $2, namespace: $1}
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  tolerations: [{operator: Exists}]
-  resourceClaims: [{name: lpus, resourceClaimName: $3}]
-  containers:
-  - name: $2
-    image: $IMG:busybox
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
-    resources: {claims: [{name: lpus}]}
-EOF
+  pod_manifest "$2" "$1" busybox "" "  tolerations: [{operator: Exists}]
+  resourceClaims: [{name: lpus, resourceClaimName: $3}]" "    resources: {claims: [{name: lpus}]}" |
+    kc apply -f - >>"$LOGS/kubectl.log" 2>&1
 }
 
 # reserved_for CLAIM [NAMESPACE]: the pod names the claim is reserved for.

@@ -99,26 +99,32 @@ four_lpu_pod() {
 # connected to the runtime (what the device plugin's PreStartContainer asks).
 injector_up() { e2e_ready "$1/nri-ready.sock"; }
 
-# roll_pod NAME: a one-LPU pod whose container prints what it got at start,
+# view_pod NAME LABEL SPEC RESOURCES: a one-LPU pod labelled LABEL=1
+# (SPEC: more spec lines; RESOURCES: its container's resources) whose
+# container prints what it got at start ("view env=N devs=/dev/lpuN,"),
 # then exits (restartPolicy Never), so its LPU is free again 2 s later.
-roll_pod() {
+view_pod() {
   kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF
 apiVersion: v1
 kind: Pod
-metadata: {name: $1, namespace: default, labels: {e2e-roll: "1"}}
+metadata: {name: $1, namespace: default, labels: {$2: "1"}}
 spec:
   hostNetwork: true
   restartPolicy: Never
   terminationGracePeriodSeconds: 1
   tolerations: [{operator: Exists}]
+$3
   containers:
   - name: $1
     image: $IMG:busybox
     imagePullPolicy: Never
     command: ["/bin/sh", "-c", "echo view env=\${LPU_VISIBLE_DEVICES-unset} devs=\$(ls -d /dev/lpu* 2>/dev/null | tr -s '[:space:]' ,); sleep 2"]
-    resources: {limits: {hyperaccel.ai/lpu: 1}}
+    resources: $4
 EOF
 }
+
+# roll_pod NAME: a view_pod asking hyperaccel.ai/lpu: 1.
+roll_pod() { view_pod "$1" e2e-roll "" "{limits: {hyperaccel.ai/lpu: 1}}"; }
 
 # roll_watch STATE: until $BASE/roll-on goes (at most 90 s), create a roll
 # pod every second, and one at once whenever the injector goes down; logs

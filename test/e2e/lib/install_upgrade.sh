@@ -15,27 +15,11 @@
 #     created during the upgrade, against the same before it.
 # Sourced by test/e2e/run.sh after lib/install.sh.
 
-# upg_pod NAME: a one-LPU claim pod (the chart's lpu-arc-1 template) that
-# prints what it got at start and exits 2 s later.
+# upg_pod NAME: a view_pod (lib/install.sh) with a claim from the chart's
+# lpu-arc-1 template.
 upg_pod() {
-  kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, namespace: default, labels: {e2e-upg: "1"}}
-spec:
-  hostNetwork: true
-  restartPolicy: Never
-  terminationGracePeriodSeconds: 1
-  tolerations: [{operator: Exists}]
-  resourceClaims:
-  - {name: lpus, resourceClaimTemplateName: lpu-arc-1}
-  containers:
-  - name: $1
-    image: $IMG:busybox
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "echo view env=\${LPU_VISIBLE_DEVICES-unset} devs=\$(ls -d /dev/lpu* 2>/dev/null | tr -s '[:space:]' ,); sleep 2"]
-    resources: {claims: [{name: lpus}]}
-EOF
+  view_pod "$1" e2e-upg "  resourceClaims:
+  - {name: lpus, resourceClaimTemplateName: lpu-arc-1}" "{claims: [{name: lpus}]}"
 }
 
 # upg_loop PREFIX: until $BASE/upg-on goes (at most 150 s), one claim pod a

@@ -220,48 +220,34 @@ make_orion_node() {
   log "orion node: 8 cards, render major 226, xclmgmt major $major, ring0 = ${ORION_RING[*]}"
 }
 
-# write_orion_config FILE: the daemons' config for the Orion node.
-write_orion_config() {
-  cat >"$1" <<EOF
-version: v1
-resourceName: $RESOURCE
-root: $ORION_ROOT
-stateDir: $STATE
-discovery:
+# write_config FILE MODE SPECDIR [orion]: the daemons' config (both read the
+# same file): the LPU node's, or with orion the Orion node's (xilinx
+# discovery, its network table, no driver mount).
+write_config() {
+  local root=$ROOT head mounts
+  if [ "${4:-}" = orion ]; then
+    root=$ORION_ROOT
+    head="discovery:
   backend: xilinx
 topology:
-  networkTable: /etc/lpu/network.table
-injection:
-  mode: nri
-  mounts: []
-health:
-  resyncInterval: 1s
-  failureThreshold: 2
-  recoveryThreshold: 2
-kubelet:
-  devicePluginDir: $DP_DIR
-cdi:
-  specDir: $BASE/ctd-a/cdi
-log:
-  level: info
-  format: json
-EOF
-}
-
-# write_config FILE MODE SPECDIR: the daemons' config (both read the same file).
-write_config() {
+  networkTable: /etc/lpu/network.table"
+    mounts="  mounts: []"
+  else
+    head="allocation:
+  policy: best-effort"
+    mounts="  mounts:
+  - hostPath: $DRIVER_DIR
+    containerPath: $DRIVER_CTR_DIR"
+  fi
   cat >"$1" <<EOF
 version: v1
 resourceName: $RESOURCE
-root: $ROOT
+root: $root
 stateDir: $STATE
-allocation:
-  policy: best-effort
+$head
 injection:
   mode: $2
-  mounts:
-  - hostPath: $DRIVER_DIR
-    containerPath: $DRIVER_CTR_DIR
+$mounts
 health:
   resyncInterval: 1s
   failureThreshold: 2

@@ -531,7 +531,7 @@ scenario_orion() {
   ensure_kubelet
   remove_all_pods
   make_orion_node || return 0
-  write_orion_config "$ORION_CFG"
+  write_config "$ORION_CFG" nri "$BASE/ctd-a/cdi" orion
   local saved_cfg=$CFG saved_root=$ROOT card addr ready
   local -a saved_ring=("${RING[@]}")
   CFG=$ORION_CFG ROOT=$ORION_ROOT
