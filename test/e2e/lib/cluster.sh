@@ -115,7 +115,7 @@ build_lpu_dra() {
   ls "$REPO"/cmd/lpu-dra/*.go >/dev/null 2>&1 || return 1
   local out
   # Built as the image is (static, no symbol tables): a node's idle RSS.
-  out=$(cd "$REPO" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags '-s -w' -o "$BASE/bin/lpu-dra" ./cmd/lpu-dra 2>&1) ||
+  out=$(CGO_ENABLED=0 go_build cmd/lpu-dra -trimpath -ldflags '-s -w') ||
     fatal "build ./cmd/lpu-dra" "$out"
 }
 
@@ -134,7 +134,7 @@ control_plane_up() {
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
     --initial-cluster "e2e=http://127.0.0.1:$peer" --unsafe-no-fsync --log-level warn
-  wait_for 30 eval "curl -sf --max-time 1 http://127.0.0.1:$ETCD_PORT/health | grep -q '\"health\":\"true\"'" ||
+  wait_for 30 says '"health":"true"' curl -sf --max-time 1 "http://127.0.0.1:$ETCD_PORT/health" ||
     fatal "etcd" "not healthy after 30s: $(tail -5 "$LOGS/etcd.log")"
   start_daemon kube-apiserver "$LOGS/kube-apiserver.log" kube-apiserver \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" --bind-address 127.0.0.1 --secure-port "$API_PORT" \
@@ -149,7 +149,7 @@ control_plane_up() {
     --kubelet-client-key "$CL/pki/apiserver-kubelet-client.key" \
     --kubelet-preferred-address-types Hostname,InternalIP \
     "${GANG_GATE[@]}" --runtime-config=scheduling.k8s.io/v1beta1=true
-  wait_for 120 eval '[ "$(kc get --raw /readyz 2>/dev/null)" = ok ]' ||
+  wait_for 120 prints ok kc get --raw /readyz ||
     fatal "kube-apiserver" "not ready after 120s: $(tail -5 "$LOGS/kube-apiserver.log")"
   start_daemon kube-controller-manager "$LOGS/kube-controller-manager.log" kube-controller-manager \
     --kubeconfig "$CL/controller-manager.kubeconfig" \
@@ -172,39 +172,11 @@ control_plane_up() {
 }
 
 # ---------------------------------------------------------------- the node
-# registered_kubelet_config [bridge]: the e2e kubelet in cluster mode: API server
-# kubeconfig, webhook authn/authz so kubectl logs/exec go through RBAC.
+# registered_kubelet_config [bridge]: the e2e kubelet in cluster mode
+# (kubelet_config ... cluster) and its CNI config: a host-only bridge with
+# bridge, else loopback only.
 registered_kubelet_config() {
-  local k=$KUBELET_C
-  mkdir -p "$k"/{root,pki,logs}
-  cat >"$k/config.yaml" <<EOF
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-podLogsDir: $k/logs
-containerRuntimeEndpoint: unix://$BASE/ctd-a/containerd.sock
-imageServiceEndpoint: unix://$BASE/ctd-a/containerd.sock
-cgroupDriver: cgroupfs
-failCgroupV1: false
-failSwapOn: false
-oomScoreAdj: 0
-address: 127.0.0.1
-port: $KUBELET_PORT
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: 10248
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: true}
-  x509: {clientCAFile: "$CL/pki/ca.crt"}
-authorization: {mode: Webhook}
-clusterDomain: cluster.local
-resolvConf: ""
-syncFrequency: 2s
-nodeStatusUpdateFrequency: 5s
-evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-EOF
+  kubelet_config c a cluster
   mkdir -p "$BASE/ctd-a/cni/net.d" "$BASE/ctd-a/cni/bin"
   local p
   for p in loopback bridge host-local; do ln -sf "/usr/lib/cni/$p" "$BASE/ctd-a/cni/bin/$p"; done
@@ -227,17 +199,7 @@ EOF
   fi
 }
 
-registered_kubelet_start() {
-  kubelet_shared_root "$KUBELET_C/root"
-  KUBELET_STARTS=$((KUBELET_STARTS + 1))
-  KUBELET_LOG=$LOGS/kubelet-c.$KUBELET_STARTS.log
-  KUBELET_NAME=c
-  start_daemon kubelet "$KUBELET_LOG" kubelet --config "$KUBELET_C/config.yaml" \
-    --kubeconfig "$CL/kubelet.kubeconfig" --root-dir "$KUBELET_C/root" --cert-dir "$KUBELET_C/pki" \
-    --hostname-override "$KNODE" --v=2
-  wait_for 60 curl -sf --max-time 1 http://127.0.0.1:10248/healthz ||
-    fatal "kubelet" "not healthy after 60s: $(tail -5 "$KUBELET_LOG")"
-}
+registered_kubelet_start() { kubelet_launch c "$KNODE" --kubeconfig "$CL/kubelet.kubeconfig"; }
 
 node_ready() {
   [ "$(kc get node "$KNODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]

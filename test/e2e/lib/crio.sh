@@ -77,15 +77,11 @@ crio_config() {
   [ -f "$CRIO_SNIPPET" ] || fatal "crio config" "no $CRIO_SNIPPET in the checkout"
   cp "$CRIO_SNIPPET" "$d/conf.d/10-lpu.conf"
   crio_main_config "$n" >"$d/crio.conf"
-  cat >"$d/conf.d/99-e2e.conf" <<EOF
-# e2e: the snippet's host paths moved under \$BASE
-[crio.runtime]
-cdi_spec_dirs = ["$d/cdi"]
-[crio.nri]
-nri_listen = "$d/nri.sock"
-nri_plugin_dir = "$d/nri/plugins"
-nri_plugin_config_dir = "$d/nri/conf.d"
-EOF
+  # the snippet's tables and path keys, rendered with the paths under $d
+  {
+    echo "# e2e: the snippet's host paths moved under \$BASE"
+    grep -E '^\[|^(cdi_spec_dirs|nri_listen|nri_plugin_dir|nri_plugin_config_dir) = ' "$CRIO_SNIPPET" | runtime_paths "$d"
+  } >"$d/conf.d/99-e2e.conf"
   printf '{"default": [{"type": "insecureAcceptAnything"}]}\n' >"$d/policy.json"
   cat >"$d/registries.conf" <<EOF
 unqualified-search-registries = []
@@ -174,6 +170,18 @@ crio_dump() {
     sed -E 's/^# ?(([a-z0-9_]+ = |\[crio|\t"|\]$).*)$/\1/; /^#/d'
 }
 
+# crio_read_unchanged DIR: CRI-O's config run read conf.d/10-lpu.conf, and
+# that file is the shipped snippet byte for byte.
+crio_read_unchanged() { grep -q "drop-in file: $1/conf.d/10-lpu.conf" "$1/config.err" && cmp -s "$CRIO_SNIPPET" "$1/conf.d/10-lpu.conf"; }
+
+# crio_validator_on DUMP: the default validator on, with the chart's
+# toleration annotation and no global required plugins (an empty list).
+crio_validator_on() {
+  has_lines "$1" 'nri_enable_default_validator = true' \
+    'nri_validator_tolerate_missing_plugins_annotation = "tolerate-missing-plugins.noderesource.dev"' &&
+    [ "$(grep -A1 '^nri_validator_required_plugins = \[' <<<"$1" | tail -1)" = "]" ]
+}
+
 # crio_check_config NAME: CRI-O read the shipped drop-in and its NRI and
 # validator settings are in effect.
 crio_check_config() {
@@ -181,16 +189,13 @@ crio_check_config() {
   dump=$(crio_dump "$1") || { nok "CRI-O loads its config with $rel" "$(tail -3 "$d/config.err")"; return 0; }
   echo "$dump" >"$d/config.dump.toml"
   expect "CRI-O reads $rel from its crio.conf.d (10-lpu.conf, unchanged)" "$(grep -o 'drop-in file: [^"]*' "$d/config.err" | tr '\n' ' ')" \
-    eval "grep -q 'drop-in file: $d/conf.d/10-lpu.conf' '$d/config.err' && cmp -s '$CRIO_SNIPPET' '$d/conf.d/10-lpu.conf'"
+    crio_read_unchanged "$d"
   expect "CRI-O merged $rel: NRI on, external plugins allowed, at $d/nri.sock" \
     "$(grep -E '^(enable_nri|nri_listen|nri_disable_connections) =' <<<"$dump" | tr '\n' ' ')" \
-    eval "grep -qx 'enable_nri = true' <<<\"\$dump\" && grep -qx 'nri_disable_connections = false' <<<\"\$dump\" &&
-      grep -qxF 'nri_listen = \"$d/nri.sock\"' <<<\"\$dump\""
+    has_lines "$dump" 'enable_nri = true' 'nri_disable_connections = false' "nri_listen = \"$d/nri.sock\""
   expect "CRI-O merged $rel: NRI default validator on, no global required plugins, the chart's toleration annotation" \
     "$(grep -E '^nri_(enable_default_validator|validator_required_plugins|validator_tolerate)' <<<"$dump" | tr '\n' ' ')" \
-    eval "grep -qx 'nri_enable_default_validator = true' <<<\"\$dump\" &&
-      grep -qx 'nri_validator_tolerate_missing_plugins_annotation = \"tolerate-missing-plugins.noderesource.dev\"' <<<\"\$dump\" &&
-      grep -A1 '^nri_validator_required_plugins = \[' <<<\"\$dump\" | tail -1 | grep -qx ']'"
+    crio_validator_on "$dump"
 }
 
 # crio_start NAME: start (or restart) CRI-O NAME, wait for CRI and, the
@@ -257,10 +262,10 @@ scenario_crio_annotations() {
     c=$(cid copyprobe)
     spec=$(cri inspect "$c" | jq -c '.info.runtimeSpec.annotations // {}')
     expect "copyprobe: CRI-O copied the pod annotation e2e.lpu-test/copied into the container's annotations" \
-      "container annotations: $(cut -c1-300 <<<"$spec")" eval 'jq -e ".\"e2e.lpu-test/copied\" == \"from-the-pod\"" <<<"$spec" >/dev/null'
+      "container annotations: $(cut -c1-300 <<<"$spec")" json_true "$spec" '."e2e.lpu-test/copied" == "from-the-pod"'
     expect "copyprobe: the device plugin's sealed allocation is in the same container annotations" \
       "$(jq -c 'with_entries(select(.key | startswith("lpu.hyperaccel.ai/")))' <<<"$spec")" \
-      eval 'jq -e "(.\"lpu.hyperaccel.ai/seal\" // \"\") | startswith(\"v2:\")" <<<"$spec" >/dev/null'
+      json_true "$spec" '(."lpu.hyperaccel.ai/seal" // "") | startswith("v2:")'
     check_lpu_container copyprobe 1
   else
     nok "copyprobe: a pod of 1 LPU with a plain annotation runs" "$(kpod_status copyprobe)"
@@ -277,7 +282,7 @@ $all8"
     "refusals{pod-annotation} $before -> $(refusals pod-annotation); kubelet: $st" refused_since pod-annotation "$before"
   expect "spoofseal: never created (crictl ps -a)" "$(cri ps -a --name '^spoofseal$')" never_created spoofseal
   expect "spoofseal: the kubelet shows lpu-nri's reason" "kubelet: $st" \
-    wait_for 15 eval 'kpod_status spoofseal | grep -q "reserved for the LPU device plugin"'
+    wait_for 15 status_says spoofseal "reserved for the LPU device plugin"
   if has_running copyprobe; then
     expect "copyprobe: still holds exactly 1 LPU" "sees [$(lpu_nodes copyprobe | tr '\n' ' ')]" test "$(lpu_nodes copyprobe | wc -l)" = 1
   fi
@@ -293,6 +298,13 @@ $all8"
 # cannot open one it makes itself; on a host whose bounding set lacks a
 # capability CRI-O grants privileged containers, runc refuses it after lpu-nri
 # let it through.
+# sees_no_lpu_denied LPUS OUTPUT: no LPU node, and the device cgroup denied
+# opening one made by hand.
+sees_no_lpu_denied() { [ -z "$1" ] && has "$2" "Operation not permitted"; }
+# not_refused_since BEFORE ERR: lpu-nri counted no refusal since BEFORE and
+# the runtime's error does not name it.
+not_refused_since() { [ "$(refusals)" = "$1" ] && ! has "$2" "lpu-nri refused"; }
+
 crio_sec_nodev() {
   local sb f=$SEC_DIR/nodev.ctr.json c out lpus before err
   sb=$(sec_nodev_sandbox nodevpod) || { sec_nok "nodev: privileged sandbox on the nodev handler" "runp failed"; return; }
@@ -306,12 +318,12 @@ crio_sec_nodev() {
     out=$(crictl --config "$BASE/ctd-$CTD/crictl.yaml" exec "$c" sh -c \
       "mknod /tmp/lpu0 c $LPU_MAJOR 0 && head -c1 /tmp/lpu0; echo rc=\$?" 2>&1 | tr '\n' ' ')
     sec_expect "nodev: a privileged container on CRI-O's privileged_without_host_devices handler gets no LPU node, and one it makes itself cannot be opened (device cgroup: '$(grep -o 'Operation not permitted' <<<"$out" | head -1)')" \
-      "LPUs [$lpus]; mknod+open: $out" eval '[ -z "$lpus" ] && grep -q "Operation not permitted" <<<"$out"'
+      "LPUs [$lpus]; mknod+open: $out" sees_no_lpu_denied "$lpus" "$out"
     cri rm -f "$c" >/dev/null
   else
     err=$(create_err nodev)
     sec_expect "nodev: a privileged container on CRI-O's privileged_without_host_devices handler (no LPU node, default device cgroup) is not refused by lpu-nri (refusals stay $before)" \
-      "refusals $before -> $(refusals); runtime said: $err" eval '[ "$(refusals)" = "$before" ] && ! grep -q "lpu-nri refused" <<<"$err"'
+      "refusals $before -> $(refusals); runtime said: $err" not_refused_since "$before" "$err"
     grep -q 'unable to apply caps' <<<"$err" &&
       echo "# skip nodev start: runc cannot start a CRI-O privileged container here (CAP_SYS_RESOURCE is not in the bounding set)"
   fi
@@ -356,7 +368,5 @@ main_crio() {
   make_node
   node_up
   local s
-  for s in 1 2 3 4 crio_annotations crio_security; do
-    "scenario_$s" || nok "scenario $s" "broke off with status $?"
-  done
+  for s in 1 2 3 4 crio_annotations crio_security; do run_scenario "$s"; done
 }

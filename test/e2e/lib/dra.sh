@@ -64,30 +64,18 @@ dra_pod() {
       limits: {${arg%=*}: ${arg#*=}}" ;;
     none) meta=$arg ;;
   esac
-  kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF
-apiVersion: v1
-kind: Pod
-metadata:
-  name: $name
-  namespace: default
-$meta
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  tolerations: [{operator: Exists}]
-$claims
-  containers:
-  - name: $name
-    image: $IMG:busybox
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
-$res
-EOF
+  pod_manifest "$name" default busybox "$meta" "  tolerations: [{operator: Exists}]
+$claims" "$res" | kc apply -f - >>"$LOGS/kubectl.log" 2>&1
 }
 
 phase() { kc get pod "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }
 pod_running() { [ "$(phase "$1")" = Running ] && has_running "$1"; }
 wait_pod() { wait_for "${2:-60}" pod_running "$1"; }
+# runs_with NAME BEFORE AFTER: the pod runs, and holds LPUs AFTER, the same
+# BEFORE as it did (none is not the same).
+runs_with() { pod_running "$1" && same_nonempty "$3" "$2"; }
+# runs_or_waits NAME: the pod runs, or its container waits with a message.
+runs_or_waits() { pod_running "$1" || says . kc get pod "$1" -o jsonpath='{.status.containerStatuses[0].state.waiting.message}'; }
 # pod_why NAME: phase, scheduling condition and the last events, for failures.
 pod_why() {
   echo "phase=$(phase "$1") $(kc get pod "$1" -o jsonpath='{range .status.conditions[*]}{.type}={.status}:{.reason}:{.message} {end}' 2>/dev/null)"
@@ -100,13 +88,13 @@ unschedulable() {
 # delete_pod NAME: delete and wait until the kubelet let go of the container.
 delete_pod() {
   kc delete pod "$1" --grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1
-  wait_for 30 eval "! has_running $1"
+  wait_for 30 not has_running "$1"
 }
 delete_all_pods() {
   kc delete pods --all -n default --grace-period=1 --wait=true --timeout=90s >/dev/null 2>&1
   wait_for 60 cluster_pods_gone || log "pods left: $(kc get pods -o name | tr '\n' ' ')"
   # the claims go with their pods; their specs must follow
-  wait_for 30 eval '[ -z "$(kc get resourceclaims -n default -o name 2>/dev/null)" ]'
+  wait_for 30 empty kc get resourceclaims -n default -o name
 }
 
 # claim_of NAME: the ResourceClaim allocated for pod NAME (template or
@@ -143,6 +131,11 @@ ring_pos_sorted() {
   want=$(for i in "${RING[@]}"; do grep -qw "$i" <<<"$1" && printf '%s ' "$i"; done)
   [ "${want% }" = "${s[*]}" ]
 }
+# ring_pos_listed VALUE "N...": LPU_VISIBLE_DEVICES VALUE lists exactly the
+# LPUs N..., in ring position order.
+ring_pos_listed() { ring_pos_sorted "$(visible_list "$1")" && same_set "$(visible_list "$1")" "$2"; }
+# one_arc RESULTS: the claim's allocation results are a single arc device.
+one_arc() { [ "$(wc -l <<<"$1")" = 1 ] && has "$1" "/arc "; }
 # cdi_specs_for UID: CDI spec files in the node's CDI dir naming the claim.
 cdi_specs_for() { grep -rl -- "$1" "$DRA_CDI" 2>/dev/null; find "$DRA_CDI" -type f -name "*$1*" 2>/dev/null; }
 
@@ -161,7 +154,7 @@ check_dra_container() {
     expect "$name: sees exactly $count LPU device nodes" "sees [$GOT]" test "$(wc -w <<<"$GOT")" = "$count"
     env=$(ctr_env "$name" LPU_VISIBLE_DEVICES)
     expect "$name: LPU_VISIBLE_DEVICES lists all $count in ring order" "LPU_VISIBLE_DEVICES=$env, ring [${RING[*]}]" \
-      eval 'ring_pos_sorted "$(visible_list "$env")" && [ "$(visible_list "$env" | tr " " "\n" | sort -n | tr "\n" " ")" = "$(tr " " "\n" <<<"$GOT" | sort -n | tr "\n" " ")" ]'
+      ring_pos_listed "$env" "$GOT"
   fi
   want=$(claim_lpus "$CLAIM" | tr ' ' '\n' | sort -n | tr '\n' ' ')
   expect "$name: holds exactly the LPUs of claim $CLAIM" "container [$GOT], claim [${want% }] ($(claim_results "$CLAIM" | tr '\n' ';'))" \
@@ -170,7 +163,7 @@ check_dra_container() {
 
 # dra_show POD...: what each pod sees and its claim, with a ring picture.
 dra_show() {
-  local name nodes claim
+  local name claim
   echo
   echo "==================== DRA: what the containers see ===================="
   for name in "$@"; do
@@ -181,17 +174,7 @@ dra_show() {
       echo "  not running: $(pod_why "$name" | head -1)"
       continue
     fi
-    nodes=$(lpu_nodes "$name" | tr '\n' ' ')
-    echo "  $(draw_ring "$nodes")"
-    echo "  devices:"
-    in_ctr "$name" sh -c 'for f in /dev/lpu*; do [ -e "$f" ] && stat -c "%n|%F|%t|%T" "$f"; done' |
-      while IFS='|' read -r path kind maj min; do
-        printf '    %-10s %s %d:%d\n' "$path" "${kind/character special file/char}" $((16#$maj)) $((16#$min))
-      done
-    echo "  env:"
-    in_ctr "$name" env | grep -E '^LPU_' | sort | sed 's/^/    /'
-    echo "  mounts:"
-    printf '    %-14s %s\n' "$DRIVER_CTR_DIR" "$(in_ctr "$name" sh -c "grep ' $DRIVER_CTR_DIR ' /proc/mounts" | awk '{print $4}' | cut -d, -f1-3)"
+    show_lpu_view "$name"
   done
   echo
   echo "======================================================================"
@@ -255,13 +238,13 @@ scenario_d2() {
   if wait_pod be-arc 60; then
     res=$(claim_results "$(claim_of be-arc)")
     expect "be-arc: on an empty ring the best-effort claim gets one 4-arc" "results: $(tr '\n' ';' <<<"$res")" \
-      eval '[ "$(wc -l <<<"$res")" = 1 ] && grep -q "/arc " <<<"$res"'
+      one_arc "$res"
     check_dra_container be-arc 4
   else
     nok "be-arc: best-effort pod runs" "$(pod_why be-arc)"
   fi
   delete_pod be-arc
-  wait_for 30 eval '[ -z "$(kc get resourceclaims -n default -o name)" ]'
+  wait_for 30 empty kc get resourceclaims -n default -o name
   # hold the odd ring positions: four LPUs are free, no two adjacent
   dra_pod holder template e2e-odd-singles
   if ! wait_pod holder 60; then
@@ -376,7 +359,7 @@ scenario_d5() {
   stop_daemon lpu-dra 5
   t0=$(now_ns)
   start_lpu_dra
-  if wait_for 30 eval '[ "$(dra_connects)" -gt "$conn0" ]'; then
+  if wait_for 30 above "$conn0" dra_connects; then
     bench dra_restart_reconnect_ms $((($(now_ns) - t0) / 1000000)) "lpu-dra start -> kubelet connected to it again: $((($(now_ns) - t0) / 1000000)) ms"
   else
     nok "lpu-dra restarted: the kubelet connects to it again" "$(tail -3 "$LOGS/lpu-dra.log")"
@@ -384,7 +367,7 @@ scenario_d5() {
   wait_for 30 dra_slices_published || nok "lpu-dra restarted and republished" "$(tail -3 "$LOGS/lpu-dra.log")"
   after=$(lpu_nodes keep | sort -n | tr '\n' ' ')
   expect "keep: still running with the same LPUs after the driver restart" "before [$before] after [$after], phase $(phase keep)" \
-    eval 'pod_running keep && [ "$before" = "$after" ] && [ -n "$after" ]'
+    runs_with keep "$before" "$after"
   dra_pod fresh template lpu-arc-1
   if wait_pod fresh 60; then
     ok "fresh: the restarted driver prepares a new claim"
@@ -392,9 +375,9 @@ scenario_d5() {
   else
     nok "fresh: the restarted driver prepares a new claim" "$(pod_why fresh)"
   fi
-  expect "keep: its CDI spec is there while it runs" "no spec names claim $uid in $DRA_CDI" eval '[ -n "$(cdi_specs_for "$uid")" ]'
+  expect "keep: its CDI spec is there while it runs" "no spec names claim $uid in $DRA_CDI" not empty cdi_specs_for "$uid"
   delete_pod keep
-  if wait_for 30 eval '[ -z "$(cdi_specs_for "$uid")" ]'; then
+  if wait_for 30 empty cdi_specs_for "$uid"; then
     ok "keep: the restarted driver unprepared the claim the old one prepared (CDI spec gone)"
   else
     nok "keep: the restarted driver unprepared the old claim" "left: $(cdi_specs_for "$uid" | tr '\n' ' ')"
@@ -415,7 +398,7 @@ scenario_d6() {
   n=$(find "$DRA_CDI" -type f | wc -l)
   expect "two running claims have their CDI specs ($n files in the node's CDI dir)" "$(ls "$DRA_CDI")" test "$n" -ge 2
   delete_all_pods
-  if wait_for 30 eval '[ -z "$(find "$DRA_CDI" -type f)" ]'; then
+  if wait_for 30 empty find "$DRA_CDI" -type f; then
     ok "after deleting every pod no CDI spec is left in $DRA_CDI"
   else
     nok "after deleting every pod no CDI spec is left" "$(find "$DRA_CDI" -type f | tr '\n' ' ')"
@@ -431,12 +414,12 @@ scenario_d7() {
   dra_pod forged none "  annotations:
     lpu.hyperaccel.ai/devices: lpu0,lpu1,lpu2,lpu3
     lpu.hyperaccel.ai/seal: c2VhbGVkLWJ5LW1lLXRydXN0LW1l"
-  wait_for 60 eval 'pod_running forged || kc get pod forged -o jsonpath="{.status.containerStatuses[0].state.waiting.message}" | grep -q .'
+  wait_for 60 runs_or_waits forged
   if pod_running forged; then
     nodes=$(lpu_nodes forged | tr '\n' ' ')
     expect "forged: pod annotations give no LPU device nodes" "sees [$nodes]" test -z "$nodes"
     env=$(ctr_env forged LPU_VISIBLE_DEVICES)
-    expect "forged: LPU_VISIBLE_DEVICES has no LPUs ('$env')" "LPU_VISIBLE_DEVICES=$env" eval '! grep -q "[0-9]" <<<"$env"'
+    expect "forged: LPU_VISIBLE_DEVICES has no LPUs ('$env')" "LPU_VISIBLE_DEVICES=$env" not has "$env" '[0-9]'
   else
     st=$(kc get pod forged -o jsonpath='{.status.containerStatuses[0].state.waiting.message}')
     expect "forged: container refused with our message" "kubelet says: $(pod_why forged)" grep -q 'lpu.hyperaccel.ai' <<<"$st"

@@ -22,21 +22,23 @@ without_doc() { awk -v n="$1" 'BEGIN{RS="\n---\n"; ORS="\n---\n"} $0 !~ ("\n  na
 
 scheduled_at() { kc get pod "$1" -o jsonpath='{.status.conditions[?(@.type=="PodScheduled")].lastTransitionTime}' 2>/dev/null; }
 node_of() { kc get pod "$1" -o jsonpath='{.spec.nodeName}' 2>/dev/null; }
-# holds_nothing POD: not bound, and the claim made for it is not allocated
-# and has no CDI spec on the node.
+# holds_nothing POD...: none is bound, and the claims made for them are not
+# allocated and have no CDI spec on the node.
 holds_nothing() {
-  local c
-  [ "$(phase "$1")" = Pending ] && [ -z "$(node_of "$1")" ] || return 1
-  c=$(kc get pod "$1" -o jsonpath='{.status.resourceClaimStatuses[*].resourceClaimName}' 2>/dev/null)
-  for c in $c; do
-    [ -z "$(kc get resourceclaim "$c" -o jsonpath='{.status.allocation}')" ] || return 1
-    [ -z "$(cdi_specs_for "$(kc get resourceclaim "$c" -o jsonpath='{.metadata.uid}')")" ] || return 1
+  local p c
+  for p in "$@"; do
+    [ "$(phase "$p")" = Pending ] && [ -z "$(node_of "$p")" ] || return 1
+    c=$(kc get pod "$p" -o jsonpath='{.status.resourceClaimStatuses[*].resourceClaimName}' 2>/dev/null)
+    for c in $c; do
+      [ -z "$(kc get resourceclaim "$c" -o jsonpath='{.status.allocation}')" ] || return 1
+      [ -z "$(cdi_specs_for "$(kc get resourceclaim "$c" -o jsonpath='{.metadata.uid}')")" ] || return 1
+    done
   done
 }
 still_held_back() { # POD... stay holding nothing for 15 s
-  local p _
+  local _
   for _ in $(seq 15); do
-    for p in "$@"; do holds_nothing "$p" || return 1; done
+    holds_nothing "$@" || return 1
     sleep 1
   done
 }
@@ -80,7 +82,7 @@ scenario_d11() {
   else
     nok "gang: both pods of the example run" "lpu-gang-0: $(pod_why lpu-gang-0) | lpu-gang-1: $(pod_why lpu-gang-1)"
   fi
-  if (cd "$REPO" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -o "$BASE/bin/kubectl-lpu" ./cmd/kubectl-lpu) >>"$LOGS/kubectl.log" 2>&1; then
+  if CGO_ENABLED=0 go_build cmd/kubectl-lpu >>"$LOGS/kubectl.log"; then
     lpu_out=$("$BASE/bin/kubectl-lpu" pods -o json --kubeconfig "$CL/admin.kubeconfig" 2>&1)
     expect "kubectl lpu pods -o json: both pods in PodGroup lpu-gang-workers, whole, minCount 2" "$lpu_out" \
       test "$(jq -r '[.[] | select(.name | startswith("lpu-gang-")) | "\(.podGroup.name) \(.podGroup.whole) \(.podGroup.minCount)"] | unique | join(";")' <<<"$lpu_out" 2>/dev/null)" = "lpu-gang-workers true 2"
@@ -104,7 +106,7 @@ scenario_d11() {
     nok "gang: 2 × 8-arc stays Pending holding nothing" "big-gang-0: $(pod_why big-gang-0) | big-gang-1: $(pod_why big-gang-1)"
   fi
   expect "gang: minCount 3 with 2 pods stays Pending holding nothing" "$(pod_why short-gang-0)" \
-    eval 'holds_nothing short-gang-0 && holds_nothing short-gang-1'
+    holds_nothing short-gang-0 short-gang-1
   dra_pod solo-8 template lpu-arc-8
   if wait_pod solo-8 60; then
     check_dra_container solo-8 8

@@ -28,22 +28,9 @@ EOF
 # claim_pod NAMESPACE NAME CLAIM: a pod whose container (also NAME) uses the
 # named ResourceClaim.
 claim_pod() {
-  kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $2, namespace: $1}
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  tolerations: [{operator: Exists}]
-  resourceClaims: [{name: lpus, resourceClaimName: $3}]
-  containers:
-  - name: $2
-    image: $IMG:busybox
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
-    resources: {claims: [{name: lpus}]}
-EOF
+  pod_manifest "$2" "$1" busybox "" "  tolerations: [{operator: Exists}]
+  resourceClaims: [{name: lpus, resourceClaimName: $3}]" "    resources: {claims: [{name: lpus}]}" |
+    kc apply -f - >>"$LOGS/kubectl.log" 2>&1
 }
 
 # reserved_for CLAIM [NAMESPACE]: the pod names the claim is reserved for.
@@ -51,6 +38,11 @@ reserved_for() {
   kc get resourceclaim "$1" -n "${2:-default}" -o jsonpath='{range .status.reservedFor[*]}{.name} {end}'
 }
 sorted_nodes() { lpu_nodes "$1" | sort -n | tr '\n' ' '; }
+# runs_in NAMESPACE NAME: the pod is Running there and its container runs.
+runs_in() { prints Running kc get pod "$2" -n "$1" -o jsonpath='{.status.phase}' && has_running "$2"; }
+# refused_as_unprepared NAME BEFORE: the runtime's error for NAME says the
+# claim is not prepared for its pod, and lpu-nri counted a bad-value refusal.
+refused_as_unprepared() { grep -q "not prepared for pod" "$SEC_DIR/$1.err" && refused_since bad-value "$2"; }
 
 # ---------------------------------------------------------------- d8
 # A named claim shared by two pods, the second created once the first runs
@@ -69,7 +61,7 @@ scenario_d8() {
     ok "share-b: a second pod joining the prepared claim runs (reservedFor: $(reserved_for shared))"
     a=$(sorted_nodes share-a) b=$(sorted_nodes share-b)
     env_a=$(ctr_env share-a LPU_VISIBLE_DEVICES) env_b=$(ctr_env share-b LPU_VISIBLE_DEVICES)
-    expect "share-a and share-b see the same LPUs" "share-a [$a], share-b [$b]" eval '[ -n "$a" ] && [ "$a" = "$b" ]'
+    expect "share-a and share-b see the same LPUs" "share-a [$a], share-b [$b]" same_nonempty "$a" "$b"
     expect "share-a and share-b see the same LPU_VISIBLE_DEVICES ($env_a)" "share-a $env_a, share-b $env_b" test "$env_a" = "$env_b"
   else
     nok "share-b: a second pod joining the prepared claim runs" "$(pod_why share-b)"
@@ -79,7 +71,7 @@ scenario_d8() {
   d8_rollout
   delete_all_pods
   kc delete resourceclaim shared --wait=true --timeout=60s >/dev/null 2>&1
-  wait_for 30 eval '[ -z "$(cdi_specs_for "$uid")" ]' || nok "d8: the shared claim's CDI spec goes with its last pod" "left: $(cdi_specs_for "$uid")"
+  wait_for 30 empty cdi_specs_for "$uid" || nok "d8: the shared claim's CDI spec goes with its last pod" "left: $(cdi_specs_for "$uid")"
 }
 
 # d8_intruder CLAIM-UID: a container asking the runtime for the claim's CDI
@@ -99,7 +91,7 @@ d8_intruder() {
   else
     expect "intruder: a container naming claim shared from a pod it is not reserved for is refused by lpu-nri" \
       "runtime said: $(create_err intruder); refusals{bad-value} $before -> $(refusals bad-value)" \
-      eval 'grep -q "not prepared for pod" "$SEC_DIR/intruder.err" && refused_since bad-value "$before"'
+      refused_as_unprepared intruder "$before"
   fi
   cri stopp "$sb" >/dev/null
   cri rmp -f "$sb" >/dev/null
@@ -139,7 +131,7 @@ EOF
   if kc rollout status deployment/roll --timeout=120s >/dev/null 2>&1 && wait_running roll 30; then
     after=$(sorted_nodes roll)
     expect "roll: the rollout's new pod runs on the same claim with the same LPUs" "before [$before], after [$after]; reservedFor: $(reserved_for shared)" \
-      eval '[ -n "$after" ] && [ "$before" = "$after" ] && [ "$after" = "$(sorted_nodes share-a)" ]'
+      same_nonempty "$after" "$before" "$(sorted_nodes share-a)"
   else
     nok "roll: the rollout's new pod runs on claim shared" "$(kc get pods -l app=roll -o wide 2>&1 | tail -3); $(kc get events --field-selector reason=Failed -o jsonpath='{.items[-1:].message}')"
   fi
@@ -158,7 +150,7 @@ scenario_d9() {
   kc label namespace "$ns" resource.kubernetes.io/admin-access=true --overwrite >>"$LOGS/kubectl.log" 2>&1
   shared_claim "$ns" monitor "$(sel "$(attr ring) == 0 && $(attr start) == 0")" true
   claim_pod "$ns" admin-mon monitor
-  if wait_for 90 eval "[ \"\$(kc get pod admin-mon -n $ns -o jsonpath='{.status.phase}')\" = Running ] && has_running admin-mon"; then
+  if wait_for 90 runs_in "$ns" admin-mon; then
     ok "admin-mon: the adminAccess claim's pod runs"
   else
     nok "admin-mon: the adminAccess claim's pod runs" "$(kc get pod admin-mon -n "$ns" -o jsonpath='{.status.conditions}' 2>&1 | cut -c1-300)"
@@ -168,7 +160,7 @@ scenario_d9() {
     ok "tenant: a tenant's 4-arc claim runs while the admin claim is prepared"
     a=$(sorted_nodes admin-mon) t=$(sorted_nodes tenant)
     expect "tenant and admin-mon share the arc (the admin claim holds nothing)" "admin-mon [$a], tenant [$t]" \
-      eval '[ -n "$t" ] && [ "$a" = "$t" ]'
+      same_nonempty "$t" "$a"
     sleep 32 # one audit (security.auditInterval, 30 s) saw both containers
     expect "the audit reports no unallocated holder (lpu_nri_unallocated_holders 0)" "gauge $(nri_gauge lpu_nri_unallocated_holders)" \
       test "$(nri_gauge lpu_nri_unallocated_holders)" = 0

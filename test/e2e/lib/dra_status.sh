@@ -54,15 +54,15 @@ EOF2
   else
     nok "st-2: lpu-dra wrote claim $claim status.devices" "$(grep -i 'claim device status' "$LOGS/lpu-dra.log" | tail -2)"
   fi
-  if (cd "$REPO" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -o "$BASE/bin/kubectl-lpu" ./cmd/kubectl-lpu) >>"$LOGS/kubectl.log" 2>&1; then
+  if CGO_ENABLED=0 go_build cmd/kubectl-lpu >>"$LOGS/kubectl.log"; then
     lpu_out=$("$BASE/bin/kubectl-lpu" pods -o json --kubeconfig "$CL/admin.kubeconfig" 2>&1)
     expect "kubectl lpu pods -o json: st-2 prepared with the status's LPUs" "$lpu_out" \
       test "$(jq -r '.[] | select(.name == "st-2") | "\(.prepared) \(.lpus | map(ltrimstr("lpu")) | join(","))"' <<<"$lpu_out" 2>/dev/null)" = "true ${st:-?}"
     expect "kubectl lpu pods: st-2 shown prepared" "$("$BASE/bin/kubectl-lpu" pods --kubeconfig "$CL/admin.kubeconfig" 2>&1)" \
-      eval '"$BASE/bin/kubectl-lpu" pods --kubeconfig "$CL/admin.kubeconfig" | grep -E "^default/st-2 .* prepared "'
+      says "^default/st-2 .* prepared " "$BASE/bin/kubectl-lpu" pods --kubeconfig "$CL/admin.kubeconfig"
   else
     nok "build kubectl-lpu" "$(tail -3 "$LOGS/kubectl.log")"
   fi
   delete_pod st-2
-  if wait_for 30 eval '! status_written "$claim" 2>/dev/null'; then ok "st-2: status.devices gone after the pod"; else nok "st-2: status.devices gone after the pod" "status [$(status_lpus "$claim")]"; fi
+  if wait_for 30 not status_written "$claim"; then ok "st-2: status.devices gone after the pod"; else nok "st-2: status.devices gone after the pod" "status [$(status_lpus "$claim")]"; fi
 }

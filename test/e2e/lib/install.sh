@@ -86,9 +86,9 @@ four_lpu_pod() {
     expect "$what: the scheduler bound the pod asking hyperaccel.ai/lpu: 4 to $KNODE" "nodeName=$node" test "$node" = "$KNODE"
     sim_ring "$2" || nok "$what: ring of the simulated node" "no ring_id/ring_position under $2/simulated-node"
     expect "$what: it sees 4 LPUs that are ring neighbours (/dev/lpu{$devs}, ring ${RING[*]})" "devices [$devs], ring [${RING[*]}]" \
-      eval '[ "$(wc -w <<<"$devs")" = 4 ] && ring_arc "$devs" >/dev/null'
+      is_arc_of 4 "$devs"
     expect "$what: LPU_VISIBLE_DEVICES=$env lists them in ring order" "LPU_VISIBLE_DEVICES=$env, devices [$devs], ring [${RING[*]}]" \
-      eval 'ring_ordered "$(visible_list "$env")" && [ "$(visible_list "$env" | tr " " "\n" | sort -n | tr "\n" " ")" = "$(tr " " "\n" <<<"$devs" | sort -n | tr "\n" " ")" ]'
+      ring_listed "$env" "$devs"
   else
     nok "$what: a pod asking hyperaccel.ai/lpu: 4 runs" "$(pod_why chart-four)"
   fi
@@ -97,34 +97,34 @@ four_lpu_pod() {
 
 # injector_up STATE: the readiness socket under STATE says lpu-nri is
 # connected to the runtime (what the device plugin's PreStartContainer asks).
-injector_up() {
-  [ "$(timeout 2 /usr/bin/python3 -c 'import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(1)
-s.connect(sys.argv[1])
-print(s.recv(64).decode().strip())' "$1/nri-ready.sock" 2>/dev/null)" = connected ]
-}
+injector_up() { e2e_ready "$1/nri-ready.sock"; }
 
-# roll_pod NAME: a one-LPU pod whose container prints what it got at start,
+# view_pod NAME LABEL SPEC RESOURCES: a one-LPU pod labelled LABEL=1
+# (SPEC: more spec lines; RESOURCES: its container's resources) whose
+# container prints what it got at start ("view env=N devs=/dev/lpuN,"),
 # then exits (restartPolicy Never), so its LPU is free again 2 s later.
-roll_pod() {
+view_pod() {
   kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF
 apiVersion: v1
 kind: Pod
-metadata: {name: $1, namespace: default, labels: {e2e-roll: "1"}}
+metadata: {name: $1, namespace: default, labels: {$2: "1"}}
 spec:
   hostNetwork: true
   restartPolicy: Never
   terminationGracePeriodSeconds: 1
   tolerations: [{operator: Exists}]
+$3
   containers:
   - name: $1
     image: $IMG:busybox
     imagePullPolicy: Never
     command: ["/bin/sh", "-c", "echo view env=\${LPU_VISIBLE_DEVICES-unset} devs=\$(ls -d /dev/lpu* 2>/dev/null | tr -s '[:space:]' ,); sleep 2"]
-    resources: {limits: {hyperaccel.ai/lpu: 1}}
+    resources: $4
 EOF
 }
+
+# roll_pod NAME: a view_pod asking hyperaccel.ai/lpu: 1.
+roll_pod() { view_pod "$1" e2e-roll "" "{limits: {hyperaccel.ai/lpu: 1}}"; }
 
 # roll_watch STATE: until $BASE/roll-on goes (at most 90 s), create a roll
 # pod every second, and one at once whenever the injector goes down; logs
@@ -168,7 +168,7 @@ helm_upgrade_roll() {
   wait "$watcher" || log "roll watcher exited with status $?"
   new=$(kc get pods -n "$CHART_NS" -o jsonpath='{.items[*].metadata.uid}')
   expect "upgrade: helm upgrade (allocation strict, resync 2s) replaced the DaemonSet's pod" "pods before [$old], after [$new]" \
-    eval '[ -n "$new" ] && ! grep -qwF -- "${new%% *}" <<<"$old"'
+    replaced "$new" "$old"
   wait_for 90 roll_settled ||
     log "roll pods not finished after 90s: $(kc get pods -l e2e-roll=1 --no-headers 2>&1 | grep -v Completed | head -3 | tr '\n' ';')"
   for p in $(kc get pods -l e2e-roll=1 -o json | jq -r '.items[] | select(any((.status.containerStatuses // [])[]; .state.terminated.startedAt != null or .state.running != null)) | .metadata.name'); do
@@ -182,9 +182,24 @@ helm_upgrade_roll() {
   warn=$(kc get events -n default -o json | jq -r '[.items[] | select(.involvedObject.name | startswith("roll-")) | select(.type == "Warning") | .reason] | group_by(.) | map("\(.[0]) x\(length)") | join(", ")')
   echo "# upgrade: $(wc -l <"$BASE/roll-log") roll pods created around the roll, $down of them while lpu-nri was not connected; $started started; warnings: ${warn:-none}"
   expect "upgrade: all $started LPU containers that started during the roll had their LPU (LPU_VISIBLE_DEVICES=N and /dev/lpuN)" \
-    "bare: $bare" eval '[ "$started" -gt 0 ] && [ -z "$bare" ]'
+    "bare: $bare" none_bare "$started" "$bare"
   kc delete pods -l e2e-roll=1 --grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1
 }
+
+# replaced NEW OLD: there are NEW pods, the first of them not among OLD.
+replaced() { [ -n "$1" ] && ! grep -qwF -- "${1%% *}" <<<"$2"; }
+# none_bare STARTED BARE: some LPU containers started, none of them bare.
+none_bare() { [ "$1" -gt 0 ] && [ -z "$2" ]; }
+# expires_within_hour TIME: TIME is in the coming hour.
+expires_within_hour() {
+  local t now
+  t=$(date -d "$1" +%s 2>/dev/null) || return 1
+  now=$(date +%s)
+  [ "$t" -gt "$now" ] && [ "$t" -le $((now + 3600)) ]
+}
+# claim_matches WANT DEVS ENV: the container's devices DEVS (sorted) are
+# its claim's LPUs WANT, and LPU_VISIBLE_DEVICES ENV names the same.
+claim_matches() { [ "$(sorted_words "$1")" = "$2 " ] && [ "$(sorted_words "$(visible_list "$3")")" = "$2 " ]; }
 
 # dp_left: sockets in the kubelet's device-plugin dir other than the
 # kubelet's own (its checkpoint file is the kubelet's too).
@@ -194,7 +209,7 @@ dp_left() { find "$DP_DIR" -mindepth 1 -maxdepth 1 -type s ! -name kubelet.sock 
 # sockets, CDI specs or NFD feature file; the seal key stays in STATE.
 node_clean() {
   local what=$1 state=$2 nfd=$3 left
-  wait_for 30 eval '[ -z "$(dp_left)" ]' || true
+  wait_for 30 empty dp_left || true
   left=$(dp_left | tr '\n' ' ')
   expect "$what: no device-plugin socket left in $DP_DIR" "left: $left" test -z "$left"
   left=$(find "$state" -maxdepth 1 -type s 2>/dev/null | tr '\n' ' ')
@@ -210,7 +225,7 @@ node_clean() {
     ok "$what: no NFD feature file left"
   else
     expect "$what: the NFD feature file left behind expires within 1h ($left)" "$(head -2 "$nfd/lpu")" \
-      eval '[ -n "$left" ] && [ "$(date -d "$left" +%s)" -le $(($(date +%s) + 3600)) ] && [ "$(date -d "$left" +%s)" -gt "$(date +%s)" ]'
+      expires_within_hour "$left"
   fi
   expect "$what: the seal key stays ($state/seal.key)" "state dir: $(find "$state" -maxdepth 1 -printf '%f ' 2>&1)" test -s "$state/seal.key"
 }
@@ -248,7 +263,7 @@ install_helm() {
   helm_upgrade_roll "$helm" "$chart"
   out=$("$helm" uninstall lpu-node --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --wait --timeout 60s 2>&1) ||
     nok "install: helm uninstall" "$(tail -3 <<<"$out")"
-  if wait_for 60 eval "[ -z \"\$(kc get pods -n $CHART_NS -o name 2>/dev/null)\" ]"; then
+  if wait_for 60 empty kc get pods -n "$CHART_NS" -o name; then
     ok "install: helm uninstall removed the DaemonSet's pods"
   else
     nok "install: helm uninstall removed the DaemonSet's pods" "$(kc get pods -n "$CHART_NS" -o name | tr '\n' ' ')"
@@ -256,7 +271,7 @@ install_helm() {
   node_clean uninstall "$CHART_STATE" "$CHART_NFD"
   if [ "$nfd" = true ]; then
     expect "nfd: helm uninstall removed the chart's NodeFeatureRule" "$(kc get nodefeaturerules -o name 2>&1 | tr '\n' ' ')" \
-      wait_for 10 eval 'out=$(kc get nodefeaturerules -o name) && [ -z "$out" ]'
+      wait_for 10 none_listed kc get nodefeaturerules -o name
     nfd_down
   fi
 }
@@ -309,7 +324,7 @@ install_manifests() {
   fi
   four_lpu_pod manifests "$MAN_STATE"
   out=$(kc delete -f "$m" --wait=true --timeout=60s 2>&1) || nok "manifests: kubectl delete -f" "$(tail -3 <<<"$out")"
-  if wait_for 60 eval "[ -z \"\$(kc get pods -n $MAN_NS -l app.kubernetes.io/name=lpu-node -o name 2>/dev/null)\" ]"; then
+  if wait_for 60 empty kc get pods -n "$MAN_NS" -l app.kubernetes.io/name=lpu-node -o name; then
     ok "manifests: kubectl delete -f removed the DaemonSet's pods"
   else
     nok "manifests: kubectl delete -f removed the DaemonSet's pods" "$(kc get pods -n "$MAN_NS" -o name | tr '\n' ' ')"
@@ -325,27 +340,8 @@ install_manifests() {
 API_RELAY=10.244.77.1:6443
 api_relay_up() {
   running api-relay && return 0
-  cat >"$BASE/api-relay.py" <<'EOF'
-import asyncio, sys
-host, port, target = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-async def pipe(r, w):
-    try:
-        while data := await r.read(65536):
-            w.write(data)
-            await w.drain()
-    finally:
-        w.close()
-async def handle(r, w):
-    tr, tw = await asyncio.open_connection("127.0.0.1", target)
-    await asyncio.gather(pipe(r, tw), pipe(tr, w), return_exceptions=True)
-async def main():
-    srv = await asyncio.start_server(handle, host, port)
-    async with srv:
-        await srv.serve_forever()
-asyncio.run(main())
-EOF
-  start_daemon api-relay "$LOGS/api-relay.log" /usr/bin/python3 "$BASE/api-relay.py" "${API_RELAY%:*}" "${API_RELAY#*:}" "$API_PORT"
-  wait_for 10 eval "ss -ltnH 'sport = :${API_RELAY#*:}' | grep -q '${API_RELAY%:*}'"
+  start_daemon api-relay "$LOGS/api-relay.log" "$BASE/bin/e2etool" relay "tcp:$API_RELAY" "tcp:127.0.0.1:$API_PORT"
+  wait_for 10 listening "${API_RELAY#*:}" "${API_RELAY%:*}"
 }
 
 # install_dra HELM CHART: the chart in mode dra (lpu-dra and lpu-nri
@@ -397,9 +393,9 @@ install_dra() {
     devs=$(ctr_devs chart-arc)
     sim_ring "$state" || nok "dra: ring of the simulated node" "no ring under $state/simulated-node"
     expect "dra: the $TPL_STRICT4 pod sees a contiguous 4-arc (/dev/lpu{$devs}, ring ${RING[*]})" "devices [$devs], ring [${RING[*]}]" \
-      eval '[ "$(wc -w <<<"$devs")" = 4 ] && ring_arc "$devs" >/dev/null'
+      is_arc_of 4 "$devs"
     expect "dra: ... exactly its claim's LPUs ($claim: $want), LPU_VISIBLE_DEVICES=$env" "claim [$want], devices [$devs], env $env" \
-      eval '[ "$(tr " " "\n" <<<"$want" | sort -n | tr "\n" " " | sed "s/ $//")" = "$devs" ] && [ "$(visible_list "$env" | tr " " "\n" | sort -n | tr "\n" " " | sed "s/ $//")" = "$devs" ]'
+      claim_matches "$want" "$devs" "$env"
   else
     nok "dra: a pod with claim template $TPL_STRICT4 runs" "$(pod_why chart-arc)"
   fi
@@ -407,7 +403,7 @@ install_dra() {
   dra_upgrade "$helm" "$chart" "$state" # lib/install_upgrade.sh
   out=$("$helm" uninstall lpu-node --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --wait --timeout 60s 2>&1) ||
     nok "dra: helm uninstall" "$(tail -3 <<<"$out")"
-  if wait_for 60 eval "[ -z \"\$(kc get pods -n $CHART_NS -o name 2>/dev/null)\" ]"; then
+  if wait_for 60 empty kc get pods -n "$CHART_NS" -o name; then
     ok "dra: helm uninstall removed the DaemonSets' pods"
   else
     nok "dra: helm uninstall removed the DaemonSets' pods" "$(kc get pods -n "$CHART_NS" -o name | tr '\n' ' ')"

@@ -15,27 +15,11 @@
 #     created during the upgrade, against the same before it.
 # Sourced by test/e2e/run.sh after lib/install.sh.
 
-# upg_pod NAME: a one-LPU claim pod (the chart's lpu-arc-1 template) that
-# prints what it got at start and exits 2 s later.
+# upg_pod NAME: a view_pod (lib/install.sh) with a claim from the chart's
+# lpu-arc-1 template.
 upg_pod() {
-  kc apply -f - >>"$LOGS/kubectl.log" 2>&1 <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, namespace: default, labels: {e2e-upg: "1"}}
-spec:
-  hostNetwork: true
-  restartPolicy: Never
-  terminationGracePeriodSeconds: 1
-  tolerations: [{operator: Exists}]
-  resourceClaims:
-  - {name: lpus, resourceClaimTemplateName: lpu-arc-1}
-  containers:
-  - name: $1
-    image: $IMG:busybox
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "echo view env=\${LPU_VISIBLE_DEVICES-unset} devs=\$(ls -d /dev/lpu* 2>/dev/null | tr -s '[:space:]' ,); sleep 2"]
-    resources: {claims: [{name: lpus}]}
-EOF
+  view_pod "$1" e2e-upg "  resourceClaims:
+  - {name: lpus, resourceClaimTemplateName: lpu-arc-1}" "{claims: [{name: lpus}]}"
 }
 
 # upg_loop PREFIX: until $BASE/upg-on goes (at most 150 s), one claim pod a
@@ -101,6 +85,12 @@ restart_ctr() {
 }
 
 # words_in WORDS LIST: every word of WORDS is a word of LIST.
+# dra_driver_count: how many lpu-dra pods there are.
+dra_driver_count() { dra_driver_uids | wc -w; }
+# replaced_by_one NEW OLD: exactly one pod now, not one of OLD.
+replaced_by_one() { [ "$(wc -w <<<"$1")" = 1 ] && ! words_in "$1" "$2"; }
+# held_in_turn JOURNAL OVERLAPS: the lock journal has holds, none overlapping.
+held_in_turn() { [ -s "$1" ] && [ -z "$2" ]; }
 words_in() {
   local w
   for w in $1; do grep -qwF -- "$w" <<<"$2" || return 1; done
@@ -140,18 +130,18 @@ dra_upgrade() {
   out=$("$helm" upgrade lpu-node "$chart" --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --reuse-values \
     --set image.tag=e2e-upgrade --wait --timeout 150s 2>&1) || nok "upgrade dra: helm upgrade --set image.tag=e2e-upgrade" "$(tail -3 <<<"$out")"
   wait_for 90 ds_ready "$CHART_NS" || nok "upgrade dra: the DaemonSets are Ready again" "$(ds_not_ready "$CHART_NS")"
-  wait_for 60 eval '[ "$(dra_driver_uids | wc -w)" = 1 ]' || true
+  wait_for 60 prints 1 dra_driver_count || true
   sleep 5
   rm -f "$BASE/upg-on"
   wait "$loop"
   new=$(dra_driver_uids)
   expect "upgrade dra: helm upgrade (image tag e2e-upgrade) replaced the lpu-dra pod by surge" "before [$old], after [$new]" \
-    eval '[ "$(wc -w <<<"$new")" = 1 ] && ! words_in "$new" "$old"'
+    replaced_by_one "$new" "$old"
   wait_for 90 upg_settled || log "upgrade pods not finished: $(kc get pods -l e2e-upg=1 --no-headers | grep -v Completed | head -3 | tr '\n' ';')"
   upg_check upg
   after=$(upg_latency upg)
   expect "upgrade dra: none of the claim pods created during the upgrade failed or started bare ($UPG_STARTED started)" \
-    "bad: $UPG_BAD" eval '[ "$UPG_STARTED" -gt 0 ] && [ -z "$UPG_BAD" ]'
+    "bad: $UPG_BAD" none_bare "$UPG_STARTED" "$UPG_BAD"
   echo "# upgrade dra: pod-creation gap (longest create-to-start of a claim pod): ${after}s during the upgrade, ${before}s before it"
   # the claim prepared before the upgrade
   spec=$(cdi_specs_for "$claim" | head -1)
@@ -159,7 +149,7 @@ dra_upgrade() {
   if restart_ctr upg-kept; then
     got=$(ctr_devs upg-kept)
     expect "upgrade dra: its pod's restarted container passes lpu-nri with the same LPUs ([$got])" "before [$want], after [$got]" \
-      eval '[ -n "$got" ] && [ "$got" = "$want" ]'
+      same_nonempty "$got" "$want"
   else
     nok "upgrade dra: its pod's container restarts after the upgrade" "$(pod_why upg-kept)"
   fi
@@ -168,7 +158,7 @@ dra_upgrade() {
   ov=$(lock_overlap "$journal")
   holders=$(awk '{print $3}' "$journal" 2>/dev/null | sort -u | tr '\n' ' ')
   expect "upgrade dra: the two lpu-dra pods never held the checkpoint lock at once ($(wc -l <"$journal") holds by [$holders])" \
-    "$ov" eval '[ -s "$journal" ] && [ -z "$ov" ]'
+    "$ov" held_in_turn "$journal" "$ov"
   expect "upgrade dra: both the old and the new pod held it" "old [$old], new [$new], holders [$holders]" \
     words_in "$old $new" "$holders"
   kc delete pods -l e2e-upg=1 --grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1

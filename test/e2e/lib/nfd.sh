@@ -42,36 +42,6 @@ nfd_available() {
   fi
 }
 
-# nfd_relay_script: a byte relay, "unix SOCK PORT" (listen on the unix
-# socket, connect to 127.0.0.1:PORT) or "tcp PORT SOCK" (the reverse).
-nfd_relay_script() {
-  cat >"$NFD_RUN/relay.py" <<'EOF'
-import asyncio, sys
-mode, a, b = sys.argv[1], sys.argv[2], sys.argv[3]
-async def pipe(r, w):
-    try:
-        while data := await r.read(65536):
-            w.write(data)
-            await w.drain()
-    finally:
-        w.close()
-async def handle(r, w):
-    if mode == "unix":
-        tr, tw = await asyncio.open_connection("127.0.0.1", int(b))
-    else:
-        tr, tw = await asyncio.open_unix_connection(b)
-    await asyncio.gather(pipe(r, tw), pipe(tr, w), return_exceptions=True)
-async def main():
-    if mode == "unix":
-        srv = await asyncio.start_unix_server(handle, a)
-    else:
-        srv = await asyncio.start_server(handle, "127.0.0.1", int(a))
-    async with srv:
-        await srv.serve_forever()
-asyncio.run(main())
-EOF
-}
-
 # nfd_features_mountpoint: the fixed features.d path exists on the host (the
 # bind mount's target); what this run creates is recorded for the teardown,
 # with the feature file the plain manifests later write there.
@@ -105,20 +75,19 @@ nfd_up() {
   ok "nfd: CRDs of v$NFD_VERSION established ($(grep -c '^kind: CustomResourceDefinition' "$NFD_DIR/crds/nfd-api-crds.yaml") from its crds/nfd-api-crds.yaml)"
   kc create namespace "$NFD_NS" >>"$LOGS/kubectl.log" 2>&1 || true
   nfd_features_mountpoint
-  nfd_relay_script
   cat >"$NFD_RUN/nfd-worker.conf" <<EOF
 core:
   sleepInterval: $NFD_SLEEP
   featureSources: [pci, local]
   labelSources: [local]
 EOF
-  start_daemon nfd-api-relay "$LOGS/nfd-relay.log" /usr/bin/python3 "$NFD_RUN/relay.py" unix "$NFD_RUN/api.sock" "$API_PORT"
+  start_daemon nfd-api-relay "$LOGS/nfd-relay.log" "$BASE/bin/e2etool" relay "unix:$NFD_RUN/api.sock" "tcp:127.0.0.1:$API_PORT"
   wait_for 10 test -S "$NFD_RUN/api.sock" || { nok "nfd: apiserver relay" "$(tail -3 "$LOGS/nfd-relay.log")"; return 1; }
   # holds the network namespace: loopback only, 127.0.0.1:$API_PORT relayed
   start_daemon nfd-netns "$LOGS/nfd-relay.log" unshare --net -- /bin/sh -c \
-    'ip link set lo up && exec /usr/bin/python3 "$0" tcp "$1" "$2"' "$NFD_RUN/relay.py" "$API_PORT" "$NFD_RUN/api.sock"
+    'ip link set lo up && exec "$0" relay "tcp:127.0.0.1:$1" "unix:$2"' "$BASE/bin/e2etool" "$API_PORT" "$NFD_RUN/api.sock"
   ns=/proc/$(pid_of nfd-netns)/ns/net
-  wait_for 10 eval 'nsenter --net="$ns" -- ss -ltnH "sport = :$API_PORT" | grep -q .' ||
+  wait_for 10 says . nsenter --net="$ns" -- ss -ltnH "sport = :$API_PORT" ||
     { nok "nfd: network namespace with the apiserver relay" "$(tail -3 "$LOGS/nfd-relay.log")"; return 1; }
   # NODE_NAME: nfd-master annotates the node it runs on (exits without it)
   start_daemon nfd-master "$LOGS/nfd-master.log" env NODE_NAME="$KNODE" nsenter --net="$ns" -- \
@@ -186,7 +155,7 @@ nfd_functions() {
 nfd_trees() {
   local b out
   if [ ! -x "$BASE/bin/simnode" ]; then
-    out=$(cd "$REPO" && GOFLAGS=-buildvcs=false go build -o "$BASE/bin/simnode" ./test/e2e/simnode 2>&1) ||
+    out=$(go_build test/e2e/simnode) ||
       { nok "nfd: build ./test/e2e/simnode" "$out"; return 1; }
   fi
   for b in xilinx pci; do
@@ -207,7 +176,7 @@ nfd_rule_cases() {
   nfd_show "$NFD_RUN/tree-xilinx"
   out=$(kc apply -f "$rule" 2>&1) || { nok "nfd: kubectl apply the chart's NodeFeatureRule" "$out"; return 1; }
   expect "nfd: no feature file in nfd-worker's features.d yet" "$(find "$CHART_NFD" -mindepth 1 -printf '%f ' 2>&1)" \
-    eval '[ -z "$(find "$CHART_NFD" -mindepth 1 -print -quit)" ]'
+    empty find "$CHART_NFD" -mindepth 1 -print -quit
   if wait_for 60 nfd_labelled "$key" true; then
     ok "nfd: the chart's NodeFeatureRule labels $KNODE $key=true from the simulated Orion node ($(nfd_functions 10ee 505d) U55C user functions 10ee:505d)"
   else
@@ -242,6 +211,13 @@ nfd_onboard() {
   fi
 }
 
+# nfd_ring_labels MODEL: the node carries lpu.count=8, lpu.largest-ring=8
+# and lpu.model=MODEL (which must not be empty).
+nfd_ring_labels() {
+  nfd_labelled hyperaccel.ai/lpu.count 8 && nfd_labelled hyperaccel.ai/lpu.largest-ring 8 &&
+    [ -n "$1" ] && nfd_labelled hyperaccel.ai/lpu.model "$1"
+}
+
 # nfd_feature_labels: the device plugin's feature file (nfd.featuresDir,
 # nfd-worker's features.d) turned into node labels: count, largest ring,
 # model as the file says, and 8 LPUs in one ring of 8 (simulate: 8). While
@@ -254,7 +230,7 @@ nfd_feature_labels() {
     return 1
   fi
   model=$(sed -n 's#^hyperaccel.ai/lpu.model=##p' "$file")
-  if wait_for 60 eval 'nfd_labelled hyperaccel.ai/lpu.count 8 && nfd_labelled hyperaccel.ai/lpu.largest-ring 8 && [ -n "$model" ] && nfd_labelled hyperaccel.ai/lpu.model "$model"'; then
+  if wait_for 60 nfd_ring_labels "$model"; then
     ok "nfd: the feature file became node labels: lpu.count=8, lpu.largest-ring=8, lpu.model=$model"
   else
     nok "nfd: the feature file becomes node labels count=8, largest-ring=8, model=$model" "labels $(nfd_labels); file: $(tr '\n' ' ' <"$file")"
@@ -262,7 +238,7 @@ nfd_feature_labels() {
   fi
   for key in rings driver-version firmware; do
     expect "nfd: ... and lpu.$key=$(sed -n "s#^hyperaccel.ai/lpu.$key=##p" "$file") as in the file" "labels $(nfd_labels)" \
-      eval '[ -n "$(nfd_label hyperaccel.ai/lpu.$key)" ] && [ "$(nfd_label hyperaccel.ai/lpu.$key)" = "$(sed -n "s#^hyperaccel.ai/lpu.$key=##p" "$file")" ]'
+      same_nonempty "$(nfd_label "hyperaccel.ai/lpu.$key")" "$(sed -n "s#^hyperaccel.ai/lpu.$key=##p" "$file")"
   done
   nfd_unplug 10ee 505d "" >/dev/null
   sleep 6 # three rescans

@@ -51,7 +51,7 @@ preflight() {
   flock -n 9 || fatal "preflight" "another e2e run holds /tmp/lpu-e2e.lock"
   local p
   for p in $KUBELET_PORT 10248; do
-    ss -ltnH "sport = :$p" | grep -q . && fatal "preflight" "port $p is in use (another kubelet?)"
+    listening "$p" && fatal "preflight" "port $p is in use (another kubelet?)"
   done
   if [ -S "$DP_DIR/kubelet.sock" ] && curl -s --max-time 1 -o /dev/null http://127.0.0.1:10248/healthz; then
     fatal "preflight" "a kubelet is running on this host"
@@ -96,13 +96,17 @@ setup_tools() {
 }
 
 build_binaries() {
-  log "go build lpu-device-plugin, lpu-nri, noopnri, simnode, sealtool, connflood"
+  log "go build lpu-device-plugin, lpu-nri, noopnri, simnode, sealtool, connflood, e2etool"
   local t out
-  for t in cmd/lpu-device-plugin cmd/lpu-nri test/e2e/noopnri test/e2e/simnode test/e2e/sealtool test/e2e/connflood; do
-    if ! out=$(cd "$REPO" && GOFLAGS=-buildvcs=false go build -o "$BASE/bin/$(basename "$t")" "./$t" 2>&1); then
-      fatal "build ./$t" "$out"
-    fi
+  for t in cmd/lpu-device-plugin cmd/lpu-nri test/e2e/noopnri test/e2e/simnode test/e2e/sealtool test/e2e/connflood test/e2e/e2etool; do
+    out=$(go_build "$t") || fatal "build ./$t" "$out"
   done
+}
+
+# build_e2etool: the e2e's own helper alone (the install run builds nothing else).
+build_e2etool() {
+  local out
+  out=$(go_build test/e2e/e2etool) || fatal "build ./test/e2e/e2etool" "$out"
 }
 
 # ---------------------------------------------------------------- images
@@ -216,48 +220,34 @@ make_orion_node() {
   log "orion node: 8 cards, render major 226, xclmgmt major $major, ring0 = ${ORION_RING[*]}"
 }
 
-# write_orion_config FILE: the daemons' config for the Orion node.
-write_orion_config() {
-  cat >"$1" <<EOF
-version: v1
-resourceName: $RESOURCE
-root: $ORION_ROOT
-stateDir: $STATE
-discovery:
+# write_config FILE MODE SPECDIR [orion]: the daemons' config (both read the
+# same file): the LPU node's, or with orion the Orion node's (xilinx
+# discovery, its network table, no driver mount).
+write_config() {
+  local root=$ROOT head mounts
+  if [ "${4:-}" = orion ]; then
+    root=$ORION_ROOT
+    head="discovery:
   backend: xilinx
 topology:
-  networkTable: /etc/lpu/network.table
-injection:
-  mode: nri
-  mounts: []
-health:
-  resyncInterval: 1s
-  failureThreshold: 2
-  recoveryThreshold: 2
-kubelet:
-  devicePluginDir: $DP_DIR
-cdi:
-  specDir: $BASE/ctd-a/cdi
-log:
-  level: info
-  format: json
-EOF
-}
-
-# write_config FILE MODE SPECDIR: the daemons' config (both read the same file).
-write_config() {
+  networkTable: /etc/lpu/network.table"
+    mounts="  mounts: []"
+  else
+    head="allocation:
+  policy: best-effort"
+    mounts="  mounts:
+  - hostPath: $DRIVER_DIR
+    containerPath: $DRIVER_CTR_DIR"
+  fi
   cat >"$1" <<EOF
 version: v1
 resourceName: $RESOURCE
-root: $ROOT
+root: $root
 stateDir: $STATE
-allocation:
-  policy: best-effort
+$head
 injection:
   mode: $2
-  mounts:
-  - hostPath: $DRIVER_DIR
-    containerPath: $DRIVER_CTR_DIR
+$mounts
 health:
   resyncInterval: 1s
   failureThreshold: 2
@@ -273,36 +263,37 @@ EOF
 }
 
 # ---------------------------------------------------------------- containerd
-# containerd_snippet: the project's containerd 2.x snippet, when the checkout has it.
-containerd_snippet() {
-  local f=$REPO/deploy/runtime/containerd-2.x.toml
-  [ -f "$f" ] && echo "$f"
+# The runtime configs are the shipped deploy/runtime files, rendered with
+# their host paths moved under the instance's dir; what the e2e node adds
+# (private roots, runc with its own state, the pause image) is in e2e.toml.
+CTD2_SNIPPET=$REPO/deploy/runtime/containerd-2.x.toml
+CTD17_SNIPPET=$REPO/deploy/runtime/containerd-1.7.toml
+
+# runtime_paths DIR <SHIPPED: the shipped text with its host paths (NRI
+# socket, plugin and plugin-config dirs, CDI spec dirs) moved under DIR.
+runtime_paths() {
+  sed -e "s#\"/var/run/nri/nri.sock\"#\"$1/nri.sock\"#" \
+    -e "s#\"/opt/nri/plugins\"#\"$1/nri/plugins\"#" \
+    -e "s#\"/etc/nri/conf.d\"#\"$1/nri/conf.d\"#" \
+    -e "s#\[\"/etc/cdi\", \"/var/run/cdi\"\]#[\"$1/cdi\"]#"
 }
 
-# ctd_config NAME NRI(on|off): a containerd with its own root, state, sockets,
-# NRI socket and CDI dir under $BASE/ctd-NAME. The main file only holds paths
-# and imports: first the project's snippet, then our overrides (later imports
-# win), so the snippet is loaded the way an operator would load it.
-ctd_config() {
-  if [ "$RT" = crio ]; then
-    crio_config "$@"
-    return
-  fi
-  if [ "$CTD_SERIES" = 1.7 ]; then
-    ctd17_config "$@"
-    return
-  fi
-  local n=$1 nri=$2 d=$BASE/ctd-$1 imports="" snip
-  mkdir -p "$d"/{root,state,cdi,nri/plugins,nri/conf.d} "$BASE/runc-$n"
-  if snip=$(containerd_snippet); then
-    imports="\"$snip\", "
-    echo "$snip" >"$d/snippet"
-  fi
-  cat >"$d/config.toml" <<EOF
-version = 3
+# runtime_dirs NAME: the instance's private dirs; prints the instance dir.
+runtime_dirs() {
+  local d=$BASE/ctd-$1
+  mkdir -p "$d"/{root,state,cdi,nri/plugins,nri/conf.d} "$BASE/runc-$1"
+  echo "$d"
+}
+
+# ctd_main_config NAME VERSION IMPORTS: the main file of containerd NAME:
+# its paths and imports (later imports win).
+ctd_main_config() {
+  local d=$BASE/ctd-$1
+  cat <<EOF
+version = $2
 root = "$d/root"
 state = "$d/state"
-imports = [$imports"$d/e2e.toml"]
+imports = [$3]
 
 [grpc]
   address = "$d/containerd.sock"
@@ -313,7 +304,44 @@ imports = [$imports"$d/e2e.toml"]
 [debug]
   level = "info"
 EOF
-  cat >"$d/e2e.toml" <<EOF
+  printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 30\n' "$d/containerd.sock" "$d/containerd.sock" >"$d/crictl.yaml"
+}
+
+# ctd_runtimes TABLE NAME: the runc handlers under TABLE (the CRI plugin's
+# "...containerd.runtimes" of either config version) for instance NAME.
+ctd_runtimes() {
+  local h
+  for h in runc nodev; do
+    printf '      [%s.%s]\n        runtime_type = "io.containerd.runc.v2"\n' "$1" "$h"
+    # security rule 7: a privileged pod on this handler gets no host
+    # device nodes but an allow-all device cgroup (run.sh security, nodev)
+    [ "$h" = nodev ] && printf '        privileged_without_host_devices = true\n        privileged_without_host_devices_all_devices_allowed = true\n'
+    printf '        [%s.%s.options]\n          BinaryName = "/usr/sbin/runc"\n          SystemdCgroup = false\n          Root = "%s"\n' \
+      "$1" "$h" "$BASE/runc-$2"
+  done
+}
+
+# ctd_config NAME NRI(on|off): a containerd with its own root, state, sockets,
+# NRI socket and CDI dir under $BASE/ctd-NAME. The main file only holds paths
+# and imports: first deploy/runtime/containerd-2.x.toml rendered (lpu.toml),
+# then our overrides (e2e.toml), so the drop-in is loaded the way an
+# operator would load it.
+ctd_config() {
+  if [ "$RT" = crio ]; then
+    crio_config "$@"
+    return
+  fi
+  if [ "$CTD_SERIES" = 1.7 ]; then
+    ctd17_config "$@"
+    return
+  fi
+  local n=$1 nri=$2 d
+  d=$(runtime_dirs "$n")
+  [ -f "$CTD2_SNIPPET" ] || fatal "containerd" "no $CTD2_SNIPPET in the checkout"
+  runtime_paths "$d" <"$CTD2_SNIPPET" >"$d/lpu.toml"
+  ctd_main_config "$n" 3 "\"$d/lpu.toml\", \"$d/e2e.toml\"" >"$d/config.toml"
+  {
+    cat <<EOF
 # e2e overrides: private paths, runc with its own state root, no CAP_SYS_RESOURCE
 version = 3
 
@@ -325,25 +353,11 @@ version = 3
 
   [plugins.'io.containerd.cri.v1.runtime']
     restrict_oom_score_adj = true
-    cdi_spec_dirs = ["$d/cdi"]
     [plugins.'io.containerd.cri.v1.runtime'.containerd]
       default_runtime_name = "runc"
-      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
-        runtime_type = "io.containerd.runc.v2"
-        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-          BinaryName = "/usr/sbin/runc"
-          SystemdCgroup = false
-          Root = "$BASE/runc-$n"
-      # security rule 7: a privileged pod on this handler gets no host
-      # device nodes but an allow-all device cgroup (run.sh security, nodev)
-      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nodev]
-        runtime_type = "io.containerd.runc.v2"
-        privileged_without_host_devices = true
-        privileged_without_host_devices_all_devices_allowed = true
-        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nodev.options]
-          BinaryName = "/usr/sbin/runc"
-          SystemdCgroup = false
-          Root = "$BASE/runc-$n"
+EOF
+    ctd_runtimes "plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes" "$n"
+    cat <<EOF
     [plugins.'io.containerd.cri.v1.runtime'.cni]
       bin_dirs = ["$d/cni/bin"]
       conf_dir = "$d/cni/net.d"
@@ -352,59 +366,35 @@ version = 3
     disable_tcp_service = true
     stream_server_address = "127.0.0.1"
     stream_server_port = "0"
-
-  [plugins.'io.containerd.nri.v1.nri']
-    disable = $([ "$nri" = on ] && echo false || echo true)
-    socket_path = "$d/nri.sock"
-    plugin_path = "$d/nri/plugins"
-    plugin_config_path = "$d/nri/conf.d"
 EOF
-  cat >"$d/crictl.yaml" <<EOF
-runtime-endpoint: unix://$d/containerd.sock
-image-endpoint: unix://$d/containerd.sock
-timeout: 30
-EOF
+    [ "$nri" = on ] || printf "\n  [plugins.'io.containerd.nri.v1.nri']\n    disable = true\n"
+  } >"$d/e2e.toml"
 }
 
 # ctd17_config NAME NRI(on|off): ctd_config for containerd 1.7 (config
 # version 2, CRI plugin io.containerd.grpc.v1.cri). 1.7 replaces a whole
 # plugin table from an imported file instead of merging it, so the shipped
 # deploy/runtime/containerd-1.7.toml is used as its comments say: its NRI
-# table imported (host paths moved under $BASE/ctd-NAME, nothing else
-# changed), its CRI keys (enable_cdi, cdi_spec_dirs, the dirs moved too)
+# table imported (rendered: host paths moved under $BASE/ctd-NAME, nothing
+# else changed), its CRI keys (enable_cdi, cdi_spec_dirs, rendered too)
 # merged into the main CRI table. With NRI off nothing is imported.
 ctd17_config() {
-  local n=$1 nri=$2 d=$BASE/ctd-$1 imports="" snip=$REPO/deploy/runtime/containerd-1.7.toml cdi
-  mkdir -p "$d"/{root,state,cdi,nri/plugins,nri/conf.d} "$BASE/runc-$n"
-  [ -f "$snip" ] || fatal "containerd 1.7" "no $snip in the checkout"
+  local n=$1 nri=$2 d imports="" cri
+  d=$(runtime_dirs "$n")
+  [ -f "$CTD17_SNIPPET" ] || fatal "containerd 1.7" "no $CTD17_SNIPPET in the checkout"
   if [ "$nri" = on ]; then
     # the NRI table: from its header to the end of the file or the next table
-    awk -v sock="$d/nri.sock" -v pp="$d/nri/plugins" -v pc="$d/nri/conf.d" '
-      /^\[/ { keep = ($0 == "[plugins.\"io.containerd.nri.v1.nri\"]") }
-      keep && /^ *socket_path = / { sub(/".*"/, "\"" sock "\"") }
-      keep && /^ *plugin_path = / { sub(/".*"/, "\"" pp "\"") }
-      keep && /^ *plugin_config_path = / { sub(/".*"/, "\"" pc "\"") }
-      keep || NR == 1 || /^version/ { print }' "$snip" >"$d/lpu-nri-1.7.toml"
+    awk '/^\[/ { keep = ($0 == "[plugins.\"io.containerd.nri.v1.nri\"]") } keep || NR == 1 || /^version/' "$CTD17_SNIPPET" |
+      runtime_paths "$d" >"$d/lpu-nri-1.7.toml"
     imports="\"$d/lpu-nri-1.7.toml\""
-    echo "$snip" >"$d/snippet"
   fi
-  # the snippet's CRI keys; its two host dirs become this instance's CDI dir
-  cdi=$(awk '/^\[/ { keep = ($0 == "[plugins.\"io.containerd.grpc.v1.cri\"]") } keep && /^ *enable_cdi = / { print $3 }' "$snip")
-  [ "$cdi" = true ] || fatal "containerd 1.7" "$snip: no enable_cdi = true in its CRI table"
-  cat >"$d/config.toml" <<EOF
-version = 2
-root = "$d/root"
-state = "$d/state"
-imports = [$imports]
-
-[grpc]
-  address = "$d/containerd.sock"
-
-[ttrpc]
-  address = "$d/containerd.sock.ttrpc"
-
-[debug]
-  level = "info"
+  # the snippet's CRI keys, their host dirs this instance's CDI dir
+  cri=$(awk '/^\[/ { keep = ($0 == "[plugins.\"io.containerd.grpc.v1.cri\"]") } keep && /^ *[a-z_]+ = / { sub(/^ */, "    "); print }' "$CTD17_SNIPPET" |
+    runtime_paths "$d")
+  has "$cri" '^ *enable_cdi = true$' || fatal "containerd 1.7" "$CTD17_SNIPPET: no enable_cdi = true in its CRI table"
+  {
+    ctd_main_config "$n" 2 "$imports"
+    cat <<EOF
 
 [plugins]
   [plugins."io.containerd.grpc.v1.cri"]
@@ -414,73 +404,48 @@ imports = [$imports]
     stream_server_address = "127.0.0.1"
     stream_server_port = "0"
     # from deploy/runtime/containerd-1.7.toml
-    enable_cdi = $cdi
-    cdi_spec_dirs = ["$d/cdi"]
+$cri
     [plugins."io.containerd.grpc.v1.cri".containerd]
       snapshotter = "overlayfs"
       default_runtime_name = "runc"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-        runtime_type = "io.containerd.runc.v2"
-        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-          BinaryName = "/usr/sbin/runc"
-          SystemdCgroup = false
-          Root = "$BASE/runc-$n"
-      # security rule 7, as in ctd_config (run.sh security, nodev)
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nodev]
-        runtime_type = "io.containerd.runc.v2"
-        privileged_without_host_devices = true
-        privileged_without_host_devices_all_devices_allowed = true
-        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nodev.options]
-          BinaryName = "/usr/sbin/runc"
-          SystemdCgroup = false
-          Root = "$BASE/runc-$n"
+EOF
+    ctd_runtimes 'plugins."io.containerd.grpc.v1.cri".containerd.runtimes' "$n"
+    cat <<EOF
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = "$d/cni/bin"
       conf_dir = "$d/cni/net.d"
 EOF
-  if [ "$nri" != on ]; then
-    cat >>"$d/config.toml" <<EOF
-
-  [plugins."io.containerd.nri.v1.nri"]
-    disable = true
-EOF
-  fi
-  cat >"$d/crictl.yaml" <<EOF
-runtime-endpoint: unix://$d/containerd.sock
-image-endpoint: unix://$d/containerd.sock
-timeout: 30
-EOF
+    [ "$nri" = on ] || printf '\n  [plugins."io.containerd.nri.v1.nri"]\n    disable = true\n'
+  } >"$d/config.toml"
 }
 
-# check_snippet_loaded NAME: containerd's merged config shows the project's
-# snippet imported, and its NRI validator settings in effect.
+# nri_table DUMP: the NRI plugin's table in a containerd config dump.
+nri_table() { grep -A8 'io.containerd.nri.v1.nri.\]' <<<"$1" | tr -s ' '; }
+# nri_on_at DUMP SOCKET: the dump has NRI on, listening at SOCKET.
+nri_on_at() { has "$(nri_table "$1")" 'disable = false' && has "$(nri_table "$1")" "socket_path = [\"']$2[\"']"; }
+
+# check_snippet_loaded NAME: the runtime's merged config shows the shipped
+# snippet loaded, its NRI (and validator) settings in effect.
 check_snippet_loaded() {
-  local d=$BASE/ctd-$1 snip dump rel
+  local d=$BASE/ctd-$1 dump rel
   [ "$RT" = crio ] && { crio_check_config "$1"; return; }
   if [ "$CTD_SERIES" = 1.7 ]; then
     dump=$(containerd --config "$d/config.toml" config dump 2>&1) || { nok "containerd 1.7 loads its config" "$(tail -3 <<<"$dump")"; return 0; }
     echo "$dump" >"$d/config.dump.toml"
     expect "containerd 1.7 imports deploy/runtime/containerd-1.7.toml's NRI table: NRI on at $d/nri.sock" \
-      "$(grep -A8 'io.containerd.nri.v1.nri"\]' <<<"$dump" | tr -s ' ' | tr '\n' ' ')" \
-      eval "grep -A8 'io.containerd.nri.v1.nri\"\]' <<<\"\$dump\" | grep -q 'disable = false' &&
-        grep -A8 'io.containerd.nri.v1.nri\"\]' <<<\"\$dump\" | grep -qF 'socket_path = \"$d/nri.sock\"'"
+      "$(nri_table "$dump" | tr '\n' ' ')" nri_on_at "$dump" "$d/nri.sock"
     expect "containerd 1.7 merged the snippet's CRI keys: enable_cdi = true" "$(grep -E 'enable_cdi|cdi_spec_dirs' <<<"$dump" | tr -s ' ')" \
-      grep -q 'enable_cdi = true' <<<"$dump"
+      has "$dump" 'enable_cdi = true'
     return 0
   fi
-  if ! snip=$(containerd_snippet); then
-    echo "# skip containerd snippet: no deploy/runtime containerd 2.x snippet in the checkout"
-    return 0
-  fi
-  rel=${snip#"$REPO"/}
+  rel=${CTD2_SNIPPET#"$REPO"/}
   dump=$(containerd --config "$d/config.toml" config dump 2>&1) || { nok "containerd loads $rel" "$(tail -3 <<<"$dump")"; return 0; }
   echo "$dump" >"$d/config.dump.toml"
-  expect "containerd imports $rel" "imports: $(grep '^imports' <<<"$dump")" grep -q "^imports = .*$snip" <<<"$dump"
-  if grep -q '^[[:space:]]*required_plugins' "$snip"; then
-    expect "containerd merged $rel: NRI validator requires lpu" \
-      "$(grep -A9 'default_validator\]' <<<"$dump" | tr -s ' ' | tr '\n' ' ')" \
-      eval "grep -A9 'default_validator\]' <<<\"\$dump\" | grep -q \"required_plugins = \\['lpu'\\]\""
-  fi
+  expect "containerd imports $rel (rendered: $d/lpu.toml)" "imports: $(grep '^imports' <<<"$dump")" has "$dump" "^imports = .*$d/lpu.toml"
+  expect "containerd merged $rel: NRI on at $d/nri.sock" "$(nri_table "$dump" | tr '\n' ' ')" nri_on_at "$dump" "$d/nri.sock"
+  expect "containerd merged $rel: the NRI default validator is on" \
+    "$(grep -A3 'default_validator\]' <<<"$dump" | tr -s ' ' | tr '\n' ' ')" \
+    has "$(grep -A3 'default_validator\]' <<<"$dump")" 'enable = true'
 }
 
 # ctd_start NAME: start (or restart) containerd NAME and wait for CRI and,
@@ -506,16 +471,22 @@ ctd_start() {
 ctd_stop() { if [ "$RT" = crio ]; then crio_stop "$1"; else stop_daemon "containerd-$1" 5; fi; }
 
 # ---------------------------------------------------------------- kubelet
+# kubelet_config NAME RUNTIME [cluster]: the e2e kubelet's one config, in
+# $BASE/kubelet-NAME, for runtime instance RUNTIME. Standalone (the
+# default): static pods from its manifests dir, anonymous access. cluster
+# (lib/cluster.sh): registered to the API server, webhook authn/authz so
+# kubectl logs/exec go through RBAC, node status every 5 s.
 kubelet_config() {
-  local n=$1 k=$BASE/kubelet-$1
+  local k=$BASE/kubelet-$1 sock
+  sock=$(rt_sock "$2")
   mkdir -p "$k"/{root,pki,manifests,logs}
-  cat >"$k/config.yaml" <<EOF
+  {
+    cat <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-staticPodPath: $k/manifests
 podLogsDir: $k/logs
-containerRuntimeEndpoint: unix://$(rt_sock "$n")
-imageServiceEndpoint: unix://$(rt_sock "$n")
+containerRuntimeEndpoint: unix://$sock
+imageServiceEndpoint: unix://$sock
 cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
@@ -525,18 +496,33 @@ port: $KUBELET_PORT
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: 10248
-authentication:
-  anonymous: {enabled: true}
-  webhook: {enabled: false}
-authorization:
-  mode: AlwaysAllow
 resolvConf: ""
 syncFrequency: 2s
-fileCheckFrequency: 1s
 evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 EOF
+    if [ "${3:-}" = cluster ]; then
+      cat <<EOF
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: "$CL/pki/ca.crt"}
+authorization: {mode: Webhook}
+clusterDomain: cluster.local
+nodeStatusUpdateFrequency: 5s
+EOF
+    else
+      cat <<EOF
+staticPodPath: $k/manifests
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+fileCheckFrequency: 1s
+EOF
+    fi
+  } >"$k/config.yaml"
 }
 
 # kubelet_shared_root DIR: make DIR a shared bind mount of itself, as the
@@ -552,18 +538,26 @@ kubelet_shared_root() {
   mount --make-rshared "$1" || fatal "kubelet" "make $1 a shared mount"
 }
 
-# kubelet_start NAME: a standalone kubelet for containerd NAME; each start logs
-# to its own file (KUBELET_LOG) so restarts can be timed from a clean log.
-kubelet_start() {
-  local n=$1 k=$BASE/kubelet-$1
+# kubelet_launch NAME NODE [ARG...]: the kubelet of $BASE/kubelet-NAME as
+# node NODE, healthy; each start logs to its own file (KUBELET_LOG) so
+# restarts can be timed from a clean log.
+kubelet_launch() {
+  local n=$1 node=$2 k=$BASE/kubelet-$1
+  shift 2
   kubelet_shared_root "$k/root"
   KUBELET_STARTS=$((KUBELET_STARTS + 1))
   KUBELET_LOG=$LOGS/kubelet-$n.$KUBELET_STARTS.log
   KUBELET_NAME=$n
-  start_daemon kubelet "$KUBELET_LOG" kubelet --config "$k/config.yaml" --root-dir "$k/root" \
-    --cert-dir "$k/pki" --hostname-override "$NODE_NAME" --v=2
+  start_daemon kubelet "$KUBELET_LOG" kubelet --config "$k/config.yaml" "$@" --root-dir "$k/root" \
+    --cert-dir "$k/pki" --hostname-override "$node" --v=2
   wait_for 60 curl -sf --max-time 1 http://127.0.0.1:10248/healthz ||
     fatal "kubelet" "not healthy after 60s: $(tail -5 "$KUBELET_LOG")"
+}
+
+# kubelet_start NAME: the standalone kubelet of $BASE/kubelet-NAME, its
+# device-plugin socket up.
+kubelet_start() {
+  kubelet_launch "$1" "$NODE_NAME"
   wait_for 30 test -S "$DP_DIR/kubelet.sock" || fatal "kubelet" "$DP_DIR/kubelet.sock missing"
 }
 
@@ -576,28 +570,38 @@ put_pod() {
 }
 del_pod() { rm -f "$BASE/kubelet-$KUBELET_NAME/manifests/$1.yaml"; }
 
-# lpu_pod NAME COUNT [IMAGE-TAG] [EXTRA-METADATA]: a static pod whose single
-# container (also called NAME) asks for COUNT LPUs (0: no request).
-lpu_pod() {
-  local name=$1 count=$2 tag=${3:-busybox} meta=${4:-} res=""
-  [ "$count" -gt 0 ] && res="    resources:
-      limits:
-        $RESOURCE: $count"
-  put_pod "$name" "apiVersion: v1
+# pod_manifest NAME NAMESPACE TAG [METADATA] [SPEC] [CONTAINER]: a pod
+# whose one container (also NAME) runs $IMG:TAG until told to stop;
+# METADATA, SPEC and CONTAINER are more YAML lines at those levels.
+pod_manifest() {
+  cat <<EOF
+apiVersion: v1
 kind: Pod
 metadata:
-  name: $name
-  namespace: default
-$meta
+  name: $1
+  namespace: $2
+${4:-}
 spec:
   hostNetwork: true
   terminationGracePeriodSeconds: 1
+${5:-}
   containers:
-  - name: $name
-    image: $IMG:$tag
+  - name: $1
+    image: $IMG:$3
     imagePullPolicy: Never
-    command: [\"/bin/sh\", \"-c\", \"trap 'exit 0' TERM; while true; do sleep 1; done\"]
-$res"
+    command: ["/bin/sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+${6:-}
+EOF
+}
+
+# lpu_pod NAME COUNT [IMAGE-TAG] [EXTRA-METADATA]: a static pod whose single
+# container (also called NAME) asks for COUNT LPUs (0: no request).
+lpu_pod() {
+  local name=$1 count=$2 res=""
+  [ "$count" -gt 0 ] && res="    resources:
+      limits:
+        $RESOURCE: $count"
+  put_pod "$name" "$(pod_manifest "$name" default "${3:-busybox}" "${4:-}" "" "$res")"
 }
 
 # cid NAME: the running container of static pod NAME.
@@ -619,6 +623,8 @@ kpod() {
   curl -sk --max-time 3 "https://127.0.0.1:$KUBELET_PORT/pods" |
     jq -c --arg n "$1-$NODE_NAME" '.items[]? | select(.metadata.name == $n)'
 }
+# kubelet_pod_count: how many pods the kubelet lists.
+kubelet_pod_count() { curl -sk --max-time 3 "https://127.0.0.1:$KUBELET_PORT/pods" | jq '.items | length'; }
 # kpod_status NAME: phase, reason and message of the pod and its container.
 kpod_status() {
   kpod "$1" | jq -r '[.status.phase, .status.reason, .status.message,
@@ -626,16 +632,14 @@ kpod_status() {
     | map(select(. != null)) | join(" | ")'
 }
 
+# status_says NAME PATTERN [GREP-OPTION]: the kubelet's status of static pod
+# NAME matches PATTERN.
+status_says() { has "$(kpod_status "$1")" "$2" ${3:+"$3"}; }
+
 # ---------------------------------------------------------------- our daemons
 nri_ready_sock() { echo "$STATE/nri-ready.sock"; }
 # nri_ready: lpu-nri's readiness socket answers "connected".
-nri_ready() {
-  [ "$(timeout 2 /usr/bin/python3 -c 'import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(1)
-s.connect(sys.argv[1])
-print(s.recv(64).decode().strip())' "$(nri_ready_sock)" 2>/dev/null)" = connected ]
-}
+nri_ready() { e2e_ready "$(nri_ready_sock)"; }
 
 NRI_METRICS=""
 DP_METRICS=""
@@ -657,6 +661,8 @@ start_lpu_dp() { # [INJECTION]
 }
 
 dp_registrations() { metric "http://$DP_METRICS/metrics" lpu_registrations_total; }
+# dp_healthy [LABEL-MATCH]: the device plugin's lpu_device_healthy (summed).
+dp_healthy() { metric "http://$DP_METRICS/metrics" lpu_device_healthy "$@"; }
 kubelet_saw_registration() { grep -q "Got registration request from device plugin.*$RESOURCE" "$KUBELET_LOG"; }
 # kubelet_has_lpus: the kubelet holds the plugin's devices (its node status
 # counts them). Registration alone is not enough: CI once saw the kubelet
@@ -672,7 +678,7 @@ node_up() {
   ctd_start a
   start_lpu_nri nri
   wait_for 20 nri_ready || fatal "lpu-nri" "not connected to containerd after 20s: $(tail -5 "$LOGS/lpu-nri.log")"
-  kubelet_config a
+  kubelet_config a a
   ls -A "$DP_DIR" 2>/dev/null >"$BASE/dp-before" || : >"$BASE/dp-before"
   kubelet_start a
   start_lpu_dp nri
@@ -689,8 +695,11 @@ node_up() {
     --nri-socket "$(nri_sock a)" --nri-plugin-dir "$BASE/ctd-a/nri/plugins" --kubelet-dir "$DP_DIR" 2>&1) || true
   echo "$out" >"$LOGS/doctor.log"
   expect "lpu-nri doctor finds nothing wrong on the node" "$(grep -v '^OK' <<<"$out" | head -5)" \
-    eval '! grep -q "^FAIL" <<<"$out" && grep -q "^OK" <<<"$out"'
+    doctor_clean "$out"
 }
+
+# doctor_clean OUTPUT: lpu-nri doctor printed OK lines and no FAIL line.
+doctor_clean() { ! has "$1" '^FAIL' && has "$1" '^OK'; }
 
 # ---------------------------------------------------------------- teardown
 remove_cri_pods() {
@@ -723,7 +732,7 @@ teardown() {
   done
   for n in lpu-device-plugin lpu-nri noopnri fixednri stall registry; do stop_daemon "$n" 3; done
   # shims exit by themselves once their pods are gone; give them a moment
-  wait_for 5 eval '[ -z "$(our_shims)" ]'
+  wait_for 5 empty our_shims
   for n in a b; do ctd_stop "$n"; done
   for p in $(our_shims); do
     log "leftover shim pid $p: killing it"

@@ -31,7 +31,6 @@ use_plugin() {
     stop_daemon "${daemon[$d]}" 3
   done
   running "${daemon[$want]}" && return 0
-  # shellcheck disable=SC2034 # read by the eval in wait_for below
   n0=$(connected_count "$want")
   case $want in
     lpu)
@@ -47,8 +46,7 @@ use_plugin() {
         "${FIXED_ARGS[@]}"
       ;;
   esac
-  # shellcheck disable=SC2016 # expanded by eval, inside wait_for
-  wait_for 20 eval '[ "$(connected_count "$want")" -gt "$n0" ]' ||
+  wait_for 20 above "$n0" connected_count "$want" ||
     fatal "perf" "$want NRI plugin did not connect: $(tail -3 "$LOGS/${daemon[$want]}.log")"
 }
 

@@ -62,6 +62,9 @@ ring_arc() {
   return 1
 }
 
+# is_arc_of N "SET": SET is N LPUs forming one arc of ring 0.
+is_arc_of() { [ "$(wc -w <<<"$2")" = "$1" ] && ring_arc "$2" >/dev/null; }
+
 # visible_list VALUE: LPU_VISIBLE_DEVICES ("0,1" or "lpu0,lpu1") as "0 1".
 visible_list() { tr ',' ' ' <<<"$1" | sed 's/lpu//g; s/  */ /g; s/^ //; s/ $//'; }
 
@@ -74,9 +77,39 @@ draw_ring() {
   echo "${out% }"
 }
 
+# show_lpu_view NAME: what pod NAME's container sees (demo output): the
+# ring with its LPUs, its device nodes, LPU_* env and the driver mount.
+show_lpu_view() {
+  local path kind maj min
+  echo "  $(draw_ring "$(lpu_nodes "$1" | tr '\n' ' ')")"
+  echo "  devices:"
+  in_ctr "$1" sh -c 'for f in /dev/lpu*; do [ -e "$f" ] && stat -c "%n|%F|%t|%T" "$f"; done' |
+    while IFS='|' read -r path kind maj min; do
+      printf '    %-10s %s %d:%d\n' "$path" "${kind/character special file/char}" $((16#$maj)) $((16#$min))
+    done
+  echo "  env:"
+  in_ctr "$1" env | grep -E '^LPU_' | sort | sed 's/^/    /'
+  echo "  mounts:"
+  printf '    %-14s %s  <- host %s\n' "$DRIVER_CTR_DIR" \
+    "$(in_ctr "$1" sh -c "grep ' $DRIVER_CTR_DIR ' /proc/mounts" | awk '{print $4}' | cut -d, -f1-3)" "$DRIVER_DIR"
+}
+
 # driver_mount_ro MOUNTS: the line for DRIVER_CTR_DIR in MOUNTS (/proc/mounts
 # text) has the option ro.
 driver_mount_ro() { grep " $DRIVER_CTR_DIR " <<<"$1" | awk '{print $4}' | tr ',' '\n' | grep -qx ro; }
+# driver_dir_ro OUTPUT: OUTPUT (the mount line and a listing) shows the
+# driver dir mounted read-only, holding the driver.
+driver_dir_ro() { driver_mount_ro "$1" && has "$1" "$DRIVER_MARKER"; }
+
+# ring_listed VALUE "N...": LPU_VISIBLE_DEVICES VALUE lists exactly the
+# LPUs N... (any order given), in ring order.
+ring_listed() { ring_ordered "$(visible_list "$1")" && same_set "$(visible_list "$1")" "$2"; }
+
+# lists_no_lpu VALUE: an LPU_VISIBLE_DEVICES that is set and names no LPU.
+lists_no_lpu() { ! has "$1" '[0-9]' && [ "$1" != "<unset>" ]; }
+
+# version_at_most MAX V: version V sorts at or before MAX.
+version_at_most() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | tail -1)" = "$1" ]; }
 
 # check_lpu_container NAME COUNT: the assertions every LPU container must
 # pass; sets GOT to its LPU indices.
@@ -94,7 +127,7 @@ check_lpu_container() {
   expect "$name: its LPUs are ring neighbours" "[$nodes] is not one arc of ring [${RING[*]}]" test -n "$arc"
   env=$(ctr_env "$name" LPU_VISIBLE_DEVICES)
   expect "$name: LPU_VISIBLE_DEVICES lists them in ring order" "LPU_VISIBLE_DEVICES=$env, devices [$nodes], ring [${RING[*]}]" \
-    eval 'ring_ordered "$(visible_list "$env")" && [ "$(visible_list "$env" | tr " " "\n" | sort -n | tr "\n" " ")" = "$(tr " " "\n" <<<"$nodes" | sort -n | tr "\n" " ")" ]'
+    ring_listed "$env" "$nodes"
   mnt=$(in_ctr "$name" sh -c "grep ' $DRIVER_CTR_DIR ' /proc/mounts; ls $DRIVER_CTR_DIR")
   expect "$name: driver dir mounted at $DRIVER_CTR_DIR" "$mnt" grep -q "$DRIVER_MARKER" <<<"$mnt"
   expect "$name: driver mount is read-only" "$mnt" driver_mount_ro "$mnt"
@@ -109,6 +142,10 @@ wait_gone() {
   del_pod "$1"
   wait_for 30 gone "$1"
 }
+
+# runs_or_says NAME PATTERN: pod NAME's container runs, or the kubelet's
+# status of it matches PATTERN.
+runs_or_says() { has_running "$1" || status_says "$1" "$2"; }
 
 # admission_refused NAME: the kubelet reports the pod Failed at admission.
 admission_refused() { kpod_status "$1" | grep -Eq '^Failed.*(UnexpectedAdmissionError|OutOf)'; }
@@ -131,16 +168,15 @@ remove_all_pods() {
     n=$(basename "$f" .yaml)
     del_pod "$n"
   done
-  wait_for 40 eval '[ -z "$(cri ps -q --label io.kubernetes.pod.namespace=default)" ]' ||
+  wait_for 40 empty cri ps -q --label io.kubernetes.pod.namespace=default ||
     log "pods still running after 40s: $(cri ps 2>/dev/null | tail -n +2)"
-  wait_for 20 eval '[ "$(curl -sk --max-time 3 https://127.0.0.1:$KUBELET_PORT/pods | jq ".items | length")" = 0 ]' || true
+  wait_for 20 prints 0 kubelet_pod_count || true
 }
 
 # ---------------------------------------------------------------- scenario 1
 # LPU pods of 4 and 2 get disjoint ring arcs; a third that does not fit is not
 # admitted. With DEMO=1, also show what each container sees.
 scenario_1() {
-  log "scenario 1: ring-contiguous allocation seen from inside the containers"
   ensure_kubelet
   lpu_pod four 4
   if ! wait_running four 60; then
@@ -192,7 +228,7 @@ bench() {
 
 # demo_show POD...: what each pod's container sees, drawn readably.
 demo_show() {
-  local name nodes asked ann opts
+  local name asked ann
   echo
   echo "==================== what the containers see ===================="
   for name in "$@"; do
@@ -203,21 +239,10 @@ demo_show() {
       echo "  not running; kubelet says: $(kpod_status "$name")"
       continue
     fi
-    nodes=$(lpu_nodes "$name" | tr '\n' ' ')
-    echo "  $(draw_ring "$nodes")"
+    show_lpu_view "$name"
     ann=$(cri inspect "$(cid "$name")" | jq -r '.status.annotations["lpu.hyperaccel.ai/devices"] // "none"')
-    echo "  allocation (device plugin annotation, sealed): $ann"
-    echo "  devices:"
-    in_ctr "$name" sh -c 'for f in /dev/lpu*; do [ -e "$f" ] && stat -c "%n|%F|%t|%T" "$f"; done' |
-      while IFS='|' read -r path kind maj min; do
-        printf '    %-10s %s %d:%d\n' "$path" "${kind/character special file/char}" $((16#$maj)) $((16#$min))
-      done
-    echo "  env:"
-    in_ctr "$name" env | grep -E '^LPU_' | sort | sed 's/^/    /'
-    echo "  mounts:"
-    opts=$(in_ctr "$name" sh -c "grep ' $DRIVER_CTR_DIR ' /proc/mounts" | awk '{print $4}' | cut -d, -f1-3)
-    printf '    %-14s %s  <- host %s\n' "$DRIVER_CTR_DIR" "$opts" "$DRIVER_DIR"
     printf '    %-14s %s\n' "" "$(in_ctr "$name" ls "$DRIVER_CTR_DIR" | tr '\n' ' ')"
+    echo "  allocation (device plugin annotation, sealed): $ann"
   done
   echo
   echo "================================================================="
@@ -227,18 +252,17 @@ demo_show() {
 # Annotations a pod author writes give no LPUs; an image's own
 # LPU_VISIBLE_DEVICES is overridden when the container holds no allocation.
 scenario_2() {
-  log "scenario 2: forged annotations and image env"
   ensure_kubelet
   lpu_pod forged 0 busybox "  annotations:
     lpu.hyperaccel.ai/devices: lpu0,lpu1,lpu2,lpu3
     lpu.hyperaccel.ai/seal: c2VhbGVkLWJ5LW1lLXRydXN0LW1l"
-  wait_for 30 eval 'has_running forged || kpod_status forged | grep -q "Error"'
+  wait_for 30 runs_or_says forged Error
   local st nodes
   if has_running forged; then
     nodes=$(lpu_nodes forged | tr '\n' ' ')
     expect "forged: pod annotations give no LPU device nodes" "sees [$nodes]" test -z "$nodes"
     expect "forged: no LPU_VISIBLE_DEVICES with digits" "$(ctr_env forged LPU_VISIBLE_DEVICES)" \
-      eval '! ctr_env forged LPU_VISIBLE_DEVICES | grep -q "[0-9]"'
+      not says '[0-9]' ctr_env forged LPU_VISIBLE_DEVICES
   else
     st=$(kpod_status forged)
     expect "forged: container refused with our message" "kubelet says: $st" grep -q 'lpu.hyperaccel.ai' <<<"$st"
@@ -251,7 +275,7 @@ scenario_2() {
     local env
     env=$(ctr_env imgenv LPU_VISIBLE_DEVICES)
     expect "imgenv: image's LPU_VISIBLE_DEVICES=0,1,2,3 is overridden (now '$env')" "LPU_VISIBLE_DEVICES=$env" \
-      eval '! grep -q "[0-9]" <<<"$env" && [ "$env" != "<unset>" ]'
+      lists_no_lpu "$env"
     nodes=$(lpu_nodes imgenv | tr '\n' ' ')
     expect "imgenv: no LPU device nodes" "sees [$nodes]" test -z "$nodes"
   else
@@ -264,7 +288,6 @@ scenario_2() {
 # Kubelet restart: the plugin re-registers within a second, running pods keep
 # their devices, and a new pod is served from what is left.
 scenario_3() {
-  log "scenario 3: kubelet restart"
   ensure_kubelet
   local keep="" p
   for p in four two; do has_running "$p" && keep+="$p "; done
@@ -323,10 +346,9 @@ scenario_3() {
 # containerd restart: lpu-nri reconnects. lpu-nri down: no LPU container
 # starts bare; lpu-nri back: the waiting pod starts with its devices.
 scenario_4() {
-  log "scenario 4: $RT_NAME restart, lpu-nri down and back"
   ensure_kubelet
   ctd_stop a
-  wait_for 10 eval '! nri_ready'
+  wait_for 10 not nri_ready
   ctd_start a
   if wait_for 30 nri_ready; then ok "lpu-nri reconnected after the $RT_NAME restart"; else
     nok "lpu-nri reconnected after the $RT_NAME restart" "$(tail -3 "$LOGS/lpu-nri.log")"
@@ -341,7 +363,7 @@ scenario_4() {
   wait_gone afterctd
 
   stop_daemon lpu-nri 3
-  wait_for 5 eval '! nri_ready'
+  wait_for 5 not nri_ready
   # Per-pod runtime gate: containerd's NRI validator refuses a pod that
   # names lpu in required-plugins.noderesource.dev (the chart's admission
   # policy adds it to LPU pods) while lpu-nri is down; a pod without it
@@ -400,12 +422,11 @@ scenario_4() {
 # ---------------------------------------------------------------- scenario 5
 # A device that fails stops being offered; once it recovers it is offered again.
 scenario_5() {
-  log "scenario 5: device failure and recovery"
   ensure_kubelet
   remove_all_pods
   local dev=lpu5 st=$ROOT/sys/class/lpu/lpu5/status h
   # shellcheck disable=SC2317 # health and healthy are called from set_status
-  health() { metric "http://$DP_METRICS/metrics" lpu_device_healthy "device=\"$dev\""; }
+  health() { dp_healthy "device=\"$dev\""; }
   # shellcheck disable=SC2317
   healthy() { [ "$(health)" = "$1" ]; }
   # set_status STATUS WANT KEY WHAT: write STATUS, time until lpu_device_healthy is WANT.
@@ -441,7 +462,7 @@ scenario_5() {
     nok "eight: a pod needing all 8 LPUs runs after the recovery" "$(kpod_status eight)"
   fi
   wait_gone eight
-  h=$(metric "http://$DP_METRICS/metrics" lpu_device_healthy)
+  h=$(dp_healthy)
   expect "all 8 devices healthy at the end (sum lpu_device_healthy = $h)" "sum $h" test "$h" = 8
 }
 
@@ -489,7 +510,7 @@ check_orion_container() {
   expect "$name: its cards are ring neighbours" "[$lpus] is not one arc of ring [${RING[*]}]" test -n "$arc"
   env=$(ctr_env "$name" LPU_VISIBLE_DEVICES)
   expect "$name: LPU_VISIBLE_DEVICES lists them in ring order" "LPU_VISIBLE_DEVICES=$env, cards [$lpus], ring [${RING[*]}]" \
-    eval 'ring_ordered "$(visible_list "$env")" && [ "$(visible_list "$env" | tr " " "\n" | sort -n | tr "\n" " ")" = "$renders" ]'
+    ring_listed "$env" "$renders"
   num=$(ctr_env "$name" NUM_LPU_DEVICES)
   expect "$name: NUM_LPU_DEVICES=$count" "NUM_LPU_DEVICES=$num" test "$num" = "$count"
   GOT=$lpus
@@ -502,16 +523,15 @@ lpu_daemons_restart() {
   start_lpu_nri nri
   wait_for 20 nri_ready || { nok "$1: lpu-nri connects" "$(tail -3 "$LOGS/lpu-nri.log")"; return 1; }
   start_lpu_dp nri
-  wait_for 30 eval '[ "$(metric "http://$DP_METRICS/metrics" lpu_device_healthy)" = 8 ]' ||
-    { nok "$1: 8 healthy LPUs offered" "$(metric "http://$DP_METRICS/metrics" lpu_device_healthy); $(tail -3 "$LOGS/lpu-device-plugin.log")"; return 1; }
+  wait_for 30 prints 8 dp_healthy ||
+    { nok "$1: 8 healthy LPUs offered" "$(dp_healthy); $(tail -3 "$LOGS/lpu-device-plugin.log")"; return 1; }
 }
 
 scenario_orion() {
-  log "scenario orion: Alveo U55C cards under XRT (xilinx backend)"
   ensure_kubelet
   remove_all_pods
   make_orion_node || return 0
-  write_orion_config "$ORION_CFG"
+  write_config "$ORION_CFG" nri "$BASE/ctd-a/cdi" orion
   local saved_cfg=$CFG saved_root=$ROOT card addr ready
   local -a saved_ring=("${RING[@]}")
   CFG=$ORION_CFG ROOT=$ORION_ROOT
@@ -531,9 +551,9 @@ scenario_orion() {
     card=${RING[2]}
     addr=$(awk -v id="lpu$card" '$2 == id {print $3}' <<<"$ORION_PCI")
     ready=$ORION_ROOT/sys/bus/pci/devices/$addr/ready
-    h() { metric "http://$DP_METRICS/metrics" lpu_device_healthy "device=\"lpu$card\""; }
+    h() { dp_healthy "device=\"lpu$card\""; }
     echo 0x0 >"$ready"
-    expect "orion: lpu$card ($addr) unhealthy after its ready turned 0x0" "metric: $(h)" wait_for 15 eval '[ "$(h)" = 0 ]'
+    expect "orion: lpu$card ($addr) unhealthy after its ready turned 0x0" "metric: $(h)" wait_for 15 prints 0 h
     lpu_pod orion8 8
     if wait_for 30 admission_refused orion8; then
       ok "orion8: a pod needing all 8 cards is not admitted while lpu$card is unhealthy"
@@ -542,7 +562,7 @@ scenario_orion() {
     fi
     del_pod orion8
     echo 0x1 >"$ready"
-    expect "orion: lpu$card offered again after ready turned 0x1" "metric: $(h)" wait_for 15 eval '[ "$(h)" = 1 ]'
+    expect "orion: lpu$card offered again after ready turned 0x1" "metric: $(h)" wait_for 15 prints 1 h
     wait_for 30 gone orion8 || true
   fi
   remove_all_pods
@@ -555,7 +575,6 @@ scenario_orion() {
 # CDI for runtimes without NRI: podman 4.3 with a spec from `lpu-nri cdi
 # generate`, then containerd with NRI off + the device plugin in cdi mode.
 scenario_6() {
-  log "scenario 6: CDI (podman 4.3, containerd without NRI)"
   scenario_6_podman
   scenario_6_containerd
 }
@@ -575,7 +594,7 @@ scenario_6_podman() {
   expect "lpu-nri cdi generate wrote $spec" "$out" test -s "$spec"
   ver=$(jq -r .cdiVersion "$spec" 2>/dev/null)
   expect "CDI spec version $ver is one podman 4.3 accepts (<= 0.5.0)" "cdiVersion $ver" \
-    eval '[ "$(printf "%s\n0.5.0\n" "$ver" | sort -V | tail -1)" = 0.5.0 ]'
+    version_at_most 0.5.0 "$ver"
   local pd=$BASE/podman
   mkdir -p "$pd"/{storage,run,tmp}
   cat >"$pd/containers.conf" <<EOF
@@ -609,7 +628,7 @@ EOF
   expect "podman: --device $RESOURCE=lpu0 --device $RESOURCE=lpu1 gives exactly /dev/lpu0 /dev/lpu1" \
     "$(tr '\n' ' ' <<<"$out" | cut -c1-400)" test "$nodes" = "/dev/lpu0 /dev/lpu1 "
   expect "podman: driver dir mounted read-only at $DRIVER_CTR_DIR" "$(tr '\n' ' ' <<<"$out" | cut -c1-400)" \
-    eval 'driver_mount_ro "$out" && grep -q "$DRIVER_MARKER" <<<"$out"'
+    driver_dir_ro "$out"
   log "podman container saw: $(grep VISIBLE= <<<"$out")"
   "${P[@]}" rmi -f "$IMG:podman" >/dev/null 2>&1 || true
   rm -f "$spec"
@@ -632,7 +651,7 @@ scenario_6_containerd() {
   else
     nok "lpu-nri --mode cdi keeps $CDI_SPEC_NAME in containerd's CDI dir" "$(tail -3 "$LOGS/lpu-nri.log")"
   fi
-  kubelet_config b
+  kubelet_config b b
   kubelet_start b
   start_lpu_dp cdi
   wait_for 20 kubelet_saw_registration || { nok "cdi node: device plugin registered" "$(tail -3 "$LOGS/lpu-device-plugin.log")"; return; }
@@ -669,12 +688,12 @@ scenario_image() {
   running "containerd-$CTD" || { nok "image: containerd running" "containerd $CTD is down"; return; }
   out=$(ctrc -n lpu-e2e images import "$tar" 2>&1)
   expect "image: ctr imports it as $ref" "$out; images: $(ctrc -n lpu-e2e images ls -q 2>&1 | tr '\n' ' ')" \
-    eval 'ctrc -n lpu-e2e images ls -q | grep -qx "$ref"'
+    has "$(ctrc -n lpu-e2e images ls -q)" "$ref" -xF
   for d in lpu-device-plugin lpu-nri; do
     out=$(ctrc -n lpu-e2e run --rm --runc-binary /usr/sbin/runc --runc-root "$BASE/runc-ctr" \
       --cgroup "/$CGNAME/img-$d" --net-host "$ref" "img-$d" "/usr/bin/$d" --version 2>>"$LOGS/ctr-run.log")
     expect "image: /usr/bin/$d --version runs in it ($(head -1 <<<"$out" | cut -c1-60))" "$out" \
-      eval 'grep -q "^$d " <<<"$out"'
+      has "$out" "^$d "
   done
   ctrc -n lpu-e2e images rm "$ref" >/dev/null 2>&1 || true
 }

@@ -50,15 +50,20 @@ sec_restart_nri() {
 # CONFIG, lpu-nri connected and the plugin registered with the kubelet again.
 sec_restart_daemons() {
   local regs
-  # shellcheck disable=SC2034 # read by the eval below
   regs=$(grep -c "Got registration request from device plugin.*$RESOURCE" "$KUBELET_LOG" || true)
   stop_daemon lpu-device-plugin 3
   sec_restart_nri "$1" || return 1
   CFG=$1 start_lpu_dp nri
-  wait_for 30 eval '[ "$(grep -c "Got registration request from device plugin.*$RESOURCE" "$KUBELET_LOG")" -gt "$regs" ] &&
-    [ "$(metric "http://$DP_METRICS/metrics" lpu_device_healthy)" = 8 ]' ||
+  wait_for 30 registered_since "$regs" ||
     { sec_nok "the device plugin registers again on $(basename "$1")" "$(tail -3 "$LOGS/lpu-device-plugin.log")"; return 1; }
 }
+
+# registered_since N: the kubelet logged more than N registrations of the
+# plugin, and it offers 8 healthy LPUs.
+registered_since() { lines_above "$1" "Got registration request from device plugin.*$RESOURCE" "$KUBELET_LOG" && prints 8 dp_healthy; }
+
+# nri_refused_pod NAME: lpu-nri logged a refused container of pod NAME*.
+nri_refused_pod() { has "$(grep '"refused container"' "$LOGS/lpu-nri.log")" "\"pod\":\"$1"; }
 
 # never_created NAME: the runtime has no container of that name, in any state.
 never_created() { [ -z "$(cri ps -a -q --name "^$1\$")" ]; }
@@ -205,8 +210,16 @@ sec_snippet() {
   [ -s "$dump" ] || containerd --config "$BASE/ctd-a/config.toml" config dump >"$dump" 2>/dev/null
   sec_expect "the merged containerd config passes no pod annotations into containers (pod_annotations empty)" \
     "$(grep -E 'pod_annotations|container_annotations' "$dump" | sort | uniq -c | tr -s ' ' | tr '\n' ';')" \
-    eval "grep -q 'pod_annotations' '$dump' && ! grep -Eq 'pod_annotations = \[.+\]' '$dump'"
+    passes_no_pod_annotations "$dump"
 }
+
+# passes_no_pod_annotations DUMP-FILE: the dump names pod_annotations, every
+# such list empty.
+passes_no_pod_annotations() { grep -q 'pod_annotations' "$1" && ! grep -Eq 'pod_annotations = \[.+\]' "$1"; }
+
+# forged_pods_counted: lpu-nri counted both forged pods' and both
+# privileged pods' refusals.
+forged_pods_counted() { at_least 2 refusals pod-annotation && at_least 2 refusals unallocated-nodes; }
 
 # sec_pods: static pods through the kubelet — a victim with a real
 # allocation, and a tenant's forged, case-variant and privileged pods.
@@ -233,7 +246,7 @@ $all8"
     sec_nok "victim: a legitimate pod of 2 runs" "$(kpod_status victim)"
     VICTIM=""
   fi
-  wait_for 30 eval '[ "$(refusals pod-annotation)" -ge 2 ] && [ "$(refusals unallocated-nodes)" -ge 2 ]'
+  wait_for 30 forged_pods_counted
   for c in forgedpod casevar; do
     st=$(kpod_status "$c")
     if has_running "$c"; then
@@ -243,9 +256,9 @@ $all8"
     fi
   done
   sec_expect "forgedpod: a validly sealed allocation for all 8 LPUs written as pod annotations is refused (pod-annotation)" \
-    "kubelet: $st; refusals{pod-annotation}=$(refusals pod-annotation)" wait_for 15 eval 'kpod_status forgedpod | grep -q "lpu.hyperaccel.ai"'
+    "kubelet: $st; refusals{pod-annotation}=$(refusals pod-annotation)" wait_for 15 status_says forgedpod "lpu.hyperaccel.ai"
   sec_expect "casevar: LPU.hyperaccel.ai/devices and Lpu.HyperAccel.AI/seal (case variants of reserved keys) are refused" \
-    "kubelet: $(kpod_status casevar)" wait_for 15 eval 'kpod_status casevar | grep -qi "lpu.hyperaccel.ai"'
+    "kubelet: $(kpod_status casevar)" wait_for 15 status_says casevar "lpu.hyperaccel.ai" -i
   for c in privileged privlpu; do
     if has_running "$c"; then
       sec_nok "$c: privileged pod in default refused" "it runs and sees LPUs [$(lpu_nodes "$c" | tr '\n' ' ')]"
@@ -254,9 +267,9 @@ $all8"
     fi
   done
   sec_expect "privileged: a privileged pod in default (every host /dev/lpuN, no allocation) is refused (unallocated-nodes)" \
-    "kubelet: $(kpod_status privileged)" wait_for 15 eval 'kpod_status privileged | grep -q "unallocated\|not allocated\|allowNamespaces"'
+    "kubelet: $(kpod_status privileged)" wait_for 15 status_says privileged 'unallocated\|not allocated\|allowNamespaces'
   sec_expect "privlpu: a privileged pod allocated 1 LPU but carrying all 8 is refused" \
-    "kubelet: $(kpod_status privlpu)" wait_for 15 eval 'kpod_status privlpu | grep -q "unallocated\|not allocated\|allowNamespaces"'
+    "kubelet: $(kpod_status privlpu)" wait_for 15 status_says privlpu 'unallocated\|not allocated\|allowNamespaces'
   if wait_running agent 30; then
     sec_ok "agent: a privileged pod in kube-system (security.allowNamespaces) starts, holding $(lpu_nodes agent | wc -l) LPU nodes as the operator allowed"
   elif [ "$RT" = crio ] && kpod_status agent | grep -q 'unable to apply caps'; then
@@ -265,7 +278,7 @@ $all8"
     echo "# skip agent start: runc cannot start a CRI-O privileged container here (CAP_SYS_RESOURCE is not in the bounding set)"
     sec_expect "agent: a privileged pod in kube-system (security.allowNamespaces) is not refused by lpu-nri" \
       "$(grep '"refused container"' "$LOGS/lpu-nri.log" | grep '"pod":"agent' | tail -1)" \
-      eval '! grep "\"refused container\"" "$LOGS/lpu-nri.log" | grep -q "\"pod\":\"agent"'
+      not nri_refused_pod agent
   else
     sec_nok "agent: an allowlisted privileged pod starts" "$(kpod_status agent)"
   fi
@@ -285,22 +298,13 @@ priv_pod() {
     resources:
       limits:
         $RESOURCE: $3"
-  put_pod "$1" "apiVersion: v1
-kind: Pod
-metadata:
-  name: $1
-  namespace: $2
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: $1
-    image: $IMG:busybox
-    imagePullPolicy: Never
-    command: [\"/bin/sh\", \"-c\", \"trap 'exit 0' TERM; while true; do sleep 1; done\"]
-    securityContext:
-      privileged: true$res"
+  put_pod "$1" "$(pod_manifest "$1" "$2" busybox "" "" "    securityContext:
+      privileged: true$res")"
 }
+
+# guard_hooked HOOKS PROOF: the guard's createRuntime hook is among HOOKS
+# and lpu-nri's proof is a v1 one.
+guard_hooked() { has "$1" "lpu-nri guard --state-dir" && [[ $2 == v1:* ]]; }
 
 # sec_crictl: the runtime told by "a kubelet" (crictl, kubelet stopped)
 # about containers whose annotations a tenant forged or copied.
@@ -310,7 +314,7 @@ sec_crictl() {
   [ -n "$vc" ] || { sec_nok "crictl cases: the victim runs" "no victim container"; return; }
   vann=$(cri inspect "$vc" | jq -c '.status.annotations | with_entries(select(.key | startswith("lpu.hyperaccel.ai/")))')
   sec_expect "victim's container carries the device plugin's sealed v2 allocation" "$vann" \
-    eval 'jq -e ".\"lpu.hyperaccel.ai/allocation\" and (.\"lpu.hyperaccel.ai/seal\" | startswith(\"v2:\"))" <<<"$vann" >/dev/null'
+    json_true "$vann" '."lpu.hyperaccel.ai/allocation" and (."lpu.hyperaccel.ai/seal" | startswith("v2:"))'
   VICTIM_ALLOC=$(jq -r '."lpu.hyperaccel.ai/allocation"' <<<"$vann")
   local hook proof
   # only where the scenario turned the guard on (CRI-O's cases keep it off)
@@ -318,7 +322,7 @@ sec_crictl() {
     hook=$(cri inspect "$vc" | jq -c '.info.runtimeSpec.hooks.createRuntime // [] | map(.args | join(" "))')
     proof=$(cri inspect "$vc" | jq -r '.info.runtimeSpec.annotations["lpu.hyperaccel.ai/verified"] // ""')
     sec_expect "guard: the victim runs with the guard's createRuntime hook from CDI (hyperaccel.ai/lpu-guard=verified) and lpu-nri's proof in its spec (lpu.hyperaccel.ai/verified ${proof:0:11}...)" \
-      "hooks: $hook; proof: '$proof'" eval 'grep -q "lpu-nri guard --state-dir" <<<"$hook" && [[ $proof == v1:* ]]'
+      "hooks: $hook; proof: '$proof'" guard_hooked "$hook" "$proof"
   fi
   for i in 0 1 2 3 4 5 6 7; do grep -qw "$i" <<<"$VICTIM" || free+=("lpu$i"); done
   kubelet_stop
@@ -368,7 +372,7 @@ sec_crictl() {
 sec_gate() {
   local req='{"required-plugins.noderesource.dev": "[\"lpu\"]"}'
   stop_daemon lpu-nri 3
-  wait_for 5 eval '! nri_ready'
+  wait_for 5 not nri_ready
   if [ "$CTD_SERIES" = 1.7 ]; then
     # there the runtime guard is what fails such a container (slow)
     echo "# skip gated: containerd 1.7 has no NRI validator (the per-pod gate needs containerd >= 2.2)"
@@ -389,7 +393,7 @@ sec_gated() {
       "created $c, it sees LPUs [$(ctr_lpus "$c")]"
   else
     sec_expect "gated: an LPU container requiring plugin lpu is refused by $RT_NAME's validator while lpu-nri is down ('$(create_err gated | grep -o 'required plugin[^"]*' | head -1)')" \
-      "$(create_err gated)" eval 'create_err gated | grep -qi "required plugin"'
+      "$(create_err gated)" has "$(create_err gated)" "required plugin" -i
   fi
   cri stopp "$sb" >/dev/null
   cri rmp -f "$sb" >/dev/null
@@ -410,7 +414,7 @@ sec_tolerant() {
   fi
   CFG=$SEC_CFG start_lpu_nri nri
   wait_for 20 nri_ready || sec_nok "lpu-nri back" "$(tail -3 "$LOGS/lpu-nri.log")"
-  if wait_for 10 eval '[ "$(nri_gauge lpu_nri_uninjected_allocations)" -ge 1 ]'; then
+  if wait_for 10 at_least 1 nri_gauge lpu_nri_uninjected_allocations; then
     sec_ok "tolerant: lpu-nri's audit reports the bare container (lpu_nri_uninjected_allocations=$(nri_gauge lpu_nri_uninjected_allocations))"
   else
     sec_nok "tolerant: lpu-nri's audit reports the bare container" "lpu_nri_uninjected_allocations=$(nri_gauge lpu_nri_uninjected_allocations)"
@@ -419,7 +423,7 @@ sec_tolerant() {
   cri rmp -f "$sb" >/dev/null
   sec_expect "tolerant: the audit clears once it is gone (auditInterval 2s)" \
     "lpu_nri_uninjected_allocations=$(nri_gauge lpu_nri_uninjected_allocations)" \
-    wait_for 10 eval '[ "$(nri_gauge lpu_nri_uninjected_allocations)" = 0 ]'
+    wait_for 10 prints 0 nri_gauge lpu_nri_uninjected_allocations
 }
 
 # sec_slow: lpu-nri's CreateContainer outlives containerd's plugin timeout
@@ -438,23 +442,6 @@ sec_tolerant() {
 # on a readiness answer lpu-nri gives before it notices NRI dropped it, and
 # the runtime then creates the container with no lpu-nri connected (seen
 # here; the audit reports it, docs/security.md).
-STALL_PY='import os, signal, socket, sys, time
-sock, pidfile, flag = sys.argv[1:4]
-s = socket.socket(socket.AF_UNIX)
-s.bind(sock)
-s.listen(64)
-held = []
-while True:
-    held.append(s.accept()[0])
-    print("accepted", flush=True)
-    if os.path.exists(flag):
-        os.unlink(flag)
-        pid = int(open(pidfile).read())
-        os.kill(pid, signal.SIGSTOP)
-        print("froze", pid, flush=True)
-        time.sleep(4)
-        os.kill(pid, signal.SIGCONT)
-        print("thawed", pid, flush=True)'
 VALIDATOR_FAILED='validator plugin [^ ]*lpu[^ ]* failed'
 GUARD_REFUSED='lpu-nri guard: refusing to start the container'
 
@@ -462,13 +449,13 @@ GUARD_REFUSED='lpu-nri guard: refusing to start the container'
 # the frozen CreateContainer fails, nothing is created.
 sec_slow_validator() {
   local n0=$1 st
-  wait_for 20 eval '[ "$(grep -c "$VALIDATOR_FAILED" "$LOGS/containerd-a.log")" -gt "$n0" ]'
+  wait_for 20 lines_above "$n0" "$VALIDATOR_FAILED" "$LOGS/containerd-a.log"
   st=$(kpod_status slow)
   sec_expect "slow: lpu-nri frozen past the plugin timeout, then 5 s late: the LPU container never starts, bare or otherwise (crictl ps -a)" \
     "$(cri ps -a --name '^slow$'); kubelet: $st; lpu_nri_uninjected_allocations=$(nri_gauge lpu_nri_uninjected_allocations)" never_created slow
   sec_expect "slow: containerd's NRI validation failed it once lpu-nri was lost ('$(grep -o "${VALIDATOR_FAILED}[^\"]*" "$LOGS/containerd-a.log" | tail -1 | cut -c1-80)')" \
     "stall: $(tr '\n' ' ' <"$LOGS/stall.log"); containerd: $(grep -i 'lpu' "$LOGS/containerd-a.log" | tail -2)" \
-    eval '[ "$(grep -c "$VALIDATOR_FAILED" "$LOGS/containerd-a.log")" -gt "$n0" ]'
+    lines_above "$n0" "$VALIDATOR_FAILED" "$LOGS/containerd-a.log"
 }
 
 # bare_starts NAME: the containers of that name (any state) that started
@@ -491,7 +478,7 @@ bare_starts() {
 # runtime guard's hook refuses to start it, so no container runs bare.
 sec_slow_guard() {
   local g0=$1 st bare
-  wait_for 20 eval '[ "$(grep -c "$GUARD_REFUSED" "$LOGS/containerd-a.log")" -gt "$g0" ]'
+  wait_for 20 lines_above "$g0" "$GUARD_REFUSED" "$LOGS/containerd-a.log"
   st=$(kpod_status slow)
   bare=$(bare_starts slow)
   sec_expect "slow (containerd 1.7, no validator): lpu-nri frozen past the plugin timeout: no slow container ever started without its LPUs ($(cri ps -a -q --name '^slow$' | wc -l) created, $(grep -c . <<<"$bare") started bare)" \
@@ -499,7 +486,7 @@ sec_slow_guard() {
     test -z "$bare"
   sec_expect "slow (containerd 1.7): the runtime guard's hook refused the container NRI created without lpu-nri ('$(grep -o "${GUARD_REFUSED}[^\"]*" "$LOGS/containerd-a.log" | tail -1 | cut -c47-150)')" \
     "stall: $(tr '\n' ' ' <"$LOGS/stall.log"); containerd: $(grep -i 'lpu' "$LOGS/containerd-a.log" | tail -2 | cut -c1-300)" \
-    eval '[ "$(grep -c "$GUARD_REFUSED" "$LOGS/containerd-a.log")" -gt "$g0" ]'
+    lines_above "$g0" "$GUARD_REFUSED" "$LOGS/containerd-a.log"
   sec_expect "slow (containerd 1.7): the audit finds no container running without its allocation (lpu_nri_uninjected_allocations=$(nri_gauge lpu_nri_uninjected_allocations))" \
     "$(grep '"uninjected' "$LOGS/lpu-nri.log" | tail -1 | cut -c1-300)" test "$(nri_gauge lpu_nri_uninjected_allocations)" = 0
 }
@@ -509,7 +496,7 @@ sec_slow() {
   ensure_kubelet
   rm -f "$STALL_SOCK"
   touch "$SEC_DIR/freeze"
-  start_daemon stall "$LOGS/stall.log" /usr/bin/python3 -c "$STALL_PY" "$STALL_SOCK" "$BASE/pids/lpu-nri" "$SEC_DIR/freeze"
+  start_daemon stall "$LOGS/stall.log" "$BASE/bin/e2etool" stall "$STALL_SOCK" "$BASE/pids/lpu-nri" "$SEC_DIR/freeze"
   wait_for 5 test -S "$STALL_SOCK"
   sed "s|^  devicePluginDir: .*|&\n  podResourcesCheck: true\n  podResourcesSocket: $STALL_SOCK\n  podResourcesTimeout: 5s|" \
     "$SEC_CFG" >"$SLOW_CFG"
@@ -541,6 +528,18 @@ sec_slow() {
   wait_gone slow
 }
 
+# flood_capped DIALED HELD ESTABLISHED DIAL-ERRORS: connflood dialed (all
+# 2000 tried), at most 64 were held, at most 65 established on the daemon's side.
+flood_capped() { [ "$1" -gt 0 ] && [ "$2" -le 64 ] && [ "$3" -le 65 ] && [ $(($1 + $4)) = 2000 ]; }
+# all_closed_between END-HELD LAST-CLOSE LO HI: no connection held at the
+# end, the last closed between LO and HI seconds.
+all_closed_between() { [ "$1" = 0 ] && awk -v s="$2" -v lo="$3" -v hi="$4" 'BEGIN { exit !(s >= lo && s < hi) }'; }
+# nri_unharmed G0 G1 PID: goroutines G1 within 8 of G0, lpu-nri still the
+# process PID, running and connected.
+nri_unharmed() { [ "$2" -le $(($1 + 8)) ] && [ "$(pid_of lpu-nri)" = "$3" ] && running lpu-nri && nri_ready; }
+# holds_apart N SET SHARED: SET has N LPUs and shares none (SHARED empty).
+holds_apart() { [ "$(wc -w <<<"$2")" = "$1" ] && [ -z "$3" ]; }
+
 # sec_flood: 2,000 idle connections to lpu-nri's metrics port.
 sec_flood() {
   local pid out g0 g1 held peak before port estab=0 kv
@@ -559,11 +558,11 @@ sec_flood() {
   log "flood: $out"
   held=${f[held]:-?}
   sec_expect "flood: 2000 connections opened to lpu-nri's metrics port, at most 64 held (held $held, daemon side $estab)" "$out" \
-    eval '[ "${f[dialed]:-0}" -gt 0 ] && [ "${f[held]:-999}" -le 64 ] && [ "$estab" -le 65 ] && [ "$((f[dialed] + f[dial_errors]))" = 2000 ]'
+    flood_capped "${f[dialed]:-0}" "${f[held]:-999}" "$estab" "${f[dial_errors]:-0}"
   sec_expect "flood: the ones beyond the cap are reset at once ($((f[reset] + f[dial_reset])) reset, ${f[dial_timeout]:-0} timed out)" "$out" \
     test "$((f[reset] + f[dial_reset] + f[held]))" -ge 1990
   sec_expect "flood: the held ones are closed by the server after the 5 s header timeout (last at ${f[last_close_dial_s]}s)" "$out" \
-    eval '[ "${f[end_held]:-1}" = 0 ] && awk -v s="${f[last_close_dial_s]:-99}" "BEGIN { exit !(s >= 4.5 && s < 10) }"'
+    all_closed_between "${f[end_held]:-1}" "${f[last_close_dial_s]:-99}" 4.5 10
   peak=${f[rss_peak_kib]:-0}
   before=${f[rss_before_kib]:-0}
   bench flood_rss_growth_kib $((peak - before)) "lpu-nri VmRSS during 2000 idle connections: $((before / 1024)) -> peak $((peak / 1024)) MiB"
@@ -574,7 +573,7 @@ sec_flood() {
   g1=$(nri_gauge go_goroutines)
   bench flood_goroutines "$g1" "lpu-nri goroutines before/after the flood: $g0/$g1"
   sec_expect "flood: goroutines back to where they were ($g0 -> $g1), same process, still connected" "$out" \
-    eval '[ "$g1" -le $((g0 + 8)) ] && [ "$(pid_of lpu-nri)" = "$pid" ] && running lpu-nri && nri_ready'
+    nri_unharmed "$g0" "$g1" "$pid"
 }
 
 # sec_keepalive FILE: the background keep-alive flood on the device plugin.
@@ -585,10 +584,10 @@ sec_keepalive() {
   declare -A f=()
   for kv in $out; do f[${kv%%=*}]=${kv#*=}; done
   sec_expect "keepalive: 32 idle keep-alive connections to the device plugin's metrics port, each answered once, held (${f[held]:-?})" \
-    "$out" eval '[ "${f[keepalive_answered]:-0}" = 32 ] && [ "${f[held]:-0}" = 32 ]'
+    "$out" same_nonempty 32 "${f[keepalive_answered]:-0}" "${f[held]:-0}"
   sec_expect "keepalive: /metrics still answered while they were held (${f[probe_while_held]:-?})" "$out" test "${f[probe_while_held]:-}" = 200
   sec_expect "keepalive: the server closed them after the 30 s idle timeout (last at ${f[last_close_s]:-?}s)" "$out" \
-    eval '[ "${f[end_held]:-1}" = 0 ] && awk -v s="${f[last_close_s]:-0}" "BEGIN { exit !(s >= 29 && s < 42) }"'
+    all_closed_between "${f[end_held]:-1}" "${f[last_close_s]:-0}" 29 42
 }
 
 # sec_after: nothing lost — the victim keeps its LPUs, a new pod is served,
@@ -607,7 +606,7 @@ sec_after() {
     # shellcheck disable=SC2086 # lists of device indices, split on purpose
     clash=$(printf '%s\n' $VICTIM $GOT | sort -n | uniq -d | tr '\n' ' ')
     sec_expect "after: a new pod of 2 is served ([$GOT]), none of the victim's" "got [$GOT], shared [$clash]" \
-      eval '[ "$(wc -w <<<"$GOT")" = 2 ] && [ -z "$clash" ]'
+      holds_apart 2 "$GOT" "$clash"
   else
     sec_nok "after: a new pod of 2 is served" "$(kpod_status after)"
   fi
