@@ -400,7 +400,9 @@ install_dra() {
     nok "dra: a pod with claim template $TPL_STRICT4 runs" "$(pod_why chart-arc)"
   fi
   delete_pod chart-arc
+  dra_other_vendor "$state"           # lib/install_dra_cases.sh
   dra_upgrade "$helm" "$chart" "$state" # lib/install_upgrade.sh
+  dra_node_config "$helm" "$chart"    # lib/install_dra_cases.sh
   out=$("$helm" uninstall lpu-node --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --wait --timeout 60s 2>&1) ||
     nok "dra: helm uninstall" "$(tail -3 <<<"$out")"
   if wait_for 60 empty kc get pods -n "$CHART_NS" -o name; then

@@ -103,10 +103,13 @@ build_binaries() {
   done
 }
 
-# build_e2etool: the e2e's own helper alone (the install run builds nothing else).
+# build_e2etool: the e2e's own helpers alone (the install run builds nothing
+# else): e2etool, and fakedra, the second DRA driver of the install run.
 build_e2etool() {
-  local out
-  out=$(go_build test/e2e/e2etool) || fatal "build ./test/e2e/e2etool" "$out"
+  local out t
+  for t in test/e2e/e2etool test/e2e/fakedra; do
+    out=$(go_build "$t") || fatal "build ./$t" "$out"
+  done
 }
 
 # ---------------------------------------------------------------- images
