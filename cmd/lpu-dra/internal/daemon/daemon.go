@@ -29,6 +29,7 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 	"github.com/hyperaccel/lpu-node/internal/nfd"
 	"github.com/hyperaccel/lpu-node/internal/node"
+	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
@@ -73,6 +74,11 @@ func Run(ctx context.Context, p Params) error {
 	metrics := driver.NewMetrics(opts.NodeName)
 	dopts := driverOptions(n, opts.NodeName, metrics, tracer, log)
 	dopts.Holder = opts.PodUID
+	// LPUs device-plugin pods still hold (the node moved to DRA without a
+	// drain) are kept out of the pool (driver.WatchDevicePlugin).
+	pr := podresources.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
+	defer pr.Close()
+	dopts.DevicePlugin = pr
 	drv, err := driver.New(mon, dopts)
 	if err != nil {
 		return err
@@ -81,6 +87,7 @@ func Run(ctx context.Context, p Params) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return checkAPIServer(ctx, client.Discovery(), log) }) // below 1.36 it ends the run
 	g.Go(func() error { return mon.Run(ctx) })
+	g.Go(func() error { return drv.WatchDevicePlugin(ctx) })
 	startStatus(ctx, g, k, log)
 	g.Go(func() error { return k.run(ctx, mon, drv) })
 	g.Go(func() error {

@@ -23,6 +23,7 @@ import (
 
 	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
 	"github.com/hyperaccel/lpu-node/internal/health"
+	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
@@ -59,8 +60,16 @@ type Options struct {
 	// FollowInterval is how often the publisher looks for checkpoint
 	// changes made by another instance; 0 means 1 s.
 	FollowInterval time.Duration
-	Tracer         oteltrace.Tracer
-	Logger         *slog.Logger
+	// DevicePlugin lists the LPUs device-plugin pods hold, from the
+	// kubelet's PodResources (a node moved from the device plugin to DRA
+	// without draining): those LPUs are not published and Prepare refuses
+	// them until the pods end. nil: not looked at.
+	DevicePlugin DevicePluginHolders
+	// DevicePluginInterval is how often DevicePlugin is read; 0 means
+	// DefaultDevicePluginInterval.
+	DevicePluginInterval time.Duration
+	Tracer               oteltrace.Tracer
+	Logger               *slog.Logger
 }
 
 // Refusal reasons, the label values of lpu_dra_prepare_refusals_total.
@@ -104,6 +113,9 @@ type Driver struct {
 	pubMu    sync.Mutex // guards the builder cache
 	builder  *arcslice.Builder
 	shapeKey string
+
+	dpMu   sync.Mutex                     // guards dpHeld
+	dpHeld map[string]podresources.Holder // LPU ID -> the device-plugin pod holding it
 }
 
 // New loads the checkpoint (a corrupt one is an error: the prepared claims
@@ -633,6 +645,10 @@ func (d *Driver) resolve(s *checkpoint.State, snap health.Snapshot, ours []check
 			if holder := s.Holder(id); holder != "" && !admin {
 				c := s.Claims[holder]
 				return nil, refuse(ReasonHeld, "device %s: LPU %s is held by claim %s/%s (%s)", dev.Device, id, c.Namespace, c.Name, holder)
+			}
+			if h, ok := d.devicePluginHolder(id); ok && !admin {
+				return nil, refuse(ReasonHeld, "device %s: LPU %s is held by device-plugin pod %s/%s (container %s): the node moved to DRA while it runs; the LPU is published again once that pod ends",
+					dev.Device, id, h.Namespace, h.Pod, h.Container)
 			}
 			ids = append(ids, id)
 		}

@@ -17,6 +17,7 @@ type Metrics struct {
 	refusals    *prometheus.CounterVec
 	republishes prometheus.Counter
 	stale       prometheus.Counter
+	dpHeld      prometheus.Gauge
 }
 
 // Metric names, for docs and tests.
@@ -27,6 +28,7 @@ const (
 	MetricRefusals         = "lpu_dra_prepare_refusals_total"
 	MetricRepublishes      = "lpu_dra_republishes_total"
 	MetricStale            = "lpu_dra_stale_preparations_total"
+	MetricDevicePluginHeld = "lpu_dra_device_plugin_held_lpus"
 )
 
 // NewMetrics registers the metrics, with the Go and process collectors,
@@ -49,11 +51,13 @@ func NewMetrics(node string) *Metrics {
 			Help: "ResourceSlice publications handed to the kubelet plugin helper.", ConstLabels: labels}),
 		stale: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricStale,
 			Help: "Times a prepared claim's apiserver allocation differed from its preparation (re-allocated while a stale preparation stayed): its pods were not admitted.", ConstLabels: labels}),
+		dpHeld: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricDevicePluginHeld,
+			Help: "LPUs the kubelet's PodResources shows held by device-plugin pods (a node moved to DRA while they run): not published, refused by Prepare.", ConstLabels: labels}),
 	}
 	for _, r := range []string{ReasonForeignPool, ReasonBadDevice, ReasonUnhealthy, ReasonHeld, ReasonNotReady, ReasonWrite, ReasonChanged, ReasonConfig} {
 		m.refusals.WithLabelValues(r)
 	}
-	reg.MustRegister(m.prepared, m.prepare, m.unprepare, m.refusals, m.republishes, m.stale,
+	reg.MustRegister(m.prepared, m.prepare, m.unprepare, m.refusals, m.republishes, m.stale, m.dpHeld,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -82,6 +86,12 @@ func (m *Metrics) observePrepare(d time.Duration, err error) {
 func (m *Metrics) observeUnprepare(d time.Duration) {
 	if m != nil {
 		m.unprepare.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) setDevicePluginHeld(n int) {
+	if m != nil {
+		m.dpHeld.Set(float64(n))
 	}
 }
 

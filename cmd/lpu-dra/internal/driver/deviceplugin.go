@@ -1,0 +1,112 @@
+package driver
+
+import (
+	"cmp"
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/hyperaccel/lpu-node/internal/podresources"
+)
+
+// DefaultDevicePluginInterval is how often the driver re-reads which LPUs
+// device-plugin pods hold: a held LPU comes back to the pool at most this
+// long after its pod ended.
+const DefaultDevicePluginInterval = 10 * time.Second
+
+// devicePluginTimeout bounds one PodResources read.
+const devicePluginTimeout = 2 * time.Second
+
+// DevicePluginHolders lists, by LPU ID, the containers the kubelet's
+// PodResources shows holding the device plugin's resource
+// (*podresources.Client).
+type DevicePluginHolders interface {
+	Holders(ctx context.Context) (map[string]podresources.Holder, error)
+}
+
+// devicePluginHolder is the device-plugin pod holding LPU id, if any.
+func (d *Driver) devicePluginHolder(id string) (podresources.Holder, bool) {
+	d.dpMu.Lock()
+	defer d.dpMu.Unlock()
+	h, ok := d.dpHeld[id]
+	return h, ok
+}
+
+// devicePluginHeld lists the LPUs device-plugin pods hold, sorted.
+func (d *Driver) devicePluginHeld() []string {
+	d.dpMu.Lock()
+	defer d.dpMu.Unlock()
+	return slices.Sorted(maps.Keys(d.dpHeld))
+}
+
+// WatchDevicePlugin reads Options.DevicePlugin now and every
+// Options.DevicePluginInterval until ctx ends, and republishes when the
+// LPUs held by device-plugin pods change. Those LPUs leave the published
+// pool and Prepare refuses them: on a node moved from the device plugin to
+// DRA without draining (the kubelet keeps running its device-plugin pods),
+// the scheduler must not hand them to a claim. A failed read keeps the last
+// set (nothing held before the first success) and is logged once per
+// change; it returns nil at once without Options.DevicePlugin.
+func (d *Driver) WatchDevicePlugin(ctx context.Context) error {
+	if d.opts.DevicePlugin == nil {
+		return nil
+	}
+	tick := time.NewTicker(cmp.Or(d.opts.DevicePluginInterval, DefaultDevicePluginInterval))
+	defer tick.Stop()
+	var lastErr string
+	for {
+		rctx, cancel := context.WithTimeout(ctx, devicePluginTimeout)
+		held, err := d.opts.DevicePlugin.Holders(rctx)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			if err.Error() != lastErr {
+				d.log.Warn("cannot read which LPUs device-plugin pods hold (kubelet PodResources); keeping the last answer", "err", err)
+			}
+			lastErr = err.Error()
+		case err == nil:
+			if lastErr != "" {
+				d.log.Info("reading the kubelet's PodResources again")
+			}
+			lastErr = ""
+			d.setDevicePluginHeld(held)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// setDevicePluginHeld records held, logging and republishing on a change.
+func (d *Driver) setDevicePluginHeld(held map[string]podresources.Holder) {
+	d.dpMu.Lock()
+	changed := !maps.Equal(held, d.dpHeld)
+	d.dpHeld = held
+	d.dpMu.Unlock()
+	if !changed {
+		return
+	}
+	d.opts.Metrics.setDevicePluginHeld(len(held))
+	if len(held) > 0 {
+		d.log.Error("device-plugin pods hold LPUs on this DRA node: not publishing them until those pods end (drain the node before moving it to DRA)",
+			"lpus", slices.Sorted(maps.Keys(held)), "holders", holderNames(held))
+	} else {
+		d.log.Info("no device-plugin pod holds an LPU any more; publishing every LPU")
+	}
+	d.Republish()
+}
+
+// holderNames are the namespace/pod names among held, sorted, once each.
+func holderNames(held map[string]podresources.Holder) []string {
+	var out []string
+	for _, h := range held {
+		if n := h.Namespace + "/" + h.Pod; !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,71 @@
+package driver
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
+	"github.com/hyperaccel/lpu-node/internal/podresources"
+	"github.com/hyperaccel/lpu-node/internal/podresources/podresourcestest"
+	"github.com/hyperaccel/lpu-node/pkg/inject"
+)
+
+// TestDevicePluginPodsKeepTheirLPUs: on a node moved to DRA while a
+// device-plugin pod still runs (the kubelet's real PodResources gRPC API
+// shows it holding lpu2 and lpu3), those LPUs leave the published pool and
+// Prepare refuses an arc over them; once the pod is gone they come back.
+func TestDevicePluginPodsKeepTheirLPUs(t *testing.T) {
+	sock := filepath.Join(daemontest.ShortDir(t), "pr.sock")
+	srv := podresourcestest.Start(t, sock)
+	srv.SetPods(podresourcestest.Holding{Namespace: "team", Pod: "old-job", Container: "main",
+		Resource: "hyperaccel.ai/lpu", DeviceIDs: []string{"lpu2", "lpu3"}},
+		podresourcestest.Holding{Namespace: "team", Pod: "gpu-job", Container: "main",
+			Resource: "example.com/gpu", DeviceIDs: []string{"lpu5"}}) // another resource: not ours
+	client := podresources.New(sock, "hyperaccel.ai/lpu")
+	t.Cleanup(func() { client.Close() })
+	m := NewMetrics(node)
+	d, err := New(newStatic(t, ring8()), Options{NodeName: node, StateDir: t.TempDir(), CDIDir: filepath.Join(t.TempDir(), "cdi"),
+		Inject: inject.Options{}, Metrics: m, DevicePlugin: client, DevicePluginInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, d: d, metrics: m}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.WatchDevicePlugin(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("WatchDevicePlugin: %v", err)
+		}
+	})
+	daemontest.Eventually(t, 5*time.Second, "lpu2 and lpu3 leave the pool", func() bool { return len(publishedArcs(t, e)) == free8(2, 3) })
+	for _, a := range publishedArcs(t, e) {
+		for i := 0; i < a.Size; i++ {
+			if p := (a.Start + i) % 8; p == 2 || p == 3 {
+				t.Fatalf("arc %v over a device-plugin pod's LPU is published", a)
+			}
+		}
+	}
+	if got := e.prepare(claim("c1", arc(2, 2))); got.Err == nil || !strings.Contains(got.Err.Error(), "device-plugin pod team/old-job") {
+		t.Fatalf("Prepare of lpu2-lpu3 = %v, want refused naming the device-plugin pod", got.Err)
+	}
+	if got := e.prepare(claim("c2", arc(4, 4))); got.Err != nil {
+		t.Fatalf("Prepare of a free arc: %v", got.Err)
+	}
+	var g dto.Metric
+	if err := m.dpHeld.Write(&g); err != nil || g.GetGauge().GetValue() != 2 {
+		v := g.GetGauge().GetValue()
+		t.Errorf("%s = %v, want 2", MetricDevicePluginHeld, v)
+	}
+	srv.SetPods() // the device-plugin pod ended
+	daemontest.Eventually(t, 5*time.Second, "lpu2 and lpu3 come back", func() bool { return len(publishedArcs(t, e)) == free8(4, 5, 6, 7)+1 })
+	if got := e.prepare(claim("c3", arc(2, 2))); got.Err != nil {
+		t.Fatalf("Prepare of lpu2-lpu3 after the pod ended: %v", got.Err)
+	}
+}
