@@ -67,8 +67,8 @@ func TestChartInstallWithoutGateAPI(t *testing.T) {
 		sets []string
 		want string // "" installs
 	}{
-		"gate on, its API off":  {want: "set runtimeGate.enabled=false"},
-		"gate off":              {sets: []string{"runtimeGate.enabled=false"}},
+		"gate on, its API off": {want: "set runtimeGate.enabled=false"},
+		"gate off":             {sets: []string{"runtimeGate.enabled=false"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, err := install(tc.sets...)
