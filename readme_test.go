@@ -177,7 +177,7 @@ func TestReadmeLayoutListsEveryPackage(t *testing.T) {
 func checkLayoutGroups(t *testing.T, table string) {
 	t.Helper()
 	group := ""
-	header := regexp.MustCompile("^\\| \\*\\*([A-Za-z ]+)")
+	header := regexp.MustCompile(`^\| \*\*([A-Za-z ]+)`)
 	row := regexp.MustCompile("^\\| `([^`]+)` \\|")
 	for _, line := range strings.Split(table, "\n") {
 		if m := header.FindStringSubmatch(line); m != nil {

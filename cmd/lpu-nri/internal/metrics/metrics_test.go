@@ -9,10 +9,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
 	"time"
 
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
 	"github.com/hyperaccel/lpu-node/internal/devicemetrics/devicemetricstest"
 )
 

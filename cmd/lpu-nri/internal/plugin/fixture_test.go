@@ -23,7 +23,7 @@ import (
 
 var discard = verifytest.Discard
 
-// the kit's pods, containers and seals under the names the tests use
+// The kit's pods, containers and seals under the names the tests use.
 var (
 	pod     = verifytest.Pod
 	ctr     = verifytest.Ctr

@@ -19,7 +19,7 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
-// the kit's pods, containers and seals under short names
+// The kit's pods, containers and seals under short names.
 var (
 	pod  = verifytest.Pod
 	ctr  = verifytest.Ctr
