@@ -333,6 +333,7 @@ func checkPlugin(t *testing.T, dist, version string) {
 			Homepage         string `json:"homepage"`
 			ShortDescription string `json:"shortDescription"`
 			Description      string `json:"description"`
+			Caveats          string `json:"caveats"`
 			Platforms        []struct {
 				Selector struct {
 					MatchLabels map[string]string `json:"matchLabels"`
@@ -351,7 +352,8 @@ func checkPlugin(t *testing.T, dist, version string) {
 		t.Fatalf("krew/lpu.yaml: %v\n%s", err, raw)
 	}
 	if m.APIVersion != "krew.googlecontainertools.github.com/v1alpha2" || m.Kind != "Plugin" || m.Metadata.Name != "lpu" ||
-		m.Spec.Version != "v"+version || m.Spec.Homepage == "" || m.Spec.ShortDescription == "" || m.Spec.Description == "" {
+		m.Spec.Version != "v"+version || m.Spec.Homepage == "" || m.Spec.ShortDescription == "" || m.Spec.Description == "" ||
+		!strings.Contains(m.Spec.Caveats, "kubectl_complete-lpu") {
 		t.Errorf("krew/lpu.yaml: %+v", m)
 	}
 	if strings.Contains(string(raw), "@") {
