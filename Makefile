@@ -20,15 +20,15 @@ all: build
 # Static, without symbol tables and file paths, as the image is built
 # (deploy/container/build-oci.sh): lpu-dra idles 4.6 MiB smaller than with go
 # build's defaults (docs/benchmarks/dra.md).
-build: ## build the daemons into bin/
-	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/ ./cmd/lpu-device-plugin ./cmd/lpu-nri ./cmd/lpu-dra
+build: ## build the daemons and the kubectl lpu plugin into bin/
+	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/ ./cmd/lpu-device-plugin ./cmd/lpu-nri ./cmd/lpu-dra ./cmd/kubectl-lpu
 
 version: ## print the version every artefact carries
 	@echo $(VERSION)
 
 # Installs what it needs first (helm into the e2e tool cache; umoci and jq
 # through build-oci.sh), as `make test` and `make demo` do.
-release: ## dist/: multi-arch OCI image, chart (.tgz and OCI artifact), manifests, SBOMs, SHA256SUMS
+release: ## dist/: multi-arch OCI image, chart (.tgz and OCI artifact), manifests, kubectl-lpu archives and krew manifest, SBOMs, SHA256SUMS
 	bash test/e2e/tools.sh helm
 	HELM=$$(bash test/e2e/tools.sh path | tr ':' '\n' | grep helm)/helm bash deploy/release.sh $(VERSION)
 

@@ -9,9 +9,15 @@
 #                               layout, as `helm push` would store it (chartoci)
 #   lpu-node-V.yaml             the chart rendered with default values for
 #                               namespace kube-system (kubectl apply -f)
+#   kubectl-lpu-V-linux-ARCH.tar.gz
+#                               the kubectl lpu plugin per architecture:
+#                               kubectl-lpu, kubectl_complete-lpu, LICENSE
+#   krew/lpu.yaml               its krew plugin manifest (deploy/krew/lpu.yaml
+#                               with the version, URIs and sha256 filled in)
 #   sbom/lpu-device-plugin-V-linux-ARCH.cdx.json,
 #   sbom/lpu-nri-V-linux-ARCH.cdx.json,
-#   sbom/lpu-dra-V-linux-ARCH.cdx.json
+#   sbom/lpu-dra-V-linux-ARCH.cdx.json,
+#   sbom/kubectl-lpu-V-linux-ARCH.cdx.json
 #                               CycloneDX SBOMs of each binary per architecture
 #                               (cyclonedx-gomod app, with licences)
 #   SHA256SUMS                  sha256sum of every file above
@@ -24,6 +30,8 @@
 #   HELM              helm binary (default: the test/e2e/tools.sh cache, PATH)
 #   CYCLONEDX_GOMOD   cyclonedx-gomod binary (default: go run of the pinned
 #                     version from the Go module proxy)
+#   KREW_URI_BASE     where the krew manifest says the archives are
+#                     (default: the GitHub release vV of hyperaccel/lpu-node)
 #   SOURCE_DATE_EPOCH, IMAGE, REVISION, CA_BUNDLE: as for build-oci.sh
 set -euo pipefail
 export PATH=/usr/local/go/bin:$PATH
@@ -73,6 +81,30 @@ log "manifests $v"
   "$helm" template lpu-node "$dist/lpu-node-$v.tgz" --namespace kube-system --kube-version 1.37.2
 } >"$dist/lpu-node-$v.yaml"
 
+log "kubectl-lpu $v for $platforms"
+# The archives krew installs: the binary, the completion helper, the licence;
+# owner, order and times fixed so that the same tree gives the same bytes.
+krew_uri=${KREW_URI_BASE:-https://github.com/hyperaccel/lpu-node/releases/download/v$v}
+mkdir -p "$dist/krew"
+sed '/^#/d' "$here/krew/lpu.yaml" >"$work/lpu.in"
+sed -n '1,/^  platforms:$/p' "$work/lpu.in" | sed "s|@VERSION@|$v|g" >"$work/lpu.yaml"
+for arch in $platforms; do
+  pkg=$work/kubectl-lpu-$arch
+  mkdir -p "$pkg"
+  (cd "$repo" && CGO_ENABLED=0 GOOS=linux GOARCH=$arch GOFLAGS='' \
+    go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$v" -o "$pkg/kubectl-lpu" ./cmd/kubectl-lpu) ||
+    die "build kubectl-lpu for linux/$arch"
+  install -m 0755 "$repo/cmd/kubectl-lpu/kubectl_complete-lpu" "$pkg/kubectl_complete-lpu"
+  install -m 0644 "$repo/LICENSE" "$pkg/LICENSE"
+  archive=kubectl-lpu-$v-linux-$arch.tar.gz
+  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" \
+    -C "$pkg" -cf - LICENSE kubectl-lpu kubectl_complete-lpu | gzip -9n >"$dist/$archive"
+  sum=$(sha256sum "$dist/$archive" | cut -d' ' -f1)
+  sed '1,/^  platforms:$/d' "$work/lpu.in" |
+    sed "s|@VERSION@|$v|g; s|@ARCH@|$arch|g; s|@URI@|$krew_uri|g; s|@SHA256@|$sum|g" >>"$work/lpu.yaml"
+done
+install -m 0644 "$work/lpu.yaml" "$dist/krew/lpu.yaml"
+
 log "SBOMs (cyclonedx-gomod $cyclonedx_version)"
 cdx=${CYCLONEDX_GOMOD:-}
 if [ -z "$cdx" ]; then
@@ -94,7 +126,7 @@ mkdir -p "$src"
   git tag "v$v"
 )
 for arch in $platforms; do
-  for d in lpu-device-plugin lpu-nri lpu-dra; do
+  for d in lpu-device-plugin lpu-nri lpu-dra kubectl-lpu; do
     (cd "$src" && CGO_ENABLED=0 GOOS=linux GOARCH=$arch GOFLAGS='' \
       "$cdx" app -json -licenses -noserial -notimestamp -main "cmd/$d" \
       -output "$dist/sbom/$d-$v-linux-$arch.cdx.json" . 2>"$work/cdx.log") ||

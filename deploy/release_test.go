@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 // TestRelease runs deploy/release.sh (what `make release` runs) with the
@@ -22,8 +24,10 @@ import (
 // holding linux/amd64 and linux/arm64 images whose configs and binaries are
 // of that architecture, the three binaries run from the amd64 image and print the
 // version, the chart package and its OCI artifact agree, the manifests pull
-// that image tag, the SBOMs are CycloneDX naming our module, and SHA256SUMS
-// covers and verifies every file.
+// that image tag, the kubectl-lpu archives hold the plugin of their
+// architecture (it prints the version), its completion helper and the
+// licence, the krew manifest names them with their sha256, the SBOMs are
+// CycloneDX naming our module, and SHA256SUMS covers and verifies every file.
 func TestRelease(t *testing.T) {
 	if testing.Short() || os.Getenv("LPU_RELEASE_TEST") != "1" {
 		// minutes of cross-builds: its own step with its own budget
@@ -65,10 +69,12 @@ func TestRelease(t *testing.T) {
 			"lpu-node-chart-" + want + ".oci.tar", "lpu-node-image-" + want + ".oci.tar",
 		}
 		for _, arch := range []string{"amd64", "arm64"} {
-			for _, d := range []string{"lpu-device-plugin", "lpu-nri", "lpu-dra"} {
+			for _, d := range binaries {
 				wantFiles = append(wantFiles, "sbom/"+d+"-"+want+"-linux-"+arch+".cdx.json")
 			}
+			wantFiles = append(wantFiles, pluginArchive(want, arch))
 		}
+		wantFiles = append(wantFiles, "krew/lpu.yaml")
 		slices.Sort(wantFiles)
 		if !slices.Equal(listed, wantFiles) {
 			t.Errorf("SHA256SUMS lists\n %v\nwant\n %v", listed, wantFiles)
@@ -200,9 +206,13 @@ func TestRelease(t *testing.T) {
 		checkPush(t, dist, helm, want)
 	})
 
+	t.Run("kubectl-lpu", func(t *testing.T) {
+		checkPlugin(t, dist, want)
+	})
+
 	t.Run("sbom", func(t *testing.T) {
 		for _, arch := range []string{"amd64", "arm64"} {
-			for _, d := range []string{"lpu-device-plugin", "lpu-nri", "lpu-dra"} {
+			for _, d := range binaries {
 				var bom struct {
 					BOMFormat   string `json:"bomFormat"`
 					SpecVersion string `json:"specVersion"`
@@ -243,6 +253,131 @@ func TestRelease(t *testing.T) {
 			}
 		}
 	})
+}
+
+// binaries are the programs a release builds, each with its SBOM.
+var binaries = []string{"lpu-device-plugin", "lpu-nri", "lpu-dra", "kubectl-lpu"}
+
+// pluginArchive is the name of the kubectl-lpu archive of version for
+// linux/arch in dist/.
+func pluginArchive(version, arch string) string {
+	return "kubectl-lpu-" + version + "-linux-" + arch + ".tar.gz"
+}
+
+// checkPlugin: each kubectl-lpu archive holds exactly the plugin (built for
+// its architecture; the amd64 one prints version), kubectl_complete-lpu and
+// the LICENSE, owned by root; dist/krew/lpu.yaml is a krew Plugin of the
+// version whose platforms name each archive with its sha256 and only files
+// the archive holds.
+func checkPlugin(t *testing.T, dist, version string) {
+	t.Helper()
+	licence, err := os.ReadFile(filepath.Join("..", "LICENSE"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	machine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	held := map[string][]string{}
+	for _, arch := range []string{"amd64", "arm64"} {
+		dir := t.TempDir()
+		run(t, "tar", "-xzf", filepath.Join(dist, pluginArchive(version, arch)), "-C", dir)
+		listing := run(t, "tar", "-tzvf", filepath.Join(dist, pluginArchive(version, arch)))
+		for _, l := range strings.Split(strings.TrimSpace(listing), "\n") {
+			f := strings.Fields(l)
+			if len(f) < 6 || f[1] != "0/0" {
+				t.Errorf("%s: entry %q is not owned by 0/0", arch, l)
+				continue
+			}
+			held[arch] = append(held[arch], f[len(f)-1])
+		}
+		if !slices.Equal(held[arch], []string{"LICENSE", "kubectl-lpu", "kubectl_complete-lpu"}) {
+			t.Errorf("%s archive holds %v", arch, held[arch])
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "LICENSE")); err != nil || !bytes.Equal(b, licence) {
+			t.Errorf("%s archive: LICENSE differs from the repository's (%v)", arch, err)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "kubectl_complete-lpu")); err != nil || !strings.Contains(string(b), "kubectl lpu __complete") {
+			t.Errorf("%s archive: kubectl_complete-lpu = %q (%v)", arch, b, err)
+		}
+		bin := filepath.Join(dir, "kubectl-lpu")
+		f, err := elf.Open(bin)
+		if err != nil {
+			t.Errorf("%s kubectl-lpu: %v", arch, err)
+			continue
+		}
+		if f.Machine != machine[arch] {
+			t.Errorf("%s archive: kubectl-lpu is built for %v", arch, f.Machine)
+		}
+		f.Close()
+		if arch == "amd64" {
+			if got := strings.TrimSpace(run(t, bin, "--version")); got != "kubectl-lpu "+version {
+				t.Errorf("kubectl-lpu --version = %q, want %q", got, "kubectl-lpu "+version)
+			}
+			if got := run(t, bin, "version", "--client"); got != "Client Version: "+version+"\n" {
+				t.Errorf("kubectl-lpu version --client = %q", got)
+			}
+		}
+	}
+
+	raw, err := os.ReadFile(filepath.Join(dist, "krew", "lpu.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Spec struct {
+			Version          string `json:"version"`
+			Homepage         string `json:"homepage"`
+			ShortDescription string `json:"shortDescription"`
+			Description      string `json:"description"`
+			Caveats          string `json:"caveats"`
+			Platforms        []struct {
+				Selector struct {
+					MatchLabels map[string]string `json:"matchLabels"`
+				} `json:"selector"`
+				URI    string `json:"uri"`
+				SHA256 string `json:"sha256"`
+				Bin    string `json:"bin"`
+				Files  []struct {
+					From string `json:"from"`
+					To   string `json:"to"`
+				} `json:"files"`
+			} `json:"platforms"`
+		} `json:"spec"`
+	}
+	if err := yaml.UnmarshalStrict(raw, &m); err != nil {
+		t.Fatalf("krew/lpu.yaml: %v\n%s", err, raw)
+	}
+	if m.APIVersion != "krew.googlecontainertools.github.com/v1alpha2" || m.Kind != "Plugin" || m.Metadata.Name != "lpu" ||
+		m.Spec.Version != "v"+version || m.Spec.Homepage == "" || m.Spec.ShortDescription == "" || m.Spec.Description == "" ||
+		!strings.Contains(m.Spec.Caveats, "kubectl_complete-lpu") {
+		t.Errorf("krew/lpu.yaml: %+v", m)
+	}
+	if strings.Contains(string(raw), "@") {
+		t.Errorf("krew/lpu.yaml has a placeholder left:\n%s", raw)
+	}
+	seen := map[string]bool{}
+	for _, p := range m.Spec.Platforms {
+		arch := p.Selector.MatchLabels["arch"]
+		seen[arch] = true
+		if p.Selector.MatchLabels["os"] != "linux" || !strings.HasSuffix(p.URI, "/v"+version+"/"+pluginArchive(version, arch)) || p.Bin != "kubectl-lpu" {
+			t.Errorf("krew platform %s: %+v", arch, p)
+		}
+		if sum := fileSum(t, filepath.Join(dist, pluginArchive(version, arch))); p.SHA256 != sum {
+			t.Errorf("krew platform %s: sha256 %s, the archive's is %s", arch, p.SHA256, sum)
+		}
+		for _, f := range p.Files {
+			if !slices.Contains(held[arch], f.From) || f.To != "." {
+				t.Errorf("krew platform %s: file %+v is not in the archive %v", arch, f, held[arch])
+			}
+		}
+	}
+	if len(m.Spec.Platforms) != 2 || !seen["amd64"] || !seen["arm64"] {
+		t.Errorf("krew platforms %v, want linux/amd64 and linux/arm64", seen)
+	}
 }
 
 func sizeOf(t *testing.T, path string) string {

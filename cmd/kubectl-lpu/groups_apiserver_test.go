@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -76,7 +77,7 @@ func runPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, name str
 func groupsSeen(t *testing.T, kubeconfig string) map[string]string {
 	t.Helper()
 	var out bytes.Buffer
-	if err := run([]string{"pods", "-o", "json", "--kubeconfig", kubeconfig}, &out); err != nil {
+	if err := run([]string{"pods", "-o", "json", "--kubeconfig", kubeconfig}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	var pods []struct {

@@ -38,6 +38,11 @@ type Options struct {
 	APIServerFlags         []string
 	SchedulerFlags         []string
 	ControllerManagerFlags []string
+	// AuthorizationMode is kube-apiserver's --authorization-mode; "Node,RBAC"
+	// when empty. (APIServerFlags cannot override it: the flag's values
+	// add up.) "RBAC" lets an apiserver run without resource.k8s.io/v1,
+	// whose ResourceSlices the Node authorizer's graph watches.
+	AuthorizationMode string
 	// Dir holds state, certificates, kubeconfigs and logs/; New makes a
 	// temporary one when empty and removes it on Stop.
 	Dir string
@@ -205,6 +210,10 @@ func (c *Cluster) startEtcd(ctx context.Context, opts Options, logs string, clie
 // startAPIServer starts kube-apiserver on apiPort against etcdURL and
 // waits until it is ready.
 func (c *Cluster) startAPIServer(ctx context.Context, opts Options, pki, logs, etcdURL string, apiPort int) error {
+	authz := opts.AuthorizationMode
+	if authz == "" {
+		authz = "Node,RBAC"
+	}
 	apiArgs := []string{
 		"--etcd-servers", etcdURL,
 		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(apiPort),
@@ -216,7 +225,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, opts Options, pki, logs, e
 		"--service-account-key-file", filepath.Join(pki, "sa.key"),
 		"--service-account-signing-key-file", filepath.Join(pki, "sa.key"),
 		"--service-cluster-ip-range", "10.96.0.0/16",
-		"--authorization-mode", "Node,RBAC",
+		"--authorization-mode", authz,
 		"--enable-admission-plugins", "NodeRestriction",
 		"--allow-privileged=true",
 		// the only endpoint would be loopback, which the reconciler refuses

@@ -31,6 +31,19 @@ type Cluster struct {
 	// Groups are the PodGroups (Workload API) that pods name or that
 	// exist, by namespace/name.
 	Groups []*Group `json:"podGroups,omitempty"`
+	// DRA says whether the DRA objects (ResourceSlices, ResourceClaims)
+	// were read; when not, DRA nodes are missing and pods show counts only.
+	DRA DRA `json:"dra"`
+}
+
+// DRA is whether the cluster's DRA objects could be read, and why not.
+type DRA struct {
+	// Available is true when ResourceSlices and ResourceClaims
+	// (resource.k8s.io/v1) were listed.
+	Available bool `json:"available"`
+	// Reason says why not: the cluster does not serve the API, or the
+	// reader may not list them.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Group is a PodGroup of the Workload API (scheduling.k8s.io/v1beta1): a
@@ -467,7 +480,13 @@ func arcsFit(free []bool, k int) int {
 // Text renders the nodes view: per node a line per ring, each position a
 // letter naming its holder (legend below) or "." when free, and a summary
 // line.
-func (c Cluster) Text() string {
+func (c Cluster) Text() string { return c.nodesText(false) }
+
+// WideText is Text with, per node, its feature labels and how many more
+// arcs of each size it takes, and each ring's every LPU ID.
+func (c Cluster) WideText() string { return c.nodesText(true) }
+
+func (c Cluster) nodesText(wide bool) string {
 	var b strings.Builder
 	letters := map[string]string{}
 	var legend []string
@@ -490,6 +509,9 @@ func (c Cluster) Text() string {
 			largest = "?"
 		}
 		fmt.Fprintf(&b, "%s  %s  %d/%d free, largest free arc %s\n", Printable(n.Name), Printable(n.Mode), n.Free, n.Total, largest)
+		if wide {
+			b.WriteString(nodeWide(n))
+		}
 		for _, r := range n.Rings {
 			cells := make([]string, len(r.Holders))
 			for i, h := range r.Holders {
@@ -498,7 +520,11 @@ func (c Cluster) Text() string {
 					cells[i] = letter(h)
 				}
 			}
-			fmt.Fprintf(&b, "  ring%d  %s   (%s … %s)\n", r.Index, strings.Join(cells, " "), Printable(r.LPUs[0]), Printable(r.LPUs[len(r.LPUs)-1]))
+			span := Printable(r.LPUs[0]) + " … " + Printable(r.LPUs[len(r.LPUs)-1])
+			if wide {
+				span = Printable(strings.Join(r.LPUs, " "))
+			}
+			fmt.Fprintf(&b, "  ring%d  %s   (%s)\n", r.Index, strings.Join(cells, " "), span)
 		}
 		if n.Mode == "device-plugin" {
 			fmt.Fprintf(&b, "  %s  (count only: the device plugin does not publish positions)\n", strings.Repeat("# ", n.Total-n.Free)+strings.Repeat(". ", n.Free))
@@ -518,11 +544,41 @@ func (c Cluster) Text() string {
 	return b.String()
 }
 
+// nodeWide is the wide view's lines under a node's header: room for more
+// arcs by size, then its feature labels.
+func nodeWide(n Node) string {
+	var b strings.Builder
+	b.WriteString("  room")
+	for _, k := range Sizes {
+		fmt.Fprintf(&b, " %d×%d-arc", n.Arcs[k], k)
+	}
+	b.WriteString("\n")
+	keys := make([]string, 0, len(n.Labels))
+	for k := range n.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  label %s=%s\n", Printable(k), Printable(n.Labels[k]))
+	}
+	return b.String()
+}
+
 // PodsText renders the pods view, then the PodGroups (if any) with
 // whether each is whole.
-func (c Cluster) PodsText() string {
+func (c Cluster) PodsText() string { return c.podsText(false) }
+
+// PodsWideText is PodsText with two more columns: the claim and the
+// device nodes the pod's containers got (DRA).
+func (c Cluster) PodsWideText() string { return c.podsText(true) }
+
+func (c Cluster) podsText(wide bool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-40s %-24s %-16s %-5s %-10s %-9s %s\n", "POD", "GROUP", "NODE", "LPUS", "CONTIGUOUS", "STATE", "IDS")
+	fmt.Fprintf(&b, "%-40s %-24s %-16s %-5s %-10s %-9s %s", "POD", "GROUP", "NODE", "LPUS", "CONTIGUOUS", "STATE", "IDS")
+	if wide {
+		b.WriteString("  CLAIM  DEVICE-NODES")
+	}
+	b.WriteString("\n")
 	for _, p := range c.Pods {
 		contig, state, node, group := "?", "-", p.Node, "-"
 		if p.Contiguous != nil {
@@ -544,11 +600,12 @@ func (c Cluster) PodsText() string {
 		if p.Group != nil {
 			group = p.Group.Name
 		}
-		ids := strings.Join(p.LPUs, ",")
-		if ids == "" {
-			ids = "-"
+		ids := orDash(strings.Join(p.LPUs, ","))
+		fmt.Fprintf(&b, "%-40s %-24s %-16s %-5d %-10s %-9s %s", Printable(p.Namespace+"/"+p.Name), Printable(group), Printable(node), p.Count, contig, state, Printable(ids))
+		if wide {
+			fmt.Fprintf(&b, "  %s  %s", Printable(orDash(p.Claim)), Printable(orDash(strings.Join(p.DeviceNodes, ","))))
 		}
-		fmt.Fprintf(&b, "%-40s %-24s %-16s %-5d %-10s %-9s %s\n", Printable(p.Namespace+"/"+p.Name), Printable(group), Printable(node), p.Count, contig, state, Printable(ids))
+		b.WriteString("\n")
 	}
 	b.WriteString(c.groupsText())
 	return b.String()
@@ -579,4 +636,34 @@ func Printable(s string) string {
 		b.WriteString(q[1 : len(q)-1])
 	}
 	return b.String()
+}
+
+// orDash is s, or "-" when empty: a table cell is never blank.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// PodsWhere is c with only the pods keep accepts and the PodGroups one of
+// them belongs to (a selector narrows the pods view; the counts of each
+// group still cover all its pods).
+func (c Cluster) PodsWhere(keep func(Pod) bool) Cluster {
+	var pods []Pod
+	kept := map[*Group]bool{}
+	for _, p := range c.Pods {
+		if keep(p) {
+			pods = append(pods, p)
+			kept[p.Group] = true
+		}
+	}
+	var groups []*Group
+	for _, g := range c.Groups {
+		if kept[g] {
+			groups = append(groups, g)
+		}
+	}
+	c.Pods, c.Groups = pods, groups
+	return c
 }
