@@ -46,6 +46,13 @@ nri_ds() {
   kc get ds -n "$CHART_NS" -o json | jq -r '.items[] | select(all(.spec.template.spec.containers[]; .name != "lpu-dra")) | .metadata.name' | head -1
 }
 
+# ds_pods_gone DS: no pod of the chart's DaemonSet DS is left, and its
+# lpu-nri no longer answers readiness.
+ds_pods_gone() {
+  [ "$(kc get pods -n "$CHART_NS" -o json | jq --arg d "$1" '[.items[] | select(any(.metadata.ownerReferences[]?; .name == $d))] | length')" = 0 ] &&
+    ! injector_up "$2"
+}
+
 # not_annotated NAME: the pod carries no required-plugins annotation.
 not_annotated() {
   [ -z "$(kc get pod "$1" -o jsonpath='{.metadata.annotations.required-plugins\.noderesource\.dev}')" ]
@@ -70,8 +77,10 @@ dra_other_vendor() {
   ok "dra other vendor: a second DRA driver ($OTHER_DRIVER) publishes its devices on $KNODE"
   ds=$(nri_ds)
   kc -n "$CHART_NS" patch ds "$ds" --type merge -p '{"spec":{"template":{"spec":{"nodeSelector":{"e2e-lpu-nri":"off"}}}}}' >>"$LOGS/kubectl.log" 2>&1
+  # readiness says "gone" at once, but a stopping lpu-nri keeps serving the
+  # runtime for its drain (plugin.DefaultDrain): wait for its pod to go
   expect "dra other vendor: lpu-nri ($ds) is down on $KNODE" "$(kc get pods -n "$CHART_NS" -o wide 2>&1 | tr '\n' ';')" \
-    wait_for 90 not injector_up "$state"
+    wait_for 90 ds_pods_gone "$ds" "$state"
   dra_pod gpu-pod template gpu-one
   dra_pod lpu-gated template "$TPL_STRICT4"
   expect "dra other vendor: the $OTHER_DRIVER claim pod runs while lpu-nri is down" "$(pod_why gpu-pod)" wait_pod gpu-pod 90
