@@ -93,7 +93,7 @@ func Run(ctx context.Context, p Params) error {
 	g.Go(func() error {
 		return reservations.Run(ctx, drv, reservations.Options{Client: client, NodeName: opts.NodeName, Logger: log})
 	})
-	reportNode(ctx, g, n, opts, p.Version, mon, metrics, log)
+	reportNode(ctx, g, n, opts, p.Version, mon, drv, metrics, log)
 	if addr := cfg.Metrics.Address; addr != "" {
 		g.Go(func() error {
 			return metricsserver.Serve(ctx, addr, metricsserver.Handler(metrics.Registry, k.healthz, k.readyz), log)
@@ -207,10 +207,12 @@ func (k *kubelet) readyz() error {
 }
 
 // reportNode gives a DRA node the node-level reporting of a device-plugin
-// node: the device series on lpu-dra's registry and the NFD feature file.
-func reportNode(ctx context.Context, g *errgroup.Group, n *node.Node, opts *Options, version string, mon *health.Monitor, m *driver.Metrics, log *slog.Logger) {
+// node: the device series on lpu-dra's registry, telemetry labelled with
+// the pods of the prepared claims (driver.Holders), and the NFD feature
+// file.
+func reportNode(ctx context.Context, g *errgroup.Group, n *node.Node, opts *Options, version string, mon *health.Monitor, drv *driver.Driver, m *driver.Metrics, log *slog.Logger) {
 	m.Registry.MustRegister(devicemetrics.New(devicemetrics.Options{Node: opts.NodeName, Daemon: "lpu-dra", Version: version,
-		Devices: mon, Telemetry: n.Discoverer, Logger: log}))
+		Devices: mon, Telemetry: n.Discoverer, Holders: drv, Logger: log}))
 	if path := opts.NFD.Path(n.Simulated, n.Root, log); path != "" {
 		g.Go(func() error { return nfd.Keep(ctx, mon, path, n.Config.ResourceName, log) })
 	}

@@ -80,6 +80,9 @@ func (d *Driver) SyncReservedFor(ctx context.Context, uid types.UID, claim *reso
 	if err != nil {
 		return false, err
 	}
+	if allocated && !stale {
+		d.rememberPods(claim)
+	}
 	if stale {
 		d.opts.Metrics.stalePreparation()
 		d.log.Error("claim was allocated again since it was prepared; admitting no pod for the stale preparation until the kubelet unprepares it",

@@ -116,6 +116,9 @@ type Driver struct {
 
 	dpMu   sync.Mutex                     // guards dpHeld
 	dpHeld map[string]podresources.Holder // LPU ID -> the device-plugin pod holding it
+
+	namesMu  sync.Mutex           // guards podNames
+	podNames map[string][]podName // claim UID -> its reservedFor pods' names (Holders)
 }
 
 // New loads the checkpoint (a corrupt one is an error: the prepared claims
@@ -285,6 +288,9 @@ func (d *Driver) prepare(ctx context.Context, claim *resourceapi.ResourceClaim) 
 	}
 	_, span := trace.StartPrepare(ctx, d.tracer, claim.Namespace, claim.Name, string(claim.UID), pods)
 	res, added, lpus, err := d.prepareLocked(ctx, claim)
+	if err == nil && lpus != nil {
+		d.rememberPods(claim)
+	}
 	trace.RecordDevices(span, lpus)
 	trace.End(span, err)
 	return res, added, err
