@@ -613,6 +613,8 @@ func TestChartRejectsBadValues(t *testing.T) {
 		"root is /":             {"config.root=/", "config.root"},
 		"duration":              {"config.health.resyncInterval=5", "resyncInterval"},
 		"pull policy":           {"image.pullPolicy=Sometimes", "pullPolicy"},
+		"short image digest":    {"image.digest=sha256:abc", "digest"},
+		"image digest by tag":   {"image.digest=latest", "digest"},
 		"metrics port":          {"nri.metricsPort=70000", "metricsPort"},
 		"driver mount type":     {"nri.driverMountType=DirectoryOrCreate", "driverMountType"},
 		"mounts removed":        {"config.injection.mounts=null", "mounts"},
@@ -628,6 +630,37 @@ func TestChartRejectsBadValues(t *testing.T) {
 				t.Errorf("error does not name %q: %v", tc.want, err)
 			}
 		})
+	}
+}
+
+// TestChartImageDigest: image.digest pins every container of every
+// DaemonSet (the main one, a named node config's and lpu-dra's) to
+// repository:tag@digest; without it they name the tag alone.
+func TestChartImageDigest(t *testing.T) {
+	helm := helmBinary(t)
+	version, err := os.ReadFile("../VERSION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	byTag := "ghcr.io/hyperaccel/lpu-node:" + strings.TrimSpace(string(version))
+	for want, sets := range map[string][]string{
+		byTag + "@" + digest: {"image.digest=" + digest},
+		byTag:                nil,
+	} {
+		sets = append(sets, "mode=dra", `json:nodeConfigs.configs={"ring4":{"allocation":{"policy":"strict"}}}`)
+		o := decodeDRA(t, render(t, helm, sets...))
+		if len(o.DaemonSets) != 4 {
+			t.Fatalf("%d DaemonSets, want the main one, lpu-dra and one of each per named config", len(o.DaemonSets))
+		}
+		for name, ds := range o.DaemonSets {
+			spec := ds.Spec.Template.Spec
+			for _, c := range append(spec.InitContainers, spec.Containers...) {
+				if c.Image != want {
+					t.Errorf("%v: DaemonSet %s container %s runs %q, want %q", sets, name, c.Name, c.Image, want)
+				}
+			}
+		}
 	}
 }
 
