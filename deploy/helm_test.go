@@ -93,11 +93,20 @@ func render(t *testing.T, helm string, sets ...string) []byte {
 // predates it).
 const kubeVersion = "1.37.2"
 
+// templateArgs are helm template's arguments for sets: --set or
+// --set-json each, but "--kube-version", V and "--show-only", T, which pass
+// through, and "--with-tests", which renders the chart's helm test pod too
+// (left out otherwise, as render.sh and release.sh leave it out).
 func templateArgs(sets ...string) []string {
 	args := []string{"template", release, chartDir, "--namespace", namespace}
 	kube := kubeVersion
+	tests := false
 	for i := 0; i < len(sets); i++ {
 		s := sets[i]
+		if s == "--with-tests" {
+			tests = true
+			continue
+		}
 		if s == "--kube-version" && i+1 < len(sets) {
 			kube = sets[i+1]
 			i++
@@ -115,6 +124,9 @@ func templateArgs(sets ...string) []string {
 		}
 	}
 	args = append(args, "--kube-version", kube)
+	if !tests {
+		args = append(args, "--skip-tests")
+	}
 	return args
 }
 

@@ -78,7 +78,7 @@ log "manifests $v"
   printf '%s\n' \
     "# lpu-node $v: the Helm chart rendered with its default values for namespace" \
     '# kube-system (deploy/release.sh). kubectl apply -f this file.'
-  "$helm" template lpu-node "$dist/lpu-node-$v.tgz" --namespace kube-system --kube-version 1.37.2
+  "$helm" template lpu-node "$dist/lpu-node-$v.tgz" --namespace kube-system --kube-version 1.37.2 --skip-tests
 } >"$dist/lpu-node-$v.yaml"
 
 log "kubectl-lpu $v for $platforms"

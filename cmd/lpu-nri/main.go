@@ -13,6 +13,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/daemon"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/guard"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/plugin"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/workloadcheck"
 	"github.com/hyperaccel/lpu-node/internal/startup"
 )
 
@@ -27,6 +28,10 @@ func main() {
 	// file, no logger, only its own flag
 	if len(os.Args) > 1 && os.Args[1] == guard.Command {
 		os.Exit(guard.Main(os.Args[2:], os.Stdin, os.Stderr))
+	}
+	// the check runs inside a workload container: no config, no node
+	if len(os.Args) > 1 && os.Args[1] == workloadcheck.Command {
+		os.Exit(workloadcheck.Main(os.Args[2:], os.Getenv, os.Stdout))
 	}
 	if err := run(); err != nil {
 		if !errors.Is(err, errChecksFailed) {

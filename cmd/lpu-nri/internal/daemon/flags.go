@@ -83,6 +83,7 @@ Usage:
   lpu-nri cdi list [--root DIR] [common flags]
   lpu-nri doctor [--nri-plugin-dir DIR] [--kubelet-dir DIR] [--other-fingerprints FP,...] [common flags]
   lpu-nri guard --state-dir DIR
+  lpu-nri check [--lpus N] [--dev DIR]
   lpu-nri --help | --version
 
 Every flag but --version has an environment twin (in brackets). Precedence:
@@ -101,6 +102,9 @@ Commands:
   guard         the runtime guard's OCI hook (security.runtimeGuard), run by the runtime
                 from the CDI spec lpu-nri writes: reads the container state on stdin and
                 exits 1 unless lpu-nri verified the container; takes only --state-dir
+  check         run inside a container that asked for N LPUs (the chart's helm test
+                pod): NUM_LPU_DEVICES and LPU_VISIBLE_DEVICES name N LPUs and the
+                injected /dev nodes open (the device cgroup grants them); exit 1 if not
 
 Other environment:
   NODE_NAME       node name the allocation seals are bound to (default: the host name);
