@@ -230,21 +230,6 @@ node_clean() {
   expect "$what: the seal key stays ($state/seal.key)" "state dir: $(find "$state" -maxdepth 1 -printf '%f ' 2>&1)" test -s "$state/seal.key"
 }
 
-# chart_check WHAT HELM NS: `helm test` runs the chart's check pod in NS
-# (lpu-nri check in a pod that asks for one LPU: the env names it and its
-# injected nodes open) and it passes. A failed pod is shown and removed, so
-# the checks after it see the node as they would without it.
-chart_check() {
-  local what=$1 helm=$2 ns=$3 out pod=lpu-node-check
-  if out=$("$helm" test lpu-node --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --timeout 120s 2>&1); then
-    ok "$what: helm test: lpu-nri check passes in a pod that asked for 1 LPU ($ns/$pod, removed on success)"
-  else
-    nok "$what: helm test: lpu-nri check passes in a pod that asked for 1 LPU" \
-      "$(tail -2 <<<"$out" | tr '\n' ' '); pod: $(kc logs -n "$ns" "$pod" 2>&1 | tail -6 | tr '\n' ' ')"
-    kc delete pod -n "$ns" "$pod" --ignore-not-found --wait=true --timeout 30s >>"$LOGS/kubectl.log" 2>&1 || true
-  fi
-}
-
 # install_helm HELM CHART: mode devicePlugin from the chart. With NFD
 # (lib/nfd.sh; skipped with one line without NFD_TARBALL) the chart's
 # NodeFeatureRule is enabled and NFD, not the e2e, labels the node.
@@ -274,7 +259,6 @@ install_helm() {
     nok "install: the DaemonSet's pods are Ready" "$(ds_not_ready "$CHART_NS")"
   fi
   [ "$nfd" = true ] && { nfd_feature_labels || true; }
-  chart_check install "$helm" "$CHART_NS"
   four_lpu_pod install "$CHART_STATE"
   helm_upgrade_roll "$helm" "$chart"
   out=$("$helm" uninstall lpu-node --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --wait --timeout 60s 2>&1) ||
@@ -400,7 +384,6 @@ install_dra() {
   else
     nok "dra: the chart made claim template $TPL_STRICT4" "$(kc get resourceclaimtemplates -A 2>&1 | tr '\n' ';')"
   fi
-  dra_slices_published && chart_check dra "$helm" default
   # without slices no claim can be allocated: skip the pod's long wait
   dra_pod chart-arc template "$TPL_STRICT4"
   if dra_slices_published && wait_pod chart-arc 90; then
