@@ -521,7 +521,7 @@ func checkPush(t *testing.T, dist, helm, version string) {
 	}
 	for _, repo := range []string{"charts", "artifact"} {
 		out, err := runHelm(t, helm, "template", "lpu-node", "oci://"+addr+"/"+repo+"/lpu-node", "--version", version,
-			"--plain-http", "-n", "kube-system", "--kube-version", kubeVersion, "--set", "image.repository="+addr+"/lpu-node")
+			"--plain-http", "-n", "kube-system", "--kube-version", kubeVersion, "--skip-tests", "--set", "image.repository="+addr+"/lpu-node")
 		if err != nil {
 			t.Fatal(err)
 		}
