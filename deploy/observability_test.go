@@ -72,12 +72,13 @@ func forModes(marked string) ([]string, error) {
 
 // unexported lists the selected names that a daemon of one of modes does
 // not export, as "name (mode)"; a histogram's _bucket, _sum and _count
-// count as the histogram.
+// count as the histogram. up is Prometheus' own series of every scrape
+// target, so every mode has it.
 func unexported(names, modes []string, emitted map[string]map[string]string) []string {
 	var out []string
 	for _, mode := range modes {
 		for _, n := range names {
-			if _, ok := emitted[mode][n]; ok {
+			if _, ok := emitted[mode][n]; ok || n == "up" {
 				continue
 			}
 			found := false
@@ -179,7 +180,9 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"LPUDeviceUnhealthy", "LPUInjectorDisconnected", "LPURefusalsRising",
-		"LPUAllocationsNotInjected", "LPUUnallocatedHolders", "LPUStrictRefusals"} {
+		"LPUAllocationsNotInjected", "LPUUnallocatedHolders", "LPUStrictRefusals",
+		"LPUMetricsTargetDown", "LPUMetricsAbsent", "LPUUninjectedAllocations", "LPUClaimPrepareRefusals",
+		"LPUClaimStalePreparation", "LPUHeldByDevicePluginPods", "LPUTemperatureHigh", "LPUTemperatureCritical"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("alert %s missing (have %v)", want, alerts)
 		}
@@ -204,12 +207,23 @@ func TestAlertRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The default mode (devicePlugin) carries every rule not marked dra.
 	rendered := parseRules(t, "rendered PrometheusRule", spec)
-	if len(rendered.Groups) != len(groups.Groups) || len(rendered.Groups[0].Rules) != len(groups.Groups[0].Rules) {
-		t.Errorf("PrometheusRule has %d groups, the file %d", len(rendered.Groups), len(groups.Groups))
+	var fileDP []rulefmt.Rule
+	for _, r := range groups.Groups[0].Rules {
+		if r.Annotations["mode"] != "dra" {
+			fileDP = append(fileDP, r)
+		}
+	}
+	if len(rendered.Groups) != len(groups.Groups) || len(rendered.Groups[0].Rules) != len(fileDP) {
+		t.Errorf("PrometheusRule has %d groups and %d rules, the file %d and %d for mode devicePlugin",
+			len(rendered.Groups), len(rendered.Groups[0].Rules), len(groups.Groups), len(fileDP))
 	}
 	for i, r := range rendered.Groups[0].Rules {
-		if f := groups.Groups[0].Rules[i]; r.Alert != f.Alert || r.Expr != f.Expr || r.Annotations["description"] != f.Annotations["description"] {
+		if i >= len(fileDP) {
+			break
+		}
+		if f := fileDP[i]; r.Alert != f.Alert || r.Expr != f.Expr || r.Annotations["description"] != f.Annotations["description"] {
 			t.Errorf("PrometheusRule rule %d (%s) differs from the file's (%s)", i, r.Alert, f.Alert)
 		}
 	}

@@ -157,6 +157,12 @@ func startNode(t *testing.T, mode string) *node {
 	daemontest.WaitFor(t, 30*time.Second, "lpu-nri connected to the runtime", func() bool {
 		return len(n.prom.query(t, `lpu_nri_connected == 1`)) == 1
 	}, n.procs...)
+	// The rules run from Prometheus' start, before its first scrape, so
+	// LPUMetricsAbsent (3 s for:) may fire then; it resolves at the first
+	// evaluation after lpu-nri's target is scraped.
+	daemontest.WaitFor(t, 10*time.Second, "LPUMetricsAbsent resolved once lpu-nri is scraped", func() bool {
+		return len(active(n.prom.alerts(t), "LPUMetricsAbsent", "")) == 0
+	}, n.procs...)
 	if mode == modeDevicePlugin {
 		// the kubelet dials the plugin it registered and keeps its
 		// ListAndWatch stream open
@@ -257,11 +263,11 @@ func (n *node) quiet(t *testing.T, d time.Duration, allowed ...string) {
 	}
 }
 
-// setStatus writes an LPU's status in the simulated sysfs tree.
-func (n *node) setStatus(t *testing.T, id, status string) {
+// setAttr writes one attribute file of an LPU in the simulated sysfs tree.
+func (n *node) setAttr(t *testing.T, id, name, value string) {
 	t.Helper()
-	p := filepath.Join(devicesim.Root(n.state), device.ClassDir, id, "status")
-	if err := os.WriteFile(p, []byte(status+"\n"), 0o644); err != nil {
+	p := filepath.Join(devicesim.Root(n.state), device.ClassDir, id, name)
+	if err := os.WriteFile(p, []byte(value+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -335,6 +341,7 @@ func TestLiveAlertsDevicePlugin(t *testing.T) {
 	n.faultsBothModes(t)
 	n.checkDashboard(t)
 	n.plot(t, begin)
+	n.injectorDown(t)
 }
 
 // TestLiveAlertsDRA: mode dra (lpu-dra and lpu-nri) on a simulated node.
@@ -345,6 +352,7 @@ func TestLiveAlertsDRA(t *testing.T) {
 	n.quiet(t, 4*time.Second)
 	n.faultsBothModes(t)
 	n.checkDashboard(t)
+	n.injectorDown(t)
 }
 
 // faultsBothModes injects the faults every mode alerts on: a pod forging
@@ -358,7 +366,7 @@ func (n *node) faultsBothModes(t *testing.T) {
 	}
 	n.waitAlert(t, "LPURefusalsRising", true, map[string]string{"reason": "pod-annotation", "pod": "lpu-node-test"})
 
-	n.setStatus(t, "lpu3", "ECC_ERROR")
+	n.setAttr(t, "lpu3", "status", "ECC_ERROR")
 	took := n.waitAlert(t, "LPUDeviceUnhealthy", true, map[string]string{"device": "lpu3", "node": "node-a", "severity": "warning"})
 	if took < 3*time.Second {
 		t.Errorf("LPUDeviceUnhealthy fired %v after the fault, before its for: %s", took, testFor)
@@ -367,8 +375,36 @@ func (n *node) faultsBothModes(t *testing.T) {
 		t.Fatalf("LPUDeviceUnhealthy alerts %v, want lpu3's only", as)
 	}
 
+	// lpu5 at 97 °C: above both thresholds
+	n.setAttr(t, "lpu5", device.AttrTemperature, "97000")
+	n.waitAlert(t, "LPUTemperatureHigh", true, map[string]string{"device": "lpu5", "node": "node-a", "severity": "warning"})
+	// pending during the wait above, unseen: both rules share the 3 s for:
+	n.waitAlert(t, "LPUTemperatureCritical", false, map[string]string{"device": "lpu5", "node": "node-a", "severity": "critical"})
+	for _, name := range []string{"LPUTemperatureHigh", "LPUTemperatureCritical"} {
+		if as := active(n.prom.alerts(t), name, ""); len(as) != 1 {
+			t.Errorf("%s alerts %v, want lpu5's only", name, as)
+		}
+	}
+
 	n.runtime.Stop()
 	n.waitAlert(t, "LPUInjectorDisconnected", true, map[string]string{"pod": "lpu-node-test", "severity": "critical"})
+}
+
+// injectorDown stops the lpu-nri process, as a crash-looping container
+// leaves its target: LPUMetricsTargetDown fires for lpu-nri's target only.
+// It runs last, after the dashboard queries that need lpu-nri's series.
+func (n *node) injectorDown(t *testing.T) {
+	t.Helper()
+	i := slices.IndexFunc(n.procs, func(p *daemontest.Proc) bool { return p.Name == "lpu-nri" })
+	if i < 0 {
+		t.Fatal("no lpu-nri process")
+	}
+	n.procs[i].Stop()
+	n.procs = slices.Delete(n.procs, i, i+1)
+	n.waitAlert(t, "LPUMetricsTargetDown", true, map[string]string{"container": "lpu-nri", "pod": "lpu-node-test", "severity": "critical"})
+	if as := active(n.prom.alerts(t), "LPUMetricsTargetDown", ""); len(as) != 1 {
+		t.Errorf("LPUMetricsTargetDown alerts %v, want lpu-nri's only", as)
+	}
 }
 
 // checkHonorLabels: with the chart's honorLabels, a held device's

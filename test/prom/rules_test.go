@@ -43,7 +43,22 @@ type alertCase struct {
 const (
 	dpTarget  = `job="lpu-node",namespace="kube-system",pod="lpu-node-x7k2p",container="device-plugin"`
 	nriTarget = `job="lpu-node",namespace="kube-system",pod="lpu-node-x7k2p",container="lpu-nri"`
+	draTarget = `job="lpu-node",namespace="kube-system",pod="lpu-node-dra-q8m4z",container="lpu-dra"`
 )
+
+// targetLabels returns the labels of a target selector body (as dpTarget)
+// with extra pairs added.
+func targetLabels(target string, extra ...string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range strings.Split(target, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = strings.Trim(v, `"`)
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		m[extra[i]] = extra[i+1]
+	}
+	return m
+}
 
 // holder is the labels of the alerts that sum by namespace and pod.
 var holder = map[string]string{"namespace": "kube-system", "pod": "lpu-node-x7k2p"}
@@ -109,6 +124,62 @@ var alertCases = map[string]alertCase{
 		},
 		onset:  6 * time.Minute,
 		labels: holder,
+	},
+	"LPUMetricsTargetDown": {
+		healthy: []series{{`up{` + dpTarget + `}`, "1x40"}},
+		fault:   []series{{`up{` + dpTarget + `}`, "1x5 0x35"}},
+		onset:   6 * time.Minute,
+		labels:  targetLabels(dpTarget),
+	},
+	"LPUMetricsAbsent": {
+		healthy: []series{{`up{` + nriTarget + `}`, "1x40"}},
+		// the target is gone after minute 5; its last sample stays in
+		// the 5 m lookback through minute 10
+		fault:  []series{{`up{` + nriTarget + `}`, "1x5"}},
+		onset:  11 * time.Minute,
+		labels: map[string]string{"job": "lpu-node", "container": "lpu-nri"},
+	},
+	"LPUUninjectedAllocations": {
+		healthy: []series{{`lpu_nri_uninjected_allocations{` + nriTarget + `}`, "0x40"}},
+		fault:   []series{{`lpu_nri_uninjected_allocations{` + nriTarget + `}`, "0x5 1x35"}},
+		onset:   6 * time.Minute,
+		labels:  targetLabels(nriTarget),
+		value:   1,
+	},
+	"LPUClaimPrepareRefusals": {
+		healthy: []series{{`lpu_dra_prepare_refusals_total{` + draTarget + `,node="node-a",reason="held"}`, "0x40"}},
+		// the kubelet retrying a refused claim once a minute
+		fault:  []series{{`lpu_dra_prepare_refusals_total{` + draTarget + `,node="node-a",reason="held"}`, "0x5 1+1x35"}},
+		onset:  6 * time.Minute,
+		labels: map[string]string{"namespace": "kube-system", "pod": "lpu-node-dra-q8m4z", "node": "node-a", "reason": "held"},
+	},
+	"LPUClaimStalePreparation": {
+		healthy: []series{{`lpu_dra_stale_preparations_total{` + draTarget + `,node="node-a"}`, "0x40"}},
+		fault:   []series{{`lpu_dra_stale_preparations_total{` + draTarget + `,node="node-a"}`, "0x5 1x35"}},
+		onset:   6 * time.Minute,
+		labels:  targetLabels(draTarget, "node", "node-a"),
+	},
+	"LPUHeldByDevicePluginPods": {
+		healthy: []series{{`lpu_dra_device_plugin_held_lpus{` + draTarget + `,node="node-a"}`, "0x40"}},
+		// held past the rule's six hours
+		fault:  []series{{`lpu_dra_device_plugin_held_lpus{` + draTarget + `,node="node-a"}`, "0x5 2x400"}},
+		onset:  6 * time.Minute,
+		labels: targetLabels(draTarget, "node", "node-a"),
+		value:  2,
+	},
+	"LPUTemperatureHigh": {
+		healthy: []series{{`lpu_temperature_celsius{` + dpTarget + `,node="node-a",device="lpu5"}`, "45x40"}},
+		fault:   []series{{`lpu_temperature_celsius{` + dpTarget + `,node="node-a",device="lpu5"}`, "45x5 91x35"}},
+		onset:   6 * time.Minute,
+		labels:  targetLabels(dpTarget, "node", "node-a", "device", "lpu5"),
+		value:   91,
+	},
+	"LPUTemperatureCritical": {
+		healthy: []series{{`lpu_temperature_celsius{` + dpTarget + `,node="node-a",device="lpu6"}`, "45x40"}},
+		fault:   []series{{`lpu_temperature_celsius{` + dpTarget + `,node="node-a",device="lpu6"}`, "45x5 97x35"}},
+		onset:   6 * time.Minute,
+		labels:  targetLabels(dpTarget, "node", "node-a", "device", "lpu6"),
+		value:   97,
 	},
 }
 
