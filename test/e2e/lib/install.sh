@@ -230,6 +230,21 @@ node_clean() {
   expect "$what: the seal key stays ($state/seal.key)" "state dir: $(find "$state" -maxdepth 1 -printf '%f ' 2>&1)" test -s "$state/seal.key"
 }
 
+# chart_check WHAT HELM NS: `helm test` runs the chart's check pod
+# (templates/tests/check.yaml: lpu-nri check in a pod asking for LPUs as a
+# workload does, in namespace NS) and it passes; Helm deletes a passing
+# pod. A failing one shows its log and events, and is deleted.
+chart_check() {
+  local what=$1 helm=$2 ns=$3 out
+  if out=$("$helm" test lpu-node --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --timeout 150s 2>&1); then
+    expect "$what: helm test: the check pod got its LPU and opened its device nodes ($(grep -m1 -o 'Phase: *[A-Za-z]*' <<<"$out"))" \
+      "pod lpu-node-check left in $ns after passing" wait_for 30 none_listed kc get pod lpu-node-check -n "$ns" -o name --ignore-not-found
+  else
+    nok "$what: helm test: the check pod passes" "$(tail -4 <<<"$out" | tr '\n' ' ') | log: $(kc logs lpu-node-check -n "$ns" --tail 8 2>&1 | tr '\n' ' ') | $(kc get events -n "$ns" --field-selector involvedObject.name=lpu-node-check -o jsonpath='{range .items[-3:]}{.reason}: {.message} | {end}' 2>/dev/null)"
+    kc delete pod lpu-node-check -n "$ns" --grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1
+  fi
+}
+
 # install_helm HELM CHART: mode devicePlugin from the chart. With NFD
 # (lib/nfd.sh; skipped with one line without NFD_TARBALL) the chart's
 # NodeFeatureRule is enabled and NFD, not the e2e, labels the node.
@@ -259,6 +274,7 @@ install_helm() {
     nok "install: the DaemonSet's pods are Ready" "$(ds_not_ready "$CHART_NS")"
   fi
   [ "$nfd" = true ] && { nfd_feature_labels || true; }
+  chart_check install "$helm" "$CHART_NS"
   four_lpu_pod install "$CHART_STATE"
   helm_upgrade_roll "$helm" "$chart"
   out=$("$helm" uninstall lpu-node --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --wait --timeout 60s 2>&1) ||
@@ -384,6 +400,7 @@ install_dra() {
   else
     nok "dra: the chart made claim template $TPL_STRICT4" "$(kc get resourceclaimtemplates -A 2>&1 | tr '\n' ';')"
   fi
+  if dra_slices_published; then chart_check dra "$helm" default; fi
   # without slices no claim can be allocated: skip the pod's long wait
   dra_pod chart-arc template "$TPL_STRICT4"
   if dra_slices_published && wait_pod chart-arc 90; then
