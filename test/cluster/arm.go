@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,18 +96,24 @@ func (a armSpec) sides() []string {
 	return []string{"pkg/alloc", "kubelet-default"}
 }
 
-// podRec is one pod's life as the harness saw it.
+// podRec is one pod's life as the harness saw it. Its wait, created to
+// started, is split into legs (waitLegs) at claimedAt and boundAt.
 type podRec struct {
 	job     int
 	size    int
 	burst   bool
 	created time.Time
-	started time.Time
-	node    string
-	ids     map[string][]string // by side
-	contig  map[string]bool
-	refused bool
-	gone    bool
+	// claimedAt is when the pod's status first named its claim (DRA: the
+	// resourceclaim controller writes it once the claim exists; the
+	// scheduler waits for it), else its bind; count pods: created.
+	claimedAt time.Time
+	boundAt   time.Time // when the pod was first seen bound to a node
+	started   time.Time
+	node      string
+	ids       map[string][]string // by side
+	contig    map[string]bool
+	refused   bool
+	gone      bool
 }
 
 // runner drives one arm.
@@ -135,19 +142,37 @@ type runner struct {
 	onStart   func(ctx context.Context, p *corev1.Pod) bool
 	frozenAt  time.Time // when the churn's records were frozen
 
+	// reading are the DRA pods whose claim read is in flight (the loop's
+	// own); reads bounds how many run at once.
+	reading map[string]bool
+	reads   chan struct{}
+
 	pending atomic.Int64 // async API calls in flight
 	wg      sync.WaitGroup
 }
 
+// claimReadWidth is how many claim reads run at once: a kubelet reads
+// its own pods' claims, so at any scale they run side by side, bounded
+// here so that a burst does not open a connection per pod.
+const claimReadWidth = 32
+
+// event is what the loop acts on: "claimed" (the pod's status names its
+// claim), "bound" (the pod is on a node), "claim" (its claim read
+// answered: claim or err), "depart" (its lifetime ended). at is when the
+// pod was seen so.
 type event struct {
-	kind string // "bound", "depart"
-	name string
-	pod  *corev1.Pod
+	kind  string
+	name  string
+	pod   *corev1.Pod
+	at    time.Time
+	claim *resourcev1.ResourceClaim
+	err   error
 }
 
 func newRunner(cs kubernetes.Interface, spec armSpec, nodes []*simNode, unit time.Duration, seed uint64, logf func(string, ...any)) *runner {
 	r := &runner{cs: cs, spec: spec, nodes: map[string]*simNode{}, unit: unit, logf: logf,
 		events: make(chan event, 4096), pods: map[string]*podRec{}, held: map[string]map[string]map[string]bool{}, arcs: map[string]map[string][]alloc.Arc{},
+		reading: map[string]bool{}, reads: make(chan struct{}, claimReadWidth),
 		rng: rand.New(rand.NewPCG(seed, 0x6b756265))}
 	for _, n := range nodes {
 		r.nodes[n.name] = n
@@ -194,20 +219,29 @@ func (r *runner) pod(name string, size int) *corev1.Pod {
 }
 
 // watch plays the kubelet's eyes: every pod of the arm bound to a node
-// becomes an event for the loop.
+// becomes an event for the loop, and so does a pod's status first naming
+// its claim (the claim leg of its wait ends there).
 func (r *runner) watch(ctx context.Context) error {
 	f := informers.NewSharedInformerFactoryWithOptions(r.cs, 0, informers.WithNamespace(namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = "arm=" + r.spec.name }))
 	inf := f.Core().V1().Pods().Informer()
-	handle := func(obj any) {
+	handle := func(old, obj any) {
 		p, ok := obj.(*corev1.Pod)
-		if ok && p.Spec.NodeName != "" && p.Status.Phase == corev1.PodPending && p.DeletionTimestamp == nil {
-			r.events <- event{kind: "bound", name: p.Name, pod: p}
+		if !ok || p.Status.Phase != corev1.PodPending || p.DeletionTimestamp != nil {
+			return
+		}
+		now := time.Now()
+		if p.Spec.NodeName != "" {
+			r.events <- event{kind: "bound", name: p.Name, pod: p, at: now}
+			return
+		}
+		if o, _ := old.(*corev1.Pod); claimName(p) != "" && (o == nil || claimName(o) == "") {
+			r.events <- event{kind: "claimed", name: p.Name, at: now}
 		}
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    handle,
-		UpdateFunc: func(_, n any) { handle(n) },
+		AddFunc:    func(n any) { handle(nil, n) },
+		UpdateFunc: handle,
 	}); err != nil {
 		return err
 	}
@@ -226,8 +260,12 @@ func (r *runner) loop(ctx context.Context) {
 			return
 		case ev := <-r.events:
 			switch ev.kind {
+			case "claimed":
+				r.claimed(ev.name, ev.at)
 			case "bound":
-				r.bound(ctx, ev.pod)
+				r.bound(ctx, ev.pod, ev.at)
+			case "claim":
+				r.claimAnswered(ctx, ev)
 			case "depart":
 				r.depart(ctx, ev.name)
 			}
@@ -241,14 +279,28 @@ func (r *runner) record(name string) *podRec {
 	return r.pods[name]
 }
 
-// bound is the kubelet's admission of a bound pod: DRA reads the claim's
-// allocation (and republishes the order in the dynamic arms, as lpu-dra
-// does on Prepare); the device plugin picks LPUs with pkg/alloc (or as
-// the kubelet does without a preferred allocation) and, strict, refuses a
-// scattered set.
-func (r *runner) bound(ctx context.Context, p *corev1.Pod) {
+// claimed records when the pod's status first named its claim.
+func (r *runner) claimed(name string, at time.Time) {
+	rec := r.record(name)
+	if rec == nil {
+		return
+	}
+	r.mu.Lock()
+	if rec.claimedAt.IsZero() {
+		rec.claimedAt = at
+	}
+	r.mu.Unlock()
+}
+
+// bound is the kubelet's admission of a bound pod, seen bound at at: the
+// device plugin picks LPUs with pkg/alloc (or as the kubelet does without
+// a preferred allocation) and, strict, refuses a scattered set; DRA
+// starts reading the claim's allocation off the loop, as each node's
+// kubelet does on its own, and admits the pod when the read answers
+// (claimAnswered).
+func (r *runner) bound(ctx context.Context, p *corev1.Pod, at time.Time) {
 	rec := r.record(p.Name)
-	if rec == nil || !rec.started.IsZero() || rec.refused || rec.gone {
+	if rec == nil || !rec.started.IsZero() || rec.refused || rec.gone || r.reading[p.Name] {
 		return
 	}
 	n := r.nodes[p.Spec.NodeName]
@@ -256,11 +308,88 @@ func (r *runner) bound(ctx context.Context, p *corev1.Pod) {
 		r.errs = append(r.errs, fmt.Sprintf("pod %s bound to unknown node %s", p.Name, p.Spec.NodeName))
 		return
 	}
-	ids, arcs, err := r.admitIDs(ctx, p, n, rec.size)
+	r.mu.Lock()
+	if rec.boundAt.IsZero() {
+		rec.boundAt = at
+	}
+	if rec.claimedAt.IsZero() {
+		// A count pod has no claim; a DRA pod whose claim was not seen
+		// before its bind has the claim leg up to the bind.
+		rec.claimedAt = rec.created
+		if r.spec.dra {
+			rec.claimedAt = rec.boundAt
+		}
+	}
+	r.mu.Unlock()
+	if !r.spec.dra {
+		ids := map[string][]string{}
+		for _, side := range r.spec.sides() {
+			ids[side] = r.pick(side, n, rec.size)
+		}
+		r.admit(ctx, p, n, rec, ids, nil)
+		return
+	}
+	name := claimName(p)
+	if name == "" {
+		r.errs = append(r.errs, fmt.Sprintf("bound pod %s has no claim in its status", p.Name))
+		return
+	}
+	r.reading[p.Name] = true
+	r.readClaim(ctx, p, name)
+}
+
+// readClaim gets the pod's claim off the loop, at most claimReadWidth at
+// a time, and posts the answer to the loop as a "claim" event.
+func (r *runner) readClaim(ctx context.Context, p *corev1.Pod, claim string) {
+	r.async(func() {
+		select {
+		case r.reads <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		ev := event{kind: "claim", name: p.Name, pod: p}
+		ev.claim, ev.err = r.cs.ResourceV1().ResourceClaims(namespace).Get(ctx, claim, metav1.GetOptions{})
+		<-r.reads
+		if ev.err != nil {
+			ev.err = fmt.Errorf("pod %s: get claim %s: %w", p.Name, claim, ev.err)
+		}
+		select {
+		case r.events <- ev:
+		case <-ctx.Done():
+		}
+	})
+}
+
+// claimAnswered admits a DRA pod whose claim read answered. A pod that
+// departed (was deleted) while its read was in flight holds nothing yet
+// and is dropped; a failed read is a harness error, and the pod's next
+// update reads again.
+func (r *runner) claimAnswered(ctx context.Context, ev event) {
+	delete(r.reading, ev.name)
+	rec := r.record(ev.name)
+	if rec == nil || !rec.started.IsZero() || rec.refused || rec.gone {
+		return
+	}
+	if ev.err != nil {
+		if ctx.Err() == nil {
+			r.errs = append(r.errs, ev.err.Error())
+		}
+		return
+	}
+	n := r.nodes[ev.pod.Spec.NodeName]
+	ids, arcs, err := claimIDs(ev.pod, n, ev.claim)
 	if err != nil {
 		r.errs = append(r.errs, err.Error())
 		return
 	}
+	r.admit(ctx, ev.pod, n, rec, map[string][]string{"dra": ids}, arcs)
+}
+
+// admit starts the pod bound to n with the LPUs each side gave it (ids)
+// and, DRA, its claim's arcs: it checks them, holds them, republishes
+// (the dynamic arms, as lpu-dra does on Prepare), marks the pod running
+// and schedules its departure; strict refuses a scattered set.
+func (r *runner) admit(ctx context.Context, p *corev1.Pod, n *simNode, rec *podRec, ids map[string][]string, arcs []alloc.Arc) {
 	contig := r.checkIDs(p, n, rec.size, ids)
 	now := time.Now()
 	if r.spec.strict && !contig["pkg/alloc"] {
@@ -297,25 +426,6 @@ func (r *runner) bound(ctx context.Context, p *corev1.Pod) {
 	}
 }
 
-// admitIDs returns the LPUs each side gives the pod of size LPUs bound to
-// n: the claim's allocation under DRA (and its arcs), else each
-// device-plugin side's pick.
-func (r *runner) admitIDs(ctx context.Context, p *corev1.Pod, n *simNode, size int) (map[string][]string, []alloc.Arc, error) {
-	ids := map[string][]string{}
-	if r.spec.dra {
-		got, arcs, err := r.claimIDs(ctx, p, n)
-		if err != nil {
-			return nil, nil, err
-		}
-		ids["dra"] = got
-		return ids, arcs, nil
-	}
-	for _, side := range r.spec.sides() {
-		ids[side] = r.pick(side, n, size)
-	}
-	return ids, nil, nil
-}
-
 // checkIDs records an error for every LPU given twice and every set of
 // the wrong size or off n's rings, and returns whether each side's set is
 // contiguous.
@@ -337,24 +447,23 @@ func (r *runner) checkIDs(p *corev1.Pod, n *simNode, size int, ids map[string][]
 	return contig
 }
 
-// claimIDs reads the LPUs and arcs the scheduler allocated to the pod's
-// claim.
-func (r *runner) claimIDs(ctx context.Context, p *corev1.Pod, n *simNode) ([]string, []alloc.Arc, error) {
-	var claimName string
+// claimName is the name of the pod's claim from its status ("" until
+// the resourceclaim controller has made it).
+func claimName(p *corev1.Pod) string {
+	var name string
 	for _, s := range p.Status.ResourceClaimStatuses {
 		if s.ResourceClaimName != nil {
-			claimName = *s.ResourceClaimName
+			name = *s.ResourceClaimName
 		}
 	}
-	if claimName == "" {
-		return nil, nil, fmt.Errorf("bound pod %s has no claim in its status", p.Name)
-	}
-	claim, err := r.cs.ResourceV1().ResourceClaims(namespace).Get(ctx, claimName, metav1.GetOptions{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("pod %s: get claim %s: %w", p.Name, claimName, err)
-	}
+	return name
+}
+
+// claimIDs returns the LPUs and arcs the scheduler allocated to claim,
+// the claim of pod p bound to n.
+func claimIDs(p *corev1.Pod, n *simNode, claim *resourcev1.ResourceClaim) ([]string, []alloc.Arc, error) {
 	if claim.Status.Allocation == nil {
-		return nil, nil, fmt.Errorf("pod %s bound with claim %s unallocated", p.Name, claimName)
+		return nil, nil, fmt.Errorf("pod %s bound with claim %s unallocated", p.Name, claim.Name)
 	}
 	var ids []string
 	var arcs []alloc.Arc

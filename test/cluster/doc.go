@@ -10,8 +10,9 @@
 // The harness plays each node's kubelet and node agent: it keeps the
 // Node objects Ready (the apiserver's TaintNodesByCondition admission and
 // the node-lifecycle controller are off, since nothing renews leases),
-// treats a bound pod as admitted and started, and deletes it when its
-// lifetime ends.
+// admits and starts a bound pod (DRA: after reading its claim, off the
+// node loop as each node's kubelet does, at most 32 reads at a time),
+// and deletes it when its lifetime ends.
 //
 // # Arms
 //
@@ -62,7 +63,10 @@
 // exponential lifetimes, offered load 0.9) in real time, one mean lifetime
 // being -unit. A pod that does not fit waits; the churn ends one unit after
 // the last arrival. It reports per arm the multi-LPU pods started on a
-// contiguous arc, scattered, refused and still waiting; waits p50/p99; the
+// contiguous arc, scattered, refused and still waiting; waits p50/p99 and
+// the p50 of their legs (claim: created until the pod's status names its
+// claim, 0 for count pods; bind: until seen bound; admit: until started;
+// wait_claim_p50_s, wait_bind_p50_s, wait_admit_p50_s); the
 // count bound (perfect compaction per node); scheduling-attempt latency
 // from the scheduler's histogram; apiserver and scheduler CPU seconds per
 // 1,000 pods and RSS; ResourceSlice count, bytes and writes. Output:

@@ -46,6 +46,11 @@ type row struct {
 	Errors                       []string
 	ChurnSeconds                 float64
 	Gang                         *gangRow // gang arms only
+
+	// The legs' p50s (waitLegs); a p50 each, so they need not add up
+	// to WaitP50. Legs are every started multi-LPU pod's.
+	WaitClaimP50, WaitBindP50, WaitAdmitP50 float64
+	Legs                                    []waitLegs
 }
 
 // profileSpan is how long -profile records the scheduler from the start
@@ -119,18 +124,47 @@ func runArm(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scrape
 		rows = append(rows, w)
 		// The row in the log too: a long run stopped before its end
 		// still has the arms it finished.
-		logf("arm %s (%s): contiguous %d/%d, scattered %d, refused %d, waiting %d, wait p50/p99 %.2f/%.2f s, burst %.1f pods/s, sched p50/p99 %.1f/%.1f ms, apiserver/scheduler CPU s per 1k %.1f/%.1f, slices %d (%d B), writes %d, errors %d",
-			w.Arm, w.Side, w.Contiguous, w.Multi, w.Scattered, w.Refused, w.Waiting, w.WaitP50, w.WaitP99, w.Throughput,
+		logf("arm %s (%s): contiguous %d/%d, scattered %d, refused %d, waiting %d, wait p50/p99 %.2f/%.2f s (legs p50 claim/bind/admit %.3f/%.3f/%.3f s), burst %.1f pods/s, sched p50/p99 %.1f/%.1f ms, apiserver/scheduler CPU s per 1k %.1f/%.1f, slices %d (%d B), writes %d, errors %d",
+			w.Arm, w.Side, w.Contiguous, w.Multi, w.Scattered, w.Refused, w.Waiting, w.WaitP50, w.WaitP99,
+			w.WaitClaimP50, w.WaitBindP50, w.WaitAdmitP50, w.Throughput,
 			w.LatP50*1000, w.LatP99*1000, w.APICPUPer1k, w.SchedCPUPer1k, w.Slices, w.SliceBytes, w.Rewrites, len(w.Errors))
 	}
 	logf("arm %s done in %v", spec.name, took.Round(time.Second))
 	return rows, nil
 }
 
+// waitLegs is a started pod's wait, in seconds, split where it changed
+// hands: Claim from its creation until its status named its claim (DRA;
+// 0 for a count pod, which has none), Bind until the harness saw it bound
+// to a node (the scheduler's allocation and bind), Admit until the
+// harness started it (the node side: DRA's claim read, the device
+// plugin's pick). They add up to Total, the wait.
+type waitLegs struct{ Claim, Bind, Admit, Total float64 }
+
+// legsOf splits rec's wait (rec started). A mark not seen, or out of
+// order, is moved to the previous one (or, past the start, to the
+// start), so that every leg is ≥ 0 and the legs add up to the wait.
+func legsOf(rec podRec) waitLegs {
+	at := func(t, lo, hi time.Time) time.Time {
+		if t.IsZero() || t.Before(lo) {
+			return lo
+		}
+		if t.After(hi) {
+			return hi
+		}
+		return t
+	}
+	claimed := at(rec.claimedAt, rec.created, rec.started)
+	bound := at(rec.boundAt, claimed, rec.started)
+	return waitLegs{Claim: claimed.Sub(rec.created).Seconds(), Bind: bound.Sub(claimed).Seconds(),
+		Admit: rec.started.Sub(bound).Seconds(), Total: rec.started.Sub(rec.created).Seconds()}
+}
+
 // tally counts the multi-LPU pods of frozen by what side gave them
-// (refused, waiting, contiguous, scattered) and their waits.
+// (refused, waiting, contiguous, scattered) and their waits, whole and
+// by leg.
 func (w *row) tally(frozen map[string]podRec, side string) {
-	var waits []float64
+	var waits, claims, binds, admits []float64
 	for _, rec := range frozen {
 		if rec.size == 1 {
 			continue
@@ -147,10 +181,13 @@ func (w *row) tally(frozen map[string]podRec, side string) {
 			w.Scattered++
 		}
 		if !rec.started.IsZero() {
-			waits = append(waits, rec.started.Sub(rec.created).Seconds())
+			l := legsOf(rec)
+			w.Legs = append(w.Legs, l)
+			waits, claims, binds, admits = append(waits, l.Total), append(claims, l.Claim), append(binds, l.Bind), append(admits, l.Admit)
 		}
 	}
 	w.WaitP50, w.WaitP99 = percentile(waits, 0.5), percentile(waits, 0.99)
+	w.WaitClaimP50, w.WaitBindP50, w.WaitAdmitP50 = percentile(claims, 0.5), percentile(binds, 0.5), percentile(admits, 0.5)
 }
 
 func sliceStats(nodes []*simNode) int {
@@ -205,7 +242,9 @@ func share(a, b int) float64 {
 var csvHeader = []string{"nodes", "two_ring_nodes", "arm", "node_side", "multi_arrivals", "contiguous", "contiguous_share", "share_of_bound",
 	"scattered", "refused", "waiting_at_end", "wait_p50_s", "wait_p99_s", "burst_pods_per_s", "sched_latency_p50_ms", "sched_latency_p99_ms",
 	"apiserver_cpu_s_per_1k_pods", "scheduler_cpu_s_per_1k_pods", "apiserver_rss_mib", "scheduler_rss_mib",
-	"resourceslices", "resourceslice_bytes", "resourceslice_writes", "harness_errors"}
+	"resourceslices", "resourceslice_bytes", "resourceslice_writes", "harness_errors",
+	// Added after the others, so that an older CSV is a prefix of this.
+	"wait_claim_p50_s", "wait_bind_p50_s", "wait_admit_p50_s"}
 
 func f(x float64, p int) string {
 	if math.IsNaN(x) {
@@ -222,7 +261,7 @@ func (res *results) csvRows() [][]string {
 			strconv.Itoa(w.Scattered), strconv.Itoa(w.Refused), strconv.Itoa(w.Waiting), f(w.WaitP50, 2), f(w.WaitP99, 2),
 			f(w.Throughput, 1), f(w.LatP50*1000, 2), f(w.LatP99*1000, 2), f(w.APICPUPer1k, 1), f(w.SchedCPUPer1k, 1),
 			f(w.APIRSS, 0), f(w.SchedRSS, 0), strconv.Itoa(w.Slices), strconv.Itoa(w.SliceBytes), strconv.Itoa(w.Rewrites),
-			strconv.Itoa(len(w.Errors))})
+			strconv.Itoa(len(w.Errors)), f(w.WaitClaimP50, 3), f(w.WaitBindP50, 3), f(w.WaitAdmitP50, 3)})
 	}
 	return out
 }
@@ -264,12 +303,13 @@ func table(cfg config, res *results) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nN=%d nodes (%d two-ring), %d LPUs, %d arrivals (%d multi-LPU), seed %d, load %.2f, unit %v; count bound starts %d multi-LPU pods\n\n",
 		res.Nodes, res.TwoRing, res.Capacity, res.Pods, res.Multi, cfg.Seed, cfg.Load, cfg.Unit, res.Bound)
-	b.WriteString("| arm | contiguous / multi | of bound | scattered | refused | waiting at end | wait p50/p99 s | burst pods/s | sched p50/p99 ms | apiserver / scheduler CPU s per 1k pods | RSS MiB | slices (KiB) | slice writes |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| arm | contiguous / multi | of bound | scattered | refused | waiting at end | wait p50/p99 s | wait legs p50 claim / bind / admit s | burst pods/s | sched p50/p99 ms | apiserver / scheduler CPU s per 1k pods | RSS MiB | slices (KiB) | slice writes |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, w := range res.Rows {
-		fmt.Fprintf(&b, "| %s | %d/%d = %s %% | %s %% | %d | %d | %d | %s / %s | %s | %s / %s | %s / %s | %s / %s | %d (%d) | %d |\n",
+		fmt.Fprintf(&b, "| %s | %d/%d = %s %% | %s %% | %d | %d | %d | %s / %s | %s / %s / %s | %s | %s / %s | %s / %s | %s / %s | %d (%d) | %d |\n",
 			w.name(), w.Contiguous, w.Multi, f(100*share(w.Contiguous, w.Multi), 1), f(100*share(w.Contiguous, res.Bound), 1),
-			w.Scattered, w.Refused, w.Waiting, f(w.WaitP50, 2), f(w.WaitP99, 2), f(w.Throughput, 1),
+			w.Scattered, w.Refused, w.Waiting, f(w.WaitP50, 2), f(w.WaitP99, 2),
+			f(w.WaitClaimP50, 3), f(w.WaitBindP50, 3), f(w.WaitAdmitP50, 3), f(w.Throughput, 1),
 			f(w.LatP50*1000, 1), f(w.LatP99*1000, 1), f(w.APICPUPer1k, 1), f(w.SchedCPUPer1k, 1), f(w.APIRSS, 0), f(w.SchedRSS, 0),
 			w.Slices, w.SliceBytes/1024, w.Rewrites)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,6 +70,7 @@ func TestSmoke(t *testing.T) {
 		if w.Contiguous+w.Scattered+w.Refused+w.Waiting != w.Multi {
 			t.Errorf("%s: outcomes do not add up: %+v", w.name(), w)
 		}
+		checkLegs(t, w)
 		if w.Throughput <= 0 || w.Scheduled <= 0 {
 			t.Errorf("%s: no scheduler throughput measured (%.1f pods/s, %.0f scheduled)", w.name(), w.Throughput, w.Scheduled)
 		}
@@ -121,4 +123,38 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("dra-dynamic started %d contiguous, fewer than device plugin + kubelet default (%d)", d.Contiguous, k.Contiguous)
 	}
 	t.Run("gang", smokeGang)
+}
+
+// checkLegs checks a row's wait legs: one per started multi-LPU pod, each
+// ≥ 0 and adding up to the pod's wait; a count pod has no claim leg, a
+// DRA pod's claim is seen after its creation; each leg's p50 is at most
+// the wait's (a pod's leg is at most its wait).
+func checkLegs(t *testing.T, w row) {
+	t.Helper()
+	if len(w.Legs) != w.Contiguous+w.Scattered || len(w.Legs) == 0 {
+		t.Errorf("%s: legs of %d pods, %d started", w.name(), len(w.Legs), w.Contiguous+w.Scattered)
+		return
+	}
+	claimed := 0
+	for _, l := range w.Legs {
+		if l.Claim < 0 || l.Bind < 0 || l.Admit < 0 || math.Abs(l.Claim+l.Bind+l.Admit-l.Total) > 1e-6 {
+			t.Errorf("%s: legs %+v negative or not adding up to the wait", w.name(), l)
+		}
+		if l.Claim > 0 {
+			claimed++
+		}
+	}
+	switch {
+	case w.Side != "dra" && (claimed != 0 || w.WaitClaimP50 != 0):
+		t.Errorf("%s: count pods with a claim leg: %d, p50 %g", w.name(), claimed, w.WaitClaimP50)
+	case w.Side == "dra" && claimed == 0:
+		t.Errorf("%s: no DRA pod had a claim leg", w.name())
+	}
+	for leg, v := range map[string]float64{"claim": w.WaitClaimP50, "bind": w.WaitBindP50, "admit": w.WaitAdmitP50} {
+		if !(v >= 0 && v <= w.WaitP50+1e-9) {
+			t.Errorf("%s: %s leg p50 %g, wait p50 %g", w.name(), leg, v, w.WaitP50)
+		}
+	}
+	t.Logf("%s: wait p50 %.3f s, legs p50 claim %.3f / bind %.3f / admit %.3f s over %d pods",
+		w.name(), w.WaitP50, w.WaitClaimP50, w.WaitBindP50, w.WaitAdmitP50, len(w.Legs))
 }
