@@ -173,6 +173,12 @@ func TestChartNodeModes(t *testing.T) {
 				}
 			}
 
+			// The helm test pod is no DaemonSet's.
+			pod := checkPod(t, helm, append(base, "nodeModes.enabled=true")...)
+			for name, ds := range on.DaemonSets {
+				selects(t, name, ds.Spec.Selector, pod)
+			}
+
 			// Every LPU node runs exactly one allocator and one lpu-nri,
 			// those of its mode and its config.
 			for _, mode := range []string{"", "devicePlugin", "dra", "typo"} {
