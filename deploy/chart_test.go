@@ -667,8 +667,10 @@ func TestChartImageDigest(t *testing.T) {
 func TestChartLint(t *testing.T) {
 	helm := helmBinary(t)
 	for name, sets := range map[string][]string{
-		"defaults": nil,
-		"cdi":      {"config.injection.mode=cdi", "metrics.serviceMonitor.enabled=true"},
+		"defaults":              nil,
+		"cdi":                   {"config.injection.mode=cdi", "metrics.serviceMonitor.enabled=true"},
+		"nodeModes":             {"nodeModes.enabled=true", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"},
+		"nodeModes in mode dra": {"mode=dra", "nodeModes.enabled=true", "nodeConfigs.configs.ring4.allocation.policy=strict"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			args := []string{"lint", chartDir, "--strict", "--namespace", namespace}

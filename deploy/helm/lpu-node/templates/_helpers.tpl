@@ -60,10 +60,41 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- if or (has .Values.config.injection.mode (list "cdi" "auto")) (.Values.config.security | default dict).runtimeGuard -}}true{{- end -}}
 {{- end -}}
 
-{{/* The ConfigMap body: the versioned node config. */}}
+{{/* The modes the release serves, as a JSON list (fromJsonArray): mode,
+     and with nodeModes.enabled the other one too (the nodes labelled
+     nodeModes.label=<other mode>). Refuses nodeModes values that cannot
+     work. */}}
+{{- define "lpu-node.modes" -}}
+{{- $nm := .Values.nodeModes | default dict -}}
+{{- if $nm.enabled -}}
+{{- if eq $nm.label .Values.nodeConfigs.label -}}
+{{- fail (printf "nodeModes.label and nodeConfigs.label are both %s: a node's mode and its config need labels of their own" $nm.label) -}}
+{{- end -}}
+{{- if hasKey (.Values.nodeSelector | default dict) $nm.label -}}
+{{- fail (printf "nodeModes.label %s is a key of nodeSelector: a node labelled with a mode would leave the release's nodes; pick another nodeModes.label" $nm.label) -}}
+{{- end -}}
+["devicePlugin","dra"]
+{{- else -}}
+{{- list .Values.mode | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The mode a node labelled nodeModes.label chooses when it is not the release's mode. */}}
+{{- define "lpu-node.otherMode" -}}
+{{- ternary "devicePlugin" "dra" (eq .Values.mode "dra") -}}
+{{- end -}}
+
+{{/* The mode of the DaemonSet being rendered: the release's mode, or the
+     other mode's (.Values._nodeMode, templates/_nodeconfigs.tpl). */}}
+{{- define "lpu-node.nodeMode" -}}
+{{- .Values._nodeMode | default .Values.mode -}}
+{{- end -}}
+
+{{/* The ConfigMap body: the versioned node config (with lpu-dra's part
+     when the release serves mode dra on any node). */}}
 {{- define "lpu-node.config" -}}
 {{- $cfg := .Values.config -}}
-{{- if eq .Values.mode "dra" -}}
+{{- if has "dra" (include "lpu-node.modes" . | fromJsonArray) -}}
 {{- $cfg = deepCopy .Values.config -}}
 {{- $_ := set $cfg "dra" (dict "arcSizes" (ternary (list) .Values.dra.arcSizes .Values.dra.publishEveryArc)) -}}
 {{- end -}}
