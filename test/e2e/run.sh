@@ -63,6 +63,8 @@ source "$E2E_DIR/lib/install.sh"
 source "$E2E_DIR/lib/install_upgrade.sh"
 # shellcheck source=lib/install_dra_cases.sh
 source "$E2E_DIR/lib/install_dra_cases.sh"
+# shellcheck source=lib/install_nodemode.sh
+source "$E2E_DIR/lib/install_nodemode.sh"
 # shellcheck source=lib/security.sh
 source "$E2E_DIR/lib/security.sh"
 # shellcheck source=lib/dra_shared.sh

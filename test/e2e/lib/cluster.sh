@@ -199,6 +199,10 @@ EOF
   fi
 }
 
+# cluster_pr_sock: the registered kubelet's PodResources socket (its root
+# is $BASE/kubelet-c/root, kubelet_launch).
+cluster_pr_sock() { echo "$BASE/kubelet-c/root/pod-resources/kubelet.sock"; }
+
 registered_kubelet_start() { kubelet_launch c "$KNODE" --kubeconfig "$CL/kubelet.kubeconfig"; }
 
 node_ready() {
@@ -271,7 +275,7 @@ cluster_up() {
   control_plane_up
   # one config for lpu-nri and lpu-dra, the e2e's usual one (health: 1 s
   # resync, 2 readings to flip), its CDI dir the one containerd a reads
-  write_config "$CFG" nri "$DRA_CDI"
+  PR_SOCK=$(cluster_pr_sock) write_config "$CFG" nri "$DRA_CDI"
   DRA_CFG=$CFG
   ctd_config a on
   registered_kubelet_config "$([ "${1:-}" = bare ] && echo bridge)"

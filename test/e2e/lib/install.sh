@@ -374,7 +374,7 @@ install_dra() {
   if ! out=$("$helm" install lpu-node "$chart" --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --create-namespace \
     --set mode=dra --set image.repository=localhost/lpu-node --set image.tag=e2e --set image.pullPolicy=Never \
     --set simulate=8 --set config.stateDir="$state" --set config.nri.socket="$(nri_sock a)" \
-    --set config.cdi.specDir="$DRA_CDI" --set nfd.enabled=false \
+    --set config.cdi.specDir="$DRA_CDI" --set nfd.enabled=false --set config.kubelet.podResourcesSocket="$(cluster_pr_sock)" \
     --set dra.pluginDir="$DRA_PLUGIN_DIR" --set dra.registryDir="$DRA_REGISTRY_DIR" \
     --set "dra.extraEnv[0].name=KUBERNETES_SERVICE_HOST" --set "dra.extraEnv[0].value=${API_RELAY%:*}" \
     --set "dra.extraEnv[1].name=KUBERNETES_SERVICE_PORT" --set-string "dra.extraEnv[1].value=${API_RELAY#*:}" \
@@ -458,4 +458,5 @@ scenario_install() {
   install_helm "$helm" "$chart"
   install_manifests "$ref"
   install_dra "$helm" "$chart"
+  install_node_mode "$helm" "$chart" # lib/install_nodemode.sh
 }

@@ -225,7 +225,9 @@ make_orion_node() {
 
 # write_config FILE MODE SPECDIR [orion]: the daemons' config (both read the
 # same file): the LPU node's, or with orion the Orion node's (xilinx
-# discovery, its network table, no driver mount).
+# discovery, its network table, no driver mount). With PR_SOCK set, the
+# kubelet's PodResources socket is that (lpu-dra publishes no free LPU
+# until it answers).
 write_config() {
   local root=$ROOT head mounts
   if [ "${4:-}" = orion ]; then
@@ -256,7 +258,8 @@ health:
   failureThreshold: 2
   recoveryThreshold: 2
 kubelet:
-  devicePluginDir: $DP_DIR
+  devicePluginDir: $DP_DIR${PR_SOCK:+
+  podResourcesSocket: $PR_SOCK}
 cdi:
   specDir: $3
 log:

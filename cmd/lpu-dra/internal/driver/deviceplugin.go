@@ -33,6 +33,19 @@ func (d *Driver) devicePluginHolder(id string) (podresources.Holder, bool) {
 	return h, ok
 }
 
+// devicePluginKnown says whether the driver knows which LPUs device-plugin
+// pods hold: PodResources answered once, or the driver reads none
+// (Options.DevicePlugin nil). Until then it publishes no free LPU and
+// Prepare refuses new claims.
+func (d *Driver) devicePluginKnown() bool {
+	if d.opts.DevicePlugin == nil {
+		return true
+	}
+	d.dpMu.Lock()
+	defer d.dpMu.Unlock()
+	return d.dpKnown
+}
+
 // devicePluginHeld lists the LPUs device-plugin pods hold, sorted.
 func (d *Driver) devicePluginHeld() []string {
 	d.dpMu.Lock()
@@ -45,9 +58,10 @@ func (d *Driver) devicePluginHeld() []string {
 // LPUs held by device-plugin pods change. Those LPUs leave the published
 // pool and Prepare refuses them: on a node moved from the device plugin to
 // DRA without draining (the kubelet keeps running its device-plugin pods),
-// the scheduler must not hand them to a claim. A failed read keeps the last
-// set (nothing held before the first success) and is logged once per
-// change; it returns nil at once without Options.DevicePlugin.
+// the scheduler must not hand them to a claim. Until the first successful
+// read every LPU counts as held (devicePluginKnown); a later failed read
+// keeps the last set. Failures are logged once per change; it returns nil
+// at once without Options.DevicePlugin.
 func (d *Driver) WatchDevicePlugin(ctx context.Context) error {
 	if d.opts.DevicePlugin == nil {
 		return nil
@@ -62,7 +76,11 @@ func (d *Driver) WatchDevicePlugin(ctx context.Context) error {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			if err.Error() != lastErr {
-				d.log.Warn("cannot read which LPUs device-plugin pods hold (kubelet PodResources); keeping the last answer", "err", err)
+				if d.devicePluginKnown() {
+					d.log.Warn("cannot read which LPUs device-plugin pods hold (kubelet PodResources); keeping the last answer", "err", err)
+				} else {
+					d.log.Error("cannot read which LPUs device-plugin pods hold (kubelet PodResources); publishing no free LPU and preparing no new claim until it answers (check kubelet.podResourcesSocket and its mount)", "err", err)
+				}
 			}
 			lastErr = err.Error()
 		case err == nil:
@@ -83,8 +101,9 @@ func (d *Driver) WatchDevicePlugin(ctx context.Context) error {
 // setDevicePluginHeld records held, logging and republishing on a change.
 func (d *Driver) setDevicePluginHeld(held map[string]podresources.Holder) {
 	d.dpMu.Lock()
-	changed := !maps.Equal(held, d.dpHeld)
-	d.dpHeld = held
+	first := !d.dpKnown
+	changed := first || !maps.Equal(held, d.dpHeld)
+	d.dpHeld, d.dpKnown = held, true
 	d.dpMu.Unlock()
 	if !changed {
 		return
@@ -93,6 +112,8 @@ func (d *Driver) setDevicePluginHeld(held map[string]podresources.Holder) {
 	if len(held) > 0 {
 		d.log.Error("device-plugin pods hold LPUs on this DRA node: not publishing them until those pods end (drain the node before moving it to DRA)",
 			"lpus", slices.Sorted(maps.Keys(held)), "holders", holderNames(held))
+	} else if first {
+		d.log.Info("the kubelet's PodResources shows no device-plugin pod holding an LPU; publishing every LPU")
 	} else {
 		d.log.Info("no device-plugin pod holds an LPU any more; publishing every LPU")
 	}

@@ -69,3 +69,45 @@ func TestDevicePluginPodsKeepTheirLPUs(t *testing.T) {
 		t.Fatalf("Prepare of lpu2-lpu3 after the pod ended: %v", got.Err)
 	}
 }
+
+// TestUnreadPodResourcesFailsClosed: until the kubelet's PodResources
+// answers once, lpu-dra cannot know which LPUs device-plugin pods hold, so
+// it publishes no free arc and Prepare refuses a new claim (not_ready);
+// once it answers (a device-plugin pod holding lpu2) every other LPU is
+// published and a free arc prepares.
+func TestUnreadPodResourcesFailsClosed(t *testing.T) {
+	sock := filepath.Join(daemontest.ShortDir(t), "pr.sock") // nobody serves it yet
+	client := podresources.New(sock, "hyperaccel.ai/lpu")
+	t.Cleanup(func() { client.Close() })
+	m := NewMetrics(node)
+	d, err := New(newStatic(t, ring8()), Options{NodeName: node, StateDir: t.TempDir(), CDIDir: filepath.Join(t.TempDir(), "cdi"),
+		Inject: inject.Options{}, Metrics: m, DevicePlugin: client, DevicePluginInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, d: d, metrics: m}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.WatchDevicePlugin(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("WatchDevicePlugin: %v", err)
+		}
+	})
+	time.Sleep(100 * time.Millisecond) // several failed reads
+	if arcs := publishedArcs(t, e); len(arcs) != 0 {
+		t.Fatalf("published %d arcs before PodResources answered, want none: %v", len(arcs), arcs)
+	}
+	if got := e.prepare(claim("c1", arc(4, 4))); got.Err == nil || !strings.Contains(got.Err.Error(), "PodResources has not answered") {
+		t.Fatalf("Prepare before PodResources answered = %v, want refused", got.Err)
+	}
+
+	srv := podresourcestest.Start(t, sock)
+	srv.SetPods(podresourcestest.Holding{Namespace: "team", Pod: "old-job", Container: "main",
+		Resource: "hyperaccel.ai/lpu", DeviceIDs: []string{"lpu2"}})
+	daemontest.Eventually(t, 5*time.Second, "every LPU but lpu2 published", func() bool { return len(publishedArcs(t, e)) == free8(2) })
+	if got := e.prepare(claim("c2", arc(4, 4))); got.Err != nil {
+		t.Fatalf("Prepare of a free arc once PodResources answered: %v", got.Err)
+	}
+}

@@ -114,8 +114,9 @@ type Driver struct {
 	builder  *arcslice.Builder
 	shapeKey string
 
-	dpMu   sync.Mutex                     // guards dpHeld
-	dpHeld map[string]podresources.Holder // LPU ID -> the device-plugin pod holding it
+	dpMu    sync.Mutex                     // guards dpHeld, dpKnown
+	dpHeld  map[string]podresources.Holder // LPU ID -> the device-plugin pod holding it
+	dpKnown bool                           // PodResources answered once (or is not read)
 
 	namesMu  sync.Mutex           // guards podNames
 	podNames map[string][]podName // claim UID -> its reservedFor pods' names (Holders)
@@ -651,6 +652,9 @@ func (d *Driver) resolve(s *checkpoint.State, snap health.Snapshot, ours []check
 			if holder := s.Holder(id); holder != "" && !admin {
 				c := s.Claims[holder]
 				return nil, refuse(ReasonHeld, "device %s: LPU %s is held by claim %s/%s (%s)", dev.Device, id, c.Namespace, c.Name, holder)
+			}
+			if !admin && !d.devicePluginKnown() {
+				return nil, refuse(ReasonNotReady, "device %s: the kubelet's PodResources has not answered yet, so a device-plugin pod may hold LPU %s", dev.Device, id)
 			}
 			if h, ok := d.devicePluginHolder(id); ok && !admin {
 				return nil, refuse(ReasonHeld, "device %s: LPU %s is held by device-plugin pod %s/%s (container %s): the node moved to DRA while it runs; the LPU is published again once that pod ends",

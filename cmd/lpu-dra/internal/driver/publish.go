@@ -43,7 +43,15 @@ func (d *Driver) Resources() (resourceslice.DriverResources, error) {
 	// Held LPUs and allocated arcs from one read of the checkpoint (the
 	// other driver pod of a rolling update may have changed it).
 	s := d.current()
-	sl := b.FreeSlices(append(s.Held(), d.devicePluginHeld()...), allocatedArcs(s, d.opts.NodeName), arcslice.Unhealthy(inv))
+	held := append(s.Held(), d.devicePluginHeld()...)
+	if !d.devicePluginKnown() {
+		// Fail closed: until PodResources answers, any LPU may be a
+		// device-plugin pod's, so none is offered (allocated arcs stay).
+		for _, dev := range inv.Devices {
+			held = append(held, dev.ID)
+		}
+	}
+	sl := b.FreeSlices(held, allocatedArcs(s, d.opts.NodeName), arcslice.Unhealthy(inv))
 	if len(sl) == 0 {
 		// A node without LPUs still publishes its pool, empty: "no
 		// devices" is news, "no pool" is not.
