@@ -360,19 +360,22 @@ api_relay_up() {
   wait_for 10 listening "${API_RELAY#*:}" "${API_RELAY%:*}"
 }
 
-# install_dra HELM CHART: the chart in mode dra (lpu-dra and lpu-nri
-# DaemonSets, DeviceClasses, claim templates); a pod with the chart's
-# lpu-arc-4 claim template gets a contiguous 4-arc; helm uninstall.
-install_dra() {
-  local helm=$1 chart=$2 out state=$BASE/chart-dra-state claim env devs want
+# cluster_chart_install CASE HELM CHART STATE SET...: helm install lpu-node
+# into the cluster (the e2e image, 8 simulated LPUs, state in STATE, lpu-dra
+# reaching the apiserver through the relay, the driver mount) with SET on
+# top. Returns 1 after a skip line (no bridge address yet) or a nok line
+# naming CASE, so the caller just returns.
+cluster_chart_install() {
+  local what=$1 helm=$2 chart=$3 state=$4 out
+  shift 4
   mkdir -p "$state"
   if ! ip addr show "$CNI_BRIDGE" 2>/dev/null | grep -q "inet ${API_RELAY%:*}/"; then
-    echo "# skip install mode dra: bridge $CNI_BRIDGE has no ${API_RELAY%:*} yet"
-    return 0
+    echo "# skip install $what: bridge $CNI_BRIDGE has no ${API_RELAY%:*} yet"
+    return 1
   fi
-  api_relay_up || { nok "dra: relay to the apiserver on $API_RELAY" "$(tail -3 "$LOGS/api-relay.log")"; return; }
+  api_relay_up || { nok "$what: relay to the apiserver on $API_RELAY" "$(tail -3 "$LOGS/api-relay.log")"; return 1; }
   if ! out=$("$helm" install lpu-node "$chart" --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --create-namespace \
-    --set mode=dra --set image.repository=localhost/lpu-node --set image.tag=e2e --set image.pullPolicy=Never \
+    "$@" --set image.repository=localhost/lpu-node --set image.tag=e2e --set image.pullPolicy=Never \
     --set simulate=8 --set config.stateDir="$state" --set config.nri.socket="$(nri_sock a)" \
     --set config.cdi.specDir="$DRA_CDI" --set nfd.enabled=false --set config.kubelet.podResourcesSocket="$(cluster_pr_sock)" \
     --set dra.pluginDir="$DRA_PLUGIN_DIR" --set dra.registryDir="$DRA_REGISTRY_DIR" \
@@ -380,9 +383,17 @@ install_dra() {
     --set "dra.extraEnv[1].name=KUBERNETES_SERVICE_PORT" --set-string "dra.extraEnv[1].value=${API_RELAY#*:}" \
     --set "config.injection.mounts[0].hostPath=$DRIVER_DIR" \
     --set "config.injection.mounts[0].containerPath=$DRIVER_CTR_DIR" 2>&1); then
-    nok "dra: helm install --set mode=dra" "$(tail -5 <<<"$out")"
-    return
+    nok "$what: helm install $*" "$(tail -5 <<<"$out")"
+    return 1
   fi
+}
+
+# install_dra HELM CHART: the chart in mode dra (lpu-dra and lpu-nri
+# DaemonSets, DeviceClasses, claim templates); a pod with the chart's
+# lpu-arc-4 claim template gets a contiguous 4-arc; helm uninstall.
+install_dra() {
+  local helm=$1 chart=$2 out state=$BASE/chart-dra-state claim env devs want
+  cluster_chart_install "dra" "$helm" "$chart" "$state" --set mode=dra || return 0
   ok "dra: helm install lpu-node --set mode=dra"
   label_for_ds "$CHART_NS"
   if wait_for 180 ds_ready "$CHART_NS"; then

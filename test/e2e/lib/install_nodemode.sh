@@ -44,24 +44,7 @@ published_without() { local p; p=$(published_lpus) && [ -n "$p" ] && disjoint "$
 # chart's lpu-arc-4 claim gets the other four; helm uninstall.
 install_node_mode() {
   local helm=$1 chart=$2 out state=$BASE/chart-mode-state dp_devs devs
-  mkdir -p "$state"
-  if ! ip addr show "$CNI_BRIDGE" 2>/dev/null | grep -q "inet ${API_RELAY%:*}/"; then
-    echo "# skip install node mode: bridge $CNI_BRIDGE has no ${API_RELAY%:*} yet"
-    return 0
-  fi
-  api_relay_up || { nok "node mode: relay to the apiserver on $API_RELAY" "$(tail -3 "$LOGS/api-relay.log")"; return; }
-  if ! out=$("$helm" install lpu-node "$chart" --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --create-namespace \
-    --set nodeModes.enabled=true --set image.repository=localhost/lpu-node --set image.tag=e2e --set image.pullPolicy=Never \
-    --set simulate=8 --set config.stateDir="$state" --set config.nri.socket="$(nri_sock a)" \
-    --set config.cdi.specDir="$DRA_CDI" --set nfd.enabled=false --set config.kubelet.podResourcesSocket="$(cluster_pr_sock)" \
-    --set dra.pluginDir="$DRA_PLUGIN_DIR" --set dra.registryDir="$DRA_REGISTRY_DIR" \
-    --set "dra.extraEnv[0].name=KUBERNETES_SERVICE_HOST" --set "dra.extraEnv[0].value=${API_RELAY%:*}" \
-    --set "dra.extraEnv[1].name=KUBERNETES_SERVICE_PORT" --set-string "dra.extraEnv[1].value=${API_RELAY#*:}" \
-    --set "config.injection.mounts[0].hostPath=$DRIVER_DIR" \
-    --set "config.injection.mounts[0].containerPath=$DRIVER_CTR_DIR" 2>&1); then
-    nok "node mode: helm install --set nodeModes.enabled=true" "$(tail -5 <<<"$out")"
-    return
-  fi
+  cluster_chart_install "node mode" "$helm" "$chart" "$state" --set nodeModes.enabled=true || return 0
   # the release-mode DaemonSet's node selector only: the -dranode ones
   # select the mode label, which this case sets later
   for out in $(kc get ds -n "$CHART_NS" lpu-node -o json | jq -r '.spec.template.spec.nodeSelector // {} | to_entries[] | "\(.key)=\(.value)"'); do
