@@ -1,0 +1,107 @@
+package arcslice
+
+import (
+	"slices"
+	"strconv"
+
+	"github.com/hyperaccel/lpu-node/pkg/inject"
+)
+
+// Node labels lpu-dra keeps on its own Node as a scheduling hint (the
+// chart's prefilter policy gives pods of the arc classes a required node
+// affinity on them, so the scheduler's NodeAffinity filter drops nodes
+// before the costlier DRA filter). Values are decimal sizes from Free.
+const (
+	LabelLargestFreeArc = inject.Driver + "/largest-free-arc"
+	LabelFreeLPUs       = inject.Driver + "/free-lpus"
+)
+
+// Free is what a node can still give a new claim, counted in the arc
+// sizes the builder publishes: a value is always a published size or 0,
+// so "a claim of a published size k fits" implies "value ≥ k".
+type Free struct {
+	// Arc is the largest size of a published arc a new claim could be
+	// given (untainted, touching no held LPU), 0 when there is none.
+	Arc int
+	// LPUs is the number of healthy LPUs no claim holds, rounded down to
+	// a published size (0 below the smallest): what a best-effort claim
+	// of k singles needs.
+	LPUs int
+}
+
+// Free summarises the same view FreeSlices publishes for held and
+// unhealthy: Arc is the largest size among the untainted arcs of
+// FreeSlices(held, nil, unhealthy), LPUs the free healthy LPU count.
+func (b *Builder) Free(held []string, unhealthy map[string]bool) Free {
+	busy := make(map[string]bool, len(held)+len(unhealthy))
+	for _, id := range held {
+		busy[id] = true
+	}
+	for id := range unhealthy {
+		busy[id] = true
+	}
+	var free []string
+	for _, ring := range b.layout.Rings() {
+		for _, id := range ring {
+			if !busy[id] {
+				free = append(free, id)
+			}
+		}
+	}
+	var f Free
+	for _, longest := range b.layout.LargestFreeArc(free) {
+		for k := longest; k > f.Arc; k-- {
+			if b.publishes(k) {
+				f.Arc = k
+				break
+			}
+		}
+	}
+	f.LPUs = b.floor(len(free))
+	return f
+}
+
+// publishes reports whether arcs of size k are published.
+func (b *Builder) publishes(k int) bool {
+	return k >= 1 && (b.publish == nil || (k < len(b.publish) && b.publish[k]))
+}
+
+// floor is the largest published size ≤ n, 0 when none is.
+func (b *Builder) floor(n int) int {
+	if b.publish == nil {
+		return n
+	}
+	for k := min(n, len(b.publish)-1); k >= 1; k-- {
+		if b.publish[k] {
+			return k
+		}
+	}
+	return 0
+}
+
+// Labels returns f as the values of LabelLargestFreeArc and LabelFreeLPUs.
+func (f Free) Labels() map[string]string {
+	return map[string]string{
+		LabelLargestFreeArc: strconv.Itoa(f.Arc),
+		LabelFreeLPUs:       strconv.Itoa(f.LPUs),
+	}
+}
+
+// Below lists the label values that mean "cannot give a claim of size k"
+// for a node publishing sizes (empty: every size): 0 and every size under
+// k, as strings, for a NotIn node-affinity requirement. A node without
+// the label still matches NotIn, so new nodes qualify.
+func Below(k int, sizes []int) []string {
+	if len(sizes) == 0 {
+		for s := 1; s < k; s++ {
+			sizes = append(sizes, s)
+		}
+	}
+	out := []string{"0"}
+	for _, s := range slices.Sorted(slices.Values(sizes)) {
+		if s >= 1 && s < k && !slices.Contains(out, strconv.Itoa(s)) {
+			out = append(out, strconv.Itoa(s))
+		}
+	}
+	return out
+}

@@ -1,0 +1,110 @@
+package arcslice
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/hyperaccel/lpu-node/pkg/device"
+)
+
+// Free agrees with what FreeSlices publishes for the same state: Arc is
+// the largest untainted published arc clear of held LPUs, LPUs the free
+// healthy count rounded down to a published size, on every shape, size
+// set and random holding with random sick LPUs.
+func TestFreeMatchesFreeSlices(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 11))
+	for _, shape := range [][2]int{{1, 8}, {2, 8}, {4, 8}, {1, 16}, {3, 5}} {
+		for _, sizes := range [][]int{nil, {1, 2, 4, 8}, {3, 5}, {8}, {2}} {
+			inv := inventory(shape[0], shape[1])
+			b, err := NewBuilder(inv, Options{Sizes: sizes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			layout := b.Layout()
+			for step := 0; step < 300; step++ {
+				held, _ := randomHolding(rng, layout)
+				sick := map[string]bool{}
+				for range rng.IntN(3) {
+					sick[inv.Devices[rng.IntN(len(inv.Devices))].ID] = true
+				}
+				got := b.Free(held, sick)
+				want := Free{}
+				for _, s := range b.FreeSlices(held, nil, sick) {
+					for _, d := range s.Devices {
+						a, err := ParseDeviceName(d.Name)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if len(d.Taints) == 0 {
+							want.Arc = max(want.Arc, a.Size)
+						}
+					}
+				}
+				count := 0
+				for _, dev := range inv.Devices {
+					if !slices.Contains(held, dev.ID) && !sick[dev.ID] {
+						count++
+					}
+				}
+				want.LPUs = count
+				if len(sizes) > 0 {
+					want.LPUs = 0
+					for _, k := range sizes {
+						if k <= count {
+							want.LPUs = max(want.LPUs, k)
+						}
+					}
+				}
+				if got != want {
+					t.Fatalf("shape %v sizes %v held %v sick %v: Free = %+v, want %+v", shape, sizes, held, sick, got, want)
+				}
+			}
+		}
+	}
+}
+
+// A claim of a published size k fits only on a node whose labels are not
+// in Below(k): the NotIn list and the label values agree.
+func TestBelowExcludesOnlyNodesThatCannotFit(t *testing.T) {
+	sizes := []int{1, 2, 4, 8}
+	inv := inventory(1, 8)
+	b, err := NewBuilder(inv, Options{Sizes: sizes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 1))
+	for step := 0; step < 500; step++ {
+		held, _ := randomHolding(rng, b.Layout())
+		f := b.Free(held, nil)
+		free := b.Layout().LargestFreeArc(without(inv, held))
+		for _, k := range sizes {
+			excluded := slices.Contains(Below(k, sizes), strconv.Itoa(f.Arc))
+			fits := slices.Max(append(free, 0)) >= k
+			if excluded == fits {
+				t.Fatalf("held %v: arc label %d, NotIn %v, a %d-arc fits: %v", held, f.Arc, Below(k, sizes), k, fits)
+			}
+		}
+	}
+	if got := Below(4, nil); !slices.Equal(got, []string{"0", "1", "2", "3"}) {
+		t.Errorf("Below(4, every size) = %v", got)
+	}
+	if got := Below(1, sizes); !slices.Equal(got, []string{"0"}) {
+		t.Errorf("Below(1) = %v, want only 0", got)
+	}
+	if got := (Free{Arc: 4, LPUs: 2}).Labels(); got[LabelLargestFreeArc] != "4" || got[LabelFreeLPUs] != "2" {
+		t.Errorf("Labels = %v", got)
+	}
+}
+
+// without lists inv's LPU IDs that are not in held.
+func without(inv *device.Inventory, held []string) []string {
+	var out []string
+	for _, d := range inv.Devices {
+		if !slices.Contains(held, d.ID) {
+			out = append(out, d.ID)
+		}
+	}
+	return out
+}
