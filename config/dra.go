@@ -13,7 +13,16 @@ type DRA struct {
 	// so publishing only the sizes the cluster's DeviceClasses offer makes
 	// every DRA pod cheaper to schedule (docs/dra.md, "Scale").
 	ArcSizes []int `json:"arcSizes"`
+	// NodeLabels, true when unset, has lpu-dra keep the labels
+	// lpu.hyperaccel.ai/largest-free-arc and lpu.hyperaccel.ai/free-lpus
+	// on its own Node: the hint the chart's prefilter policy turns into
+	// a node affinity for pods of the arc classes (docs/dra.md,
+	// "Node-label prefilter"). false: the Node is never labelled.
+	NodeLabels *bool `json:"nodeLabels,omitempty"`
 }
+
+// LabelsNode reports whether lpu-dra keeps its Node's labels.
+func (d *DRA) LabelsNode() bool { return d.NodeLabels == nil || *d.NodeLabels }
 
 // MaxArcSize is the largest arc: a DRA counter set holds at most 32
 // counters, one per LPU of a ring.

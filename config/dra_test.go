@@ -43,3 +43,18 @@ func TestDRAArcSizes(t *testing.T) {
 		})
 	}
 }
+
+func TestDRANodeLabels(t *testing.T) {
+	if !Default().DRA.LabelsNode() {
+		t.Error("default: lpu-dra does not label its node")
+	}
+	for yaml, want := range map[string]bool{"dra:\n  nodeLabels: false\n": false, "dra:\n  nodeLabels: true\n": true, "dra: {}\n": true} {
+		c, err := Parse([]byte("version: v1\n" + yaml))
+		if err != nil || c.DRA.LabelsNode() != want {
+			t.Errorf("%q: LabelsNode = %v, %v; want %v", yaml, c.DRA.LabelsNode(), err, want)
+		}
+	}
+	if _, err := Parse([]byte("version: v1\ndra:\n  nodeLabels: maybe\n")); err == nil || !strings.Contains(err.Error(), "nodeLabels") {
+		t.Errorf("nodeLabels: maybe: %v, want an error naming it", err)
+	}
+}

@@ -1,7 +1,6 @@
 package arcslice
 
 import (
-	"slices"
 	"strconv"
 
 	"github.com/hyperaccel/lpu-node/pkg/inject"
@@ -85,23 +84,4 @@ func (f Free) Labels() map[string]string {
 		LabelLargestFreeArc: strconv.Itoa(f.Arc),
 		LabelFreeLPUs:       strconv.Itoa(f.LPUs),
 	}
-}
-
-// Below lists the label values that mean "cannot give a claim of size k"
-// for a node publishing sizes (empty: every size): 0 and every size under
-// k, as strings, for a NotIn node-affinity requirement. A node without
-// the label still matches NotIn, so new nodes qualify.
-func Below(k int, sizes []int) []string {
-	if len(sizes) == 0 {
-		for s := 1; s < k; s++ {
-			sizes = append(sizes, s)
-		}
-	}
-	out := []string{"0"}
-	for _, s := range slices.Sorted(slices.Values(sizes)) {
-		if s >= 1 && s < k && !slices.Contains(out, strconv.Itoa(s)) {
-			out = append(out, strconv.Itoa(s))
-		}
-	}
-	return out
 }

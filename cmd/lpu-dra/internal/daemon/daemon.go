@@ -33,6 +33,7 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/startup"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/pkg/nodelabel"
 )
 
 // Params is everything Run needs.
@@ -79,6 +80,14 @@ func Run(ctx context.Context, p Params) error {
 	pr := podresources.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
 	defer pr.Close()
 	dopts.DevicePlugin = pr
+	var labels *nodelabel.Keeper
+	if cfg.DRA.LabelsNode() {
+		labels = nodelabel.New(nodelabel.Options{Client: client, Node: opts.NodeName, Logger: log})
+		dopts.NodeLabels = labels
+		metrics.WatchNodeLabels(labels)
+	} else {
+		metrics.WatchNodeLabels(nil)
+	}
 	drv, err := driver.New(mon, dopts)
 	if err != nil {
 		return err
@@ -88,6 +97,9 @@ func Run(ctx context.Context, p Params) error {
 	g.Go(func() error { return checkAPIServer(ctx, client.Discovery(), log) }) // below 1.36 it ends the run
 	g.Go(func() error { return mon.Run(ctx) })
 	g.Go(func() error { return drv.WatchDevicePlugin(ctx) })
+	if labels != nil {
+		g.Go(func() error { return labels.Run(ctx) })
+	}
 	startStatus(ctx, g, k, log)
 	g.Go(func() error { return k.run(ctx, mon, drv) })
 	g.Go(func() error {

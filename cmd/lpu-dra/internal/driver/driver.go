@@ -68,8 +68,17 @@ type Options struct {
 	// DevicePluginInterval is how often DevicePlugin is read; 0 means
 	// DefaultDevicePluginInterval.
 	DevicePluginInterval time.Duration
-	Tracer               oteltrace.Tracer
-	Logger               *slog.Logger
+	// NodeLabels gets, at every publication, the node labels of what a
+	// new claim could still be given (arcslice.Free.Labels, computed from
+	// the published view); nil: the Node is not labelled.
+	NodeLabels LabelSetter
+	Tracer     oteltrace.Tracer
+	Logger     *slog.Logger
+}
+
+// LabelSetter takes the labels to keep on the node (nodelabel.Keeper).
+type LabelSetter interface {
+	Set(labels map[string]string)
 }
 
 // Refusal reasons, the label values of lpu_dra_prepare_refusals_total.

@@ -18,6 +18,7 @@ type Metrics struct {
 	republishes prometheus.Counter
 	stale       prometheus.Counter
 	dpHeld      prometheus.Gauge
+	constLabels prometheus.Labels
 }
 
 // Metric names, for docs and tests.
@@ -29,6 +30,8 @@ const (
 	MetricRepublishes      = "lpu_dra_republishes_total"
 	MetricStale            = "lpu_dra_stale_preparations_total"
 	MetricDevicePluginHeld = "lpu_dra_device_plugin_held_lpus"
+	MetricNodeLabels       = "lpu_dra_node_labels_kept"
+	MetricNodeLabelWrites  = "lpu_dra_node_label_writes_total"
 )
 
 // NewMetrics registers the metrics, with the Go and process collectors,
@@ -38,7 +41,7 @@ func NewMetrics(node string) *Metrics {
 	labels := prometheus.Labels{"node": node}
 	buckets := prometheus.ExponentialBuckets(0.0005, 2, 14) // 0.5 ms … 4 s
 	m := &Metrics{
-		Registry: reg,
+		Registry: reg, constLabels: labels,
 		prepared: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricPreparedClaims,
 			Help: "Claims this driver has prepared and not yet unprepared.", ConstLabels: labels}),
 		prepare: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricPrepareSeconds,
@@ -105,4 +108,37 @@ func (m *Metrics) stalePreparation() {
 	if m != nil {
 		m.stale.Inc()
 	}
+}
+
+// NodeLabelKeeper is what the node-label metrics read (nodelabel.Keeper).
+type NodeLabelKeeper interface {
+	Disabled() error
+	Writes() int
+}
+
+// WatchNodeLabels registers the node-label metrics of k: kept is 1 while
+// k writes the Node's prefilter labels and 0 once the API server refused
+// it; a nil k (config dra.nodeLabels: false) reports 0.
+func (m *Metrics) WatchNodeLabels(k NodeLabelKeeper) {
+	if m == nil {
+		return
+	}
+	labels := m.constLabels
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricNodeLabels, ConstLabels: labels,
+			Help: "1 while lpu-dra keeps its Node's lpu.hyperaccel.ai/largest-free-arc and free-lpus labels (the scheduler prefilter's hint), 0 when configured off or refused by the API server (RBAC)."},
+			func() float64 {
+				if k == nil || k.Disabled() != nil {
+					return 0
+				}
+				return 1
+			}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: MetricNodeLabelWrites, ConstLabels: labels,
+			Help: "Patches of the node-label hint written to lpu-dra's Node (rises at once, falls coalesced)."},
+			func() float64 {
+				if k == nil {
+					return 0
+				}
+				return float64(k.Writes())
+			}))
 }

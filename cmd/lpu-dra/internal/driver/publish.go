@@ -31,6 +31,13 @@ func (d *Driver) Republish() {
 // (arcslice.Builder.FreeSlices). It fails when the inventory cannot be
 // published (a ring longer than a counter set holds), naming the ring.
 func (d *Driver) Resources() (resourceslice.DriverResources, error) {
+	res, _, err := d.resources()
+	return res, err
+}
+
+// resources is Resources and, from the same view, what a new claim could
+// still be given (the node labels' values).
+func (d *Driver) resources() (resourceslice.DriverResources, arcslice.Free, error) {
 	snap, _ := d.devices.Snapshot()
 	inv := snap.Inventory
 	if inv == nil {
@@ -38,7 +45,7 @@ func (d *Driver) Resources() (resourceslice.DriverResources, error) {
 	}
 	b, err := d.builderFor(inv)
 	if err != nil {
-		return resourceslice.DriverResources{}, err
+		return resourceslice.DriverResources{}, arcslice.Free{}, err
 	}
 	// Held LPUs and allocated arcs from one read of the checkpoint (the
 	// other driver pod of a rolling update may have changed it).
@@ -51,7 +58,8 @@ func (d *Driver) Resources() (resourceslice.DriverResources, error) {
 			held = append(held, dev.ID)
 		}
 	}
-	sl := b.FreeSlices(held, allocatedArcs(s, d.opts.NodeName), arcslice.Unhealthy(inv))
+	sick := arcslice.Unhealthy(inv)
+	sl := b.FreeSlices(held, allocatedArcs(s, d.opts.NodeName), sick)
 	if len(sl) == 0 {
 		// A node without LPUs still publishes its pool, empty: "no
 		// devices" is news, "no pool" is not.
@@ -59,7 +67,7 @@ func (d *Driver) Resources() (resourceslice.DriverResources, error) {
 	}
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
 		d.opts.NodeName: {Slices: sl},
-	}}, nil
+	}}, b.Free(held, sick), nil
 }
 
 // allocatedArcs returns the arcs of pool that the prepared claims of s were
@@ -110,9 +118,14 @@ func shapeKey(inv *device.Inventory) string {
 // Publish computes the pool and hands it to p. A pool that cannot be built
 // is not published (the last good one stays), and the error is returned.
 func (d *Driver) Publish(ctx context.Context, p Publisher) error {
-	res, err := d.Resources()
+	res, free, err := d.resources()
 	if err != nil {
 		return err
+	}
+	if d.opts.NodeLabels != nil {
+		// Before the slices: a raised label lets the scheduler try the
+		// node, whose DRA filter then still decides.
+		d.opts.NodeLabels.Set(free.Labels())
 	}
 	if err := p.PublishResources(ctx, res); err != nil {
 		if ctx.Err() != nil {

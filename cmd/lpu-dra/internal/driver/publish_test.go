@@ -1,9 +1,13 @@
 package driver
 
 import (
+	"context"
+	"errors"
+	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 )
@@ -121,4 +125,51 @@ func TestAllocatedArcStaysPublishedUntilPrepared(t *testing.T) {
 	if !slices.Contains(publishedArcs(t, e), pending) {
 		t.Fatalf("%s dropped once prepared", arcslice.DeviceName(pending))
 	}
+}
+
+// lastLabels records the labels every publication sets.
+type lastLabels struct{ got map[string]string }
+
+func (l *lastLabels) Set(labels map[string]string) { l.got = labels }
+
+// Every publication hands the node labels of the view it publishes: the
+// largest free published arc and the free LPUs, lowered by Prepare and
+// raised by Unprepare; while PodResources has not answered, zero (as the
+// pool offers nothing).
+func TestPublishSetsNodeLabels(t *testing.T) {
+	rec := &lastLabels{}
+	e := &env{t: t, stateDir: t.TempDir(), cdiDir: filepath.Join(t.TempDir(), "cdi"), devices: newStatic(t, ring8()),
+		arcSizes: []int{1, 2, 4, 8}, labels: rec}
+	e.restart()
+	want := func(when, arc, lpus string) {
+		t.Helper()
+		if err := e.d.Publish(context.Background(), newRecorder()); err != nil {
+			t.Fatal(err)
+		}
+		if rec.got[arcslice.LabelLargestFreeArc] != arc || rec.got[arcslice.LabelFreeLPUs] != lpus {
+			t.Fatalf("%s: labels %v, want largest-free-arc %s, free-lpus %s", when, rec.got, arc, lpus)
+		}
+	}
+	want("empty ring", "8", "8")
+	if r := e.prepare(claim("u1", arc(0, 2))); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	want("a 2-arc prepared", "4", "4") // 6 free in a row: the largest published size under it is 4
+	if r := e.prepare(claim("u2", arc(4, 1))); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	want("and a single", "2", "4") // runs of 2 and 3, 5 free
+	if err := e.unprepare("u1"); err != nil {
+		t.Fatal(err)
+	}
+	want("u1 unprepared", "4", "4")    // a run of 7 from 5 round to 3
+	e.d.opts.DevicePlugin = noAnswer{} // read, never answered yet
+	want("PodResources not answered", "0", "0")
+}
+
+// noAnswer is a PodResources that has not answered.
+type noAnswer struct{}
+
+func (noAnswer) Holders(context.Context) (map[string]podresources.Holder, error) {
+	return nil, errors.New("not yet")
 }
