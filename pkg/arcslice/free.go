@@ -3,6 +3,7 @@ package arcslice
 import (
 	"strconv"
 
+	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -16,8 +17,9 @@ const (
 )
 
 // Free is what a node can still give a new claim, counted in the arc
-// sizes the builder publishes: a value is always a published size or 0,
-// so "a claim of a published size k fits" implies "value ≥ k".
+// sizes the builder publishes: from Builder.Free a value is always a
+// published size or 0, so "a claim of a published size k fits" implies
+// "value ≥ k"; Holding may raise it further.
 type Free struct {
 	// Arc is the largest size of a published arc a new claim could be
 	// given (untainted, touching no held LPU), 0 when there is none.
@@ -76,6 +78,23 @@ func (b *Builder) floor(n int) int {
 		}
 	}
 	return 0
+}
+
+// Holding raises f to what a prepared claim holding arcs was given: Arc
+// to its largest arc, LPUs to its LPU count. The labels must never fall
+// below what a pod running on the node was admitted with: the kubelet
+// re-checks every pod's required node affinity against the node's labels
+// when it restarts (v1.37) and ends a pod that no longer matches, and the
+// prefilter's requirement is what the pod's own claim took away. A node
+// so labelled is filtered by DRA instead, as without the prefilter.
+func (f Free) Holding(arcs []alloc.Arc) Free {
+	n := 0
+	for _, a := range arcs {
+		f.Arc = max(f.Arc, a.Size)
+		n += a.Size
+	}
+	f.LPUs = max(f.LPUs, n)
+	return f
 }
 
 // Labels returns f as the values of LabelLargestFreeArc and LabelFreeLPUs.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
@@ -102,4 +103,26 @@ func without(inv *device.Inventory, held []string) []string {
 		}
 	}
 	return out
+}
+
+// Holding raises each value to what one claim holds, never lowers it.
+func TestHolding(t *testing.T) {
+	tests := map[string]struct {
+		free Free
+		arcs []alloc.Arc
+		want Free
+	}{
+		"nothing held":            {Free{Arc: 4, LPUs: 4}, nil, Free{Arc: 4, LPUs: 4}},
+		"a full ring's 8-arc":     {Free{}, []alloc.Arc{{Size: 8}}, Free{Arc: 8, LPUs: 8}},
+		"four singles":            {Free{Arc: 2, LPUs: 2}, []alloc.Arc{{Size: 1}, {Start: 2, Size: 1}, {Start: 4, Size: 1}, {Start: 6, Size: 1}}, Free{Arc: 2, LPUs: 4}},
+		"below what is free":      {Free{Arc: 8, LPUs: 8}, []alloc.Arc{{Size: 2}}, Free{Arc: 8, LPUs: 8}},
+		"two 4-arcs in one claim": {Free{}, []alloc.Arc{{Size: 4}, {Start: 4, Size: 4}}, Free{Arc: 4, LPUs: 8}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.free.Holding(tc.arcs); got != tc.want {
+				t.Errorf("Holding = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
 }

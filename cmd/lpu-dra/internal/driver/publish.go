@@ -35,8 +35,9 @@ func (d *Driver) Resources() (resourceslice.DriverResources, error) {
 	return res, err
 }
 
-// resources is Resources and, from the same view, what a new claim could
-// still be given (the node labels' values).
+// resources is Resources and, from the same view, the node labels' values:
+// what a new claim could still be given, never below what a prepared
+// claim holds (arcslice.Free.Holding).
 func (d *Driver) resources() (resourceslice.DriverResources, arcslice.Free, error) {
 	snap, _ := d.devices.Snapshot()
 	inv := snap.Inventory
@@ -65,24 +66,35 @@ func (d *Driver) resources() (resourceslice.DriverResources, arcslice.Free, erro
 		// devices" is news, "no pool" is not.
 		sl = []resourceslice.Slice{{}}
 	}
+	free := b.Free(held, sick)
+	for _, c := range s.Claims {
+		free = free.Holding(claimArcs(c, d.opts.NodeName))
+	}
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
 		d.opts.NodeName: {Slices: sl},
-	}}, b.Free(held, sick), nil
+	}}, free, nil
 }
 
 // allocatedArcs returns the arcs of pool that the prepared claims of s were
 // given, admin claims included: they must stay published while allocated.
-// A device name that is not an arc is skipped (Prepare refused it).
 func allocatedArcs(s *checkpoint.State, pool string) []alloc.Arc {
 	var out []alloc.Arc
 	for _, c := range s.Claims {
-		for _, dev := range c.Devices {
-			if dev.Pool != pool {
-				continue
-			}
-			if a, err := arcslice.ParseDeviceName(dev.Device); err == nil {
-				out = append(out, a)
-			}
+		out = append(out, claimArcs(c, pool)...)
+	}
+	return out
+}
+
+// claimArcs returns the arcs of pool that prepared claim c was given. A
+// device name that is not an arc is skipped (Prepare refused it).
+func claimArcs(c checkpoint.Claim, pool string) []alloc.Arc {
+	var out []alloc.Arc
+	for _, dev := range c.Devices {
+		if dev.Pool != pool {
+			continue
+		}
+		if a, err := arcslice.ParseDeviceName(dev.Device); err == nil {
+			out = append(out, a)
 		}
 	}
 	return out

@@ -134,8 +134,9 @@ func (l *lastLabels) Set(labels map[string]string) { l.got = labels }
 
 // Every publication hands the node labels of the view it publishes: the
 // largest free published arc and the free LPUs, lowered by Prepare and
-// raised by Unprepare; while PodResources has not answered, zero (as the
-// pool offers nothing).
+// raised by Unprepare, but never below what a prepared claim holds (the
+// kubelet re-checks a running pod's node affinity when it restarts);
+// while PodResources has not answered, only the prepared claims count.
 func TestPublishSetsNodeLabels(t *testing.T) {
 	rec := &lastLabels{}
 	e := &env{t: t, stateDir: t.TempDir(), cdiDir: filepath.Join(t.TempDir(), "cdi"), devices: newStatic(t, ring8()),
@@ -162,9 +163,22 @@ func TestPublishSetsNodeLabels(t *testing.T) {
 	if err := e.unprepare("u1"); err != nil {
 		t.Fatal(err)
 	}
-	want("u1 unprepared", "4", "4")    // a run of 7 from 5 round to 3
+	want("u1 unprepared", "4", "4") // a run of 7 from 5 round to 3
+	if err := e.unprepare("u2"); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.prepare(claim("u3", arc(0, 8))); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	want("the whole ring prepared", "8", "8") // nothing free, but its pod asked for 8
+	if err := e.unprepare("u3"); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.prepare(claim("u4", arc(2, 1))); r.Err != nil {
+		t.Fatal(r.Err)
+	}
 	e.d.opts.DevicePlugin = noAnswer{} // read, never answered yet
-	want("PodResources not answered", "0", "0")
+	want("PodResources not answered", "1", "1")
 }
 
 // noAnswer is a PodResources that has not answered.
