@@ -9,7 +9,7 @@
 #   all       the node scenarios 1 2 3 4 5 orion perf image 6 (the default)
 #   demo      node-ring-allocation (1), printing what each pod's container sees
 #   security  the hostile tenant (lib/security.sh); not part of all
-#   dra       d1..d11 on a real cluster (etcd, apiserver, scheduler, ...)
+#   dra       d1..d12 on a real cluster (etcd, apiserver, scheduler, ...)
 #   demo-dra  d1 d2, printing what each pod sees and its claim
 #   install   on that cluster: the image, the chart (install, upgrade,
 #             uninstall) and the plain manifests, installed as users do;
@@ -57,6 +57,8 @@ source "$E2E_DIR/lib/dra.sh"
 source "$E2E_DIR/lib/dra_status.sh"
 # shellcheck source=lib/dra_gang.sh
 source "$E2E_DIR/lib/dra_gang.sh"
+# shellcheck source=lib/dra_prefilter.sh
+source "$E2E_DIR/lib/dra_prefilter.sh"
 # shellcheck source=lib/install.sh
 source "$E2E_DIR/lib/install.sh"
 # shellcheck source=lib/install_upgrade.sh
@@ -99,6 +101,7 @@ dra-shared-claims        d8       dra  a named ResourceClaim shared by pods that
 dra-admin-access         d9       dra  an admin-access claim is not a holder: it and a tenant'"'"'s claim share an arc
 dra-claim-status         d10      dra  lpu-dra writes the claim'"'"'s status.devices; kubectl lpu pods shows it prepared
 dra-gang-scheduling      d11      dra  gangs of 4-arc pods run whole on disjoint arcs or hold nothing
+dra-node-label-prefilter d12      dra  lpu-dra labels its node from what it publishes; the chart'"'"'s prefilter keeps an 8-arc pod off a node without one; a kubelet restart spares it
 chart-install            install  install the image and the chart (install, upgrade, uninstall, mode dra), the plain manifests, NFD labels
 crio-annotation-copy     crio_annotations crio CRI-O copies pod annotations into containers; a sealed pod annotation is refused
 crio-hostile-tenant      crio_security    crio the hostile tenant'"'"'s runtime cases on CRI-O
