@@ -188,7 +188,9 @@ func TestChartDRAMode(t *testing.T) {
 	want := []rbacv1.PolicyRule{
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"get"}},
-		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+		// the prefilter's labels (docs/dra.md "Node-label prefilter"): its own
+		// Node's, held there by the dra-node-labels policy (TestDRANodeLabelPolicy)
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
 		// claim status (docs/dra.md "Claim status"): this driver's entries only
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/status"}, Verbs: []string{"patch"}},

@@ -61,25 +61,31 @@ func TestRuntimeGateRendering(t *testing.T) {
 	vgate, vclaims, noConfig := release+"-runtime-gate", release+"-runtime-gate-claims", release+"-dra-no-config"
 	lpuClaims, lpuTemplates := release+"-lpu-claims", release+"-lpu-templates" // LPU claims held to gated names
 	nodeSlices := release + "-dra-node-slices"                                 // lpu-dra's own writes (TestDRASlicePolicy)
+	// The node-label prefilter (TestDRANodeLabelPolicy, TestDRAPrefilterPolicy).
+	nodeLabels, prefilter := release+"-dra-node-labels", release+"-dra-prefilter"
 
 	plugin := decodeGate(t, render(t, helm))
 	if names(plugin.Mutating) != gate || names(plugin.Validating) != vgate {
 		t.Fatalf("devicePlugin mode: %s / %s, want the pod gate only", names(plugin.Mutating), names(plugin.Validating))
 	}
 	dra := decodeGate(t, render(t, helm, "mode=dra"))
-	if names(dra.Mutating) != gate+","+claims || names(dra.Validating) != noConfig+","+nodeSlices+","+lpuClaims+","+lpuTemplates+","+vgate+","+vclaims {
+	if names(dra.Mutating) != prefilter+","+gate+","+claims ||
+		names(dra.Validating) != noConfig+","+nodeLabels+","+nodeSlices+","+lpuClaims+","+lpuTemplates+","+vgate+","+vclaims {
 		t.Fatalf("dra mode: %s / %s", names(dra.Mutating), names(dra.Validating))
 	}
-	for _, name := range []string{gate, claims, vgate, vclaims, noConfig, nodeSlices, lpuClaims, lpuTemplates} {
+	for _, name := range []string{gate, claims, vgate, vclaims, noConfig, nodeSlices, lpuClaims, lpuTemplates, nodeLabels, prefilter} {
 		if !slices.Contains(dra.Bindings, name) {
 			t.Errorf("%s has no binding (bindings: %v)", name, dra.Bindings)
 		}
 	}
 	for name, m := range dra.Mutating {
+		if name == prefilter {
+			continue // a hint: Ignore, CREATE only (TestChartDRAPrefilter)
+		}
 		wantFailClosedUpdates(t, name, m.Spec.FailurePolicy, m.Spec.MatchConstraints)
 	}
 	for name, v := range dra.Validating {
-		if name == nodeSlices {
+		if name == nodeSlices || name == nodeLabels {
 			if fp := v.Spec.FailurePolicy; fp == nil || *fp != admissionv1.Fail || len(v.Spec.MatchConstraints.ResourceRules) != 1 ||
 				!slices.Equal(v.Spec.MatchConstraints.ResourceRules[0].Operations, []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete}) {
 				t.Errorf("%s: failurePolicy %v, rules %+v; want Fail on create, update and delete", name, fp, v.Spec.MatchConstraints.ResourceRules)
@@ -112,8 +118,10 @@ func TestRuntimeGateRendering(t *testing.T) {
 	if sel := narrow.Mutating[gate].Spec.MatchConstraints.NamespaceSelector; sel != nil && (len(sel.MatchLabels) != 0 || len(sel.MatchExpressions) != 0) {
 		t.Errorf("the pod gate got the claim selector %v", sel)
 	}
-	if off := decodeGate(t, render(t, helm, "mode=dra", "runtimeGate.enabled=false")); len(off.Mutating) != 0 || names(off.Validating) != noConfig+","+nodeSlices {
-		t.Errorf("runtimeGate off: %s / %s, want the dra-no-config and dra-node-slices policies only", names(off.Mutating), names(off.Validating))
+	if off := decodeGate(t, render(t, helm, "mode=dra", "runtimeGate.enabled=false")); names(off.Mutating) != prefilter ||
+		names(off.Validating) != noConfig+","+nodeLabels+","+nodeSlices {
+		t.Errorf("runtimeGate off: %s / %s, want lpu-dra's own policies only (dra-no-config, dra-node-labels, dra-node-slices, dra-prefilter)",
+			names(off.Mutating), names(off.Validating))
 	}
 }
 

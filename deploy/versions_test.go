@@ -43,7 +43,7 @@ func TestChartVersionFloors(t *testing.T) {
 // TestChartInstallWithoutGateAPI: on a real v1.37 API server with
 // MutatingAdmissionPolicy turned off, helm install --dry-run=server refuses
 // with the value to turn off instead of "no matches for kind", and installs
-// with it off. (A v1.37 API server with resource.k8s.io/v1 off does not
+// with it off: the runtime gate's, and in mode dra the prefilter's. (A v1.37 API server with resource.k8s.io/v1 off does not
 // become ready, so DRA's API check is left to its version floor above.)
 func TestChartInstallWithoutGateAPI(t *testing.T) {
 	helm := helmBinary(t)
@@ -69,6 +69,9 @@ func TestChartInstallWithoutGateAPI(t *testing.T) {
 	}{
 		"gate on, its API off": {want: "set runtimeGate.enabled=false"},
 		"gate off":             {sets: []string{"runtimeGate.enabled=false"}},
+		// mode dra: the node-label prefilter is a MutatingAdmissionPolicy too.
+		"dra prefilter on, its API off": {sets: []string{"mode=dra", "runtimeGate.enabled=false"}, want: "set dra.prefilter.enabled=false"},
+		"dra prefilter off":             {sets: []string{"mode=dra", "runtimeGate.enabled=false", "dra.prefilter.enabled=false"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, err := install(tc.sets...)

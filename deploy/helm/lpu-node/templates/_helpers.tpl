@@ -96,7 +96,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- $cfg := .Values.config -}}
 {{- if has "dra" (include "lpu-node.modes" . | fromJsonArray) -}}
 {{- $cfg = deepCopy .Values.config -}}
-{{- $_ := set $cfg "dra" (dict "arcSizes" (ternary (list) .Values.dra.arcSizes .Values.dra.publishEveryArc)) -}}
+{{- $_ := set $cfg "dra" (dict "arcSizes" (ternary (list) .Values.dra.arcSizes .Values.dra.publishEveryArc) "nodeLabels" (include "lpu-node.prefilter" . | eq "true")) -}}
 {{- end -}}
 version: v1
 {{ toYaml $cfg }}
@@ -139,4 +139,12 @@ capabilities:
     - ALL
 seccompProfile:
   type: RuntimeDefault
+{{- end -}}
+
+{{/* "true" when the node-label prefilter is on (dra.prefilter.enabled,
+     default true): lpu-dra keeps its Node's labels, its ClusterRole may
+     patch Nodes, and the prefilter and node-label policies render. */}}
+{{- define "lpu-node.prefilter" -}}
+{{- $p := (.Values.dra | default dict).prefilter | default dict -}}
+{{- ternary "true" "false" (ne (toString (get $p "enabled")) "false") -}}
 {{- end -}}
