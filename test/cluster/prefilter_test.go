@@ -170,13 +170,7 @@ func TestPrefilterColumns(t *testing.T) {
 	off := row{Arm: "dra-dynamic", Side: "dra", LabelWrites: 0, Created: 90}
 	res := &results{Nodes: 10, Coalesce: 150 * time.Millisecond, Rows: []row{on, off}}
 	rows := res.csvRows()
-	cell := func(r []string, name string) string {
-		i := slices.Index(csvHeader, name)
-		if i < 0 || len(r) != len(csvHeader) {
-			t.Fatalf("column %s: header %v, row %v", name, csvHeader, r)
-		}
-		return r[i]
-	}
+	cell := func(r []string, name string) string { return csvCell(t, r, name) }
 	for name, want := range map[string][2]string{
 		"node_label_writes":            {"412", ""},
 		"node_label_settle_s":          {"5.25", ""},
