@@ -24,6 +24,7 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/nodelabel"
 	"github.com/hyperaccel/lpu-node/test/churn"
 )
 
@@ -36,7 +37,34 @@ type simNode struct {
 	inv     *device.Inventory
 	layout  *alloc.Layout
 	builder *arcslice.Builder
-	ctrl    *resourceslice.Controller // DRA: its pool's publisher, as lpu-dra's
+	ctrl    slicePublisher // DRA: its pool's publisher, as lpu-dra's
+	// labels keeps the node's prefilter labels in a prefilter arm (nil
+	// otherwise), as lpu-dra's; labelled is what publish last Set, the
+	// view of the slices last published.
+	labels   *nodelabel.Keeper
+	labelled arcslice.Free
+}
+
+// slicePublisher is what a node publishes its pool through: a
+// resourceslice controller, as lpu-dra's kubelet plugin helper runs.
+type slicePublisher interface {
+	Update(*resourceslice.DriverResources)
+	Stop()
+	GetStats() resourceslice.Stats
+}
+
+var _ slicePublisher = (*resourceslice.Controller)(nil)
+
+// publish hands the node's pool to its slice controller; in a prefilter
+// arm it first Sets the node's labels from the same view, as lpu-dra's
+// Publish does (a raised label lets the scheduler try the node, whose DRA
+// filter then still decides).
+func (n *simNode) publish(sl []resourceslice.Slice, free arcslice.Free) {
+	if n.labels != nil {
+		n.labels.Set(free.Labels())
+		n.labelled = free
+	}
+	n.ctrl.Update(&resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{n.name: {Slices: sl}}})
 }
 
 // newSimNode builds a node of rings rings of 8 LPUs whose slices hold the
@@ -69,6 +97,8 @@ type armSpec struct {
 	profile    string // scheduler profile
 	strict     bool   // device plugin: refuse a scattered set at admission
 	gang       string // gang arms (gang.go): "on" PodGroups, "off" the same pods without
+	prefilter  bool   // DRA: node labels kept, the chart's prefilter policy installed (prefilter.go)
+	proto      bool   // run by -proto-scheduler
 }
 
 // allArms are every arm, in run order (DRA first, then the device plugin).
@@ -147,6 +177,16 @@ type runner struct {
 	reading map[string]bool
 	reads   chan struct{}
 
+	// coalesce delays a node's republish after a change (-coalesce);
+	// due are the nodes whose delayed republish is pending (the loop's
+	// own).
+	coalesce time.Duration
+	due      map[string]bool
+
+	// created counts the pods created, withAffinity those that admission
+	// gave the prefilter's node affinity.
+	created, withAffinity atomic.Int64
+
 	pending atomic.Int64 // async API calls in flight
 	wg      sync.WaitGroup
 }
@@ -158,8 +198,9 @@ const claimReadWidth = 32
 
 // event is what the loop acts on: "claimed" (the pod's status names its
 // claim), "bound" (the pod is on a node), "claim" (its claim read
-// answered: claim or err), "depart" (its lifetime ended). at is when the
-// pod was seen so.
+// answered: claim or err), "depart" (its lifetime ended), "publish" (a
+// node's coalesced republish is due), "call" (fn runs on the loop, the
+// nodes' state holding still). at is when the pod was seen so.
 type event struct {
 	kind  string
 	name  string
@@ -167,12 +208,13 @@ type event struct {
 	at    time.Time
 	claim *resourcev1.ResourceClaim
 	err   error
+	fn    func()
 }
 
 func newRunner(cs kubernetes.Interface, spec armSpec, nodes []*simNode, unit time.Duration, seed uint64, logf func(string, ...any)) *runner {
 	r := &runner{cs: cs, spec: spec, nodes: map[string]*simNode{}, unit: unit, logf: logf,
 		events: make(chan event, 4096), pods: map[string]*podRec{}, held: map[string]map[string]map[string]bool{}, arcs: map[string]map[string][]alloc.Arc{},
-		reading: map[string]bool{}, reads: make(chan struct{}, claimReadWidth),
+		reading: map[string]bool{}, reads: make(chan struct{}, claimReadWidth), due: map[string]bool{},
 		rng: rand.New(rand.NewPCG(seed, 0x6b756265))}
 	for _, n := range nodes {
 		r.nodes[n.name] = n
@@ -195,18 +237,18 @@ func (r *runner) podName(i int, burst bool) string {
 	return r.spec.name + "-" + p + strconv.Itoa(i)
 }
 
-// pod is the pod object for a job of size k.
-func (r *runner) pod(name string, size int) *corev1.Pod {
+// pod is the arm's pod object for a job of size k.
+func (a armSpec) pod(name string, size int) *corev1.Pod {
 	zero := int64(0)
 	no := false
 	c := corev1.Container{Name: "main", Image: "lpu-job:bench"}
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{"arm": r.spec.name, "lpus": strconv.Itoa(size)}},
-		Spec: corev1.PodSpec{SchedulerName: r.spec.profile, TerminationGracePeriodSeconds: &zero,
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{"arm": a.name, "lpus": strconv.Itoa(size)}},
+		Spec: corev1.PodSpec{SchedulerName: a.profile, TerminationGracePeriodSeconds: &zero,
 			AutomountServiceAccountToken: &no, EnableServiceLinks: &no},
 	}
-	if r.spec.dra {
-		tmpl := templateName(size, r.spec.bestEffort)
+	if a.dra {
+		tmpl := templateName(size, a.bestEffort)
 		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "lpus", ResourceClaimTemplateName: &tmpl}}
 		c.Resources.Claims = []corev1.ResourceClaim{{Name: "lpus"}}
 	} else {
@@ -259,6 +301,9 @@ func (r *runner) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case ev := <-r.events:
+			if ctx.Err() != nil {
+				return // select picks at random: the end wins over a queued event
+			}
 			switch ev.kind {
 			case "claimed":
 				r.claimed(ev.name, ev.at)
@@ -268,6 +313,11 @@ func (r *runner) loop(ctx context.Context) {
 				r.claimAnswered(ctx, ev)
 			case "depart":
 				r.depart(ctx, ev.name)
+			case "publish":
+				delete(r.due, ev.name)
+				r.publish(r.nodes[ev.name])
+			case "call":
+				ev.fn()
 			}
 		}
 	}
@@ -413,7 +463,7 @@ func (r *runner) admit(ctx context.Context, p *corev1.Pod, n *simNode, rec *podR
 	r.mu.Lock()
 	rec.started, rec.node, rec.ids, rec.contig = now, n.name, ids, contig
 	r.mu.Unlock()
-	r.republish(n)
+	r.republish(ctx, n)
 	r.async(func() { r.markRunning(ctx, p, now) })
 	if !rec.burst && (r.onStart == nil || !r.onStart(ctx, p)) {
 		life := time.Duration(float64(r.unit) * r.lifetimes[rec.job])
@@ -510,13 +560,31 @@ func (r *runner) pick(side string, n *simNode, size int) []string {
 	return n.layout.Preferred(free, nil, size)
 }
 
-// republish is lpu-dra's republish after Prepare/Unprepare: the node's
-// free arcs and its pods' arcs in pkg/alloc order for the LPUs held now
-// (arcslice.Builder.FreeSlices, as lpu-dra).
-func (r *runner) republish(n *simNode) {
-	if !r.spec.dra || !r.spec.dynamic {
-		return
+// republish is lpu-dra's republish after Prepare/Unprepare (dynamic
+// arms): at once, or with -coalesce one window after the first change
+// not yet published, taking every change within the window in one
+// publication.
+func (r *runner) republish(ctx context.Context, n *simNode) {
+	switch {
+	case !r.spec.dra || !r.spec.dynamic:
+	case r.coalesce <= 0:
+		r.publish(n)
+	case !r.due[n.name]:
+		r.due[n.name] = true
+		time.AfterFunc(r.coalesce, func() {
+			select {
+			case r.events <- event{kind: "publish", name: n.name}:
+			case <-ctx.Done():
+			}
+		})
 	}
+}
+
+// publish publishes the node's free arcs and its pods' arcs in pkg/alloc
+// order for the LPUs held now (arcslice.Builder.FreeSlices) and, a
+// prefilter arm, first its labels from the same view (Builder.Free), as
+// lpu-dra does.
+func (r *runner) publish(n *simNode) {
 	var held []string
 	for id := range r.held["dra"][n.name] {
 		held = append(held, id)
@@ -526,7 +594,7 @@ func (r *runner) republish(n *simNode) {
 	for _, a := range r.arcs[n.name] {
 		arcs = append(arcs, a...)
 	}
-	n.ctrl.Update(&resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{n.name: {Slices: n.builder.FreeSlices(held, arcs, nil)}}})
+	n.publish(n.builder.FreeSlices(held, arcs, nil), n.builder.Free(held, nil))
 }
 
 // depart ends a job: the pod is deleted (its claim goes with it) and the
@@ -546,7 +614,7 @@ func (r *runner) depart(ctx context.Context, name string) {
 			}
 		}
 		delete(r.arcs[rec.node], name)
-		r.republish(r.nodes[rec.node])
+		r.republish(ctx, r.nodes[rec.node])
 	}
 	r.async(func() { r.deletePod(ctx, name) })
 }
@@ -597,9 +665,20 @@ func (r *runner) create(ctx context.Context, job int, size int, burst bool) erro
 	r.mu.Lock()
 	r.pods[name] = &podRec{job: job, size: size, burst: burst, created: time.Now()}
 	r.mu.Unlock()
-	p := r.pod(name, size)
-	if _, err := r.cs.CoreV1().Pods(namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-		return refused("pod "+name, p, err)
+	p := r.spec.pod(name, size)
+	return r.createPod(ctx, p)
+}
+
+// createPod creates p, counting it and whether admission gave it the
+// prefilter's node affinity.
+func (r *runner) createPod(ctx context.Context, p *corev1.Pod) error {
+	got, err := r.cs.CoreV1().Pods(namespace).Create(ctx, p, metav1.CreateOptions{})
+	if err != nil {
+		return refused("pod "+p.Name, p, err)
+	}
+	r.created.Add(1)
+	if hasPrefilterAffinity(got) {
+		r.withAffinity.Add(1)
 	}
 	return nil
 }
@@ -790,4 +869,22 @@ func parallel(ctx context.Context, n, width int, fn func(i int) error) error {
 	}
 	wg.Wait()
 	return ferr
+}
+
+// paused runs fn on the loop, which takes no other event until fn
+// returns: the nodes' state (held LPUs, what was published) holds still
+// for fn.
+func (r *runner) paused(ctx context.Context, fn func()) error {
+	done := make(chan struct{})
+	select {
+	case r.events <- event{kind: "call", fn: func() { fn(); close(done) }}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

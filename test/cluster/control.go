@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -196,9 +198,16 @@ type shipped struct {
 	classes   []*resourceapi.DeviceClass
 	templates map[string]*resourceapi.ResourceClaimTemplate
 	arcSizes  []int
+	// prefilter is the chart's prefilter policy and its bindings, for the
+	// prefilter arms (policy nil: the manifest has none).
+	prefilter struct {
+		policy   *admissionv1.MutatingAdmissionPolicy
+		bindings []*admissionv1.MutatingAdmissionPolicyBinding
+	}
 }
 
-// loadShipped reads the DeviceClasses, the ResourceClaimTemplates and the
+// loadShipped reads the DeviceClasses, the ResourceClaimTemplates, the
+// prefilter MutatingAdmissionPolicy with its bindings (if any) and the
 // lpu-dra config of the rendered DRA manifest. It fails unless every size
 // in sizes has its strict template and, above 1, its best-effort one.
 func loadShipped(path string, sizes []int) (*shipped, error) {
@@ -232,6 +241,20 @@ func loadShipped(path string, sizes []int) (*shipped, error) {
 				return nil, fmt.Errorf("%s: ResourceClaimTemplate: %w", path, err)
 			}
 			out.templates[t.Name] = &t
+		case "MutatingAdmissionPolicy":
+			var p admissionv1.MutatingAdmissionPolicy
+			if err := sigsyaml.UnmarshalStrict(doc, &p); err != nil {
+				return nil, fmt.Errorf("%s: MutatingAdmissionPolicy: %w", path, err)
+			}
+			if strings.HasSuffix(p.Name, prefilterPolicySuffix) {
+				out.prefilter.policy = &p
+			}
+		case "MutatingAdmissionPolicyBinding":
+			var b admissionv1.MutatingAdmissionPolicyBinding
+			if err := sigsyaml.UnmarshalStrict(doc, &b); err != nil {
+				return nil, fmt.Errorf("%s: MutatingAdmissionPolicyBinding: %w", path, err)
+			}
+			out.prefilter.bindings = append(out.prefilter.bindings, &b)
 		case "ConfigMap":
 			var cm corev1.ConfigMap
 			if err := sigsyaml.UnmarshalStrict(doc, &cm); err != nil {
@@ -246,6 +269,14 @@ func loadShipped(path string, sizes []int) (*shipped, error) {
 				return nil, fmt.Errorf("%s: ConfigMap %s config.yaml: %w", path, cm.Name, err)
 			}
 			out.arcSizes, sawConfig = cfg.DRA.ArcSizes, true
+		}
+	}
+	if p := out.prefilter.policy; p != nil {
+		out.prefilter.bindings = slices.DeleteFunc(out.prefilter.bindings, func(b *admissionv1.MutatingAdmissionPolicyBinding) bool {
+			return b.Spec.PolicyName != p.Name
+		})
+		if len(out.prefilter.bindings) == 0 {
+			return nil, fmt.Errorf("%s: no MutatingAdmissionPolicyBinding of %s", path, p.Name)
 		}
 	}
 	if !sawConfig {

@@ -55,6 +55,38 @@
 //     them with -arms gang-on,gang-off,gang-dp-on,gang-dp-off; -replot CSV
 //     draws the chart again from a results-gang-N.csv and starts nothing.
 //
+// # Variants: the prefilter and the prototype scheduler
+//
+// An arm's name may end in -prefilter, then in -proto, so that the same
+// arm with and without them runs in one invocation (example below).
+//
+//   - ARM-prefilter (dra-dynamic, dra-best-effort, gang-on, gang-off: the
+//     arms that republish): the manifest's MutatingAdmissionPolicy
+//     <fullname>-dra-prefilter and its binding are created before the arm
+//     (it waits until a dry-run pod of lpu-arc-4 and of lpu-4-best-effort
+//     comes back with the policy's node affinity) and deleted after it;
+//     every node runs its own pkg/nodelabel.Keeper, as each lpu-dra does,
+//     and Sets the node's labels (arcslice.Builder.Free) right before each
+//     publication of its slices, as lpu-dra's Publish. At the churn's end,
+//     with the node loop paused, every node's labels must come to be the
+//     view last published within LowerAfter (5 s) and a minute, else it
+//     is a harness error. After the arm the labels are removed.
+//   - ARM-proto: the arm runs kube-scheduler -proto-scheduler PATH (e.g.
+//     test/schedproto's pool-cache prototype); between arms of different
+//     schedulers kube-scheduler is restarted on the same port and flags
+//     (clustertest.Cluster.RestartScheduler; its RSS then starts afresh).
+//     -kube-scheduler PATH still replaces the scheduler of every other arm.
+//
+// -coalesce DURATION (default 0) delays a node's republish by that window
+// after the first change not yet published, and publishes every change
+// within it at once (and in a prefilter arm Sets the labels then), as
+// lpu-dra would with such a window; it applies to every arm of the run.
+// For example:
+//
+//	go run ./test/cluster -nodes 100 -pods 1000 -unit 15s -coalesce 150ms \
+//	    -arms dra-dynamic,dra-dynamic-prefilter,dra-dynamic-proto,dra-dynamic-prefilter-proto \
+//	    -proto-scheduler /var/cache/lpu-e2e/kube-scheduler-poolcache-v1.37.2/kube-scheduler
+//
 // # Workload and measures
 //
 // Each arm first creates a burst of pods at once and measures scheduler
@@ -69,7 +101,11 @@
 // wait_claim_p50_s, wait_bind_p50_s, wait_admit_p50_s); the
 // count bound (perfect compaction per node); scheduling-attempt latency
 // from the scheduler's histogram; apiserver and scheduler CPU seconds per
-// 1,000 pods and RSS; ResourceSlice count, bytes and writes. Output:
+// 1,000 pods and RSS; ResourceSlice count, bytes and writes; in prefilter
+// arms the node-label writes and how long the labels took to show the
+// published view at the end; in every arm the pods created and those
+// given the prefilter's affinity, the harness's own CPU per 1,000 pods
+// and RSS (what the keepers cost it), and the -coalesce window. Output:
 // a table on stdout, results-N.csv and cluster-N.png in -out; with
 // -profile DIR also a CPU profile of the scheduler over each burst.
 //

@@ -84,13 +84,13 @@ func (g *gangState) create(ctx context.Context, job, size int, burst bool) error
 		g.r.mu.Lock()
 		g.r.pods[m] = &podRec{job: job, size: sh.Size, created: rec.created}
 		g.r.mu.Unlock()
-		p := g.r.pod(m, sh.Size)
+		p := g.r.spec.pod(m, sh.Size)
 		p.Labels["gang"] = name
 		if g.r.spec.gang == "on" {
 			p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: &name}
 		}
-		if _, err := g.r.cs.CoreV1().Pods(namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			return refused("pod "+m, p, err)
+		if err := g.r.createPod(ctx, p); err != nil {
+			return err
 		}
 	}
 	return nil

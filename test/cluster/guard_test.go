@@ -110,6 +110,14 @@ func TestParseFlags(t *testing.T) {
 		"short unit":  {[]string{"-unit", "100ms"}, "-unit 100ms"},
 		"bad load":    {[]string{"-load", "0"}, "-load 0"},
 		"pods":        {[]string{"-pods", "0"}, "-pods 0"},
+		"coalesce":    {[]string{"-coalesce", "-1s"}, "-coalesce -1s"},
+		"prefilter on a static arm": {[]string{"-arms", "dra-static-prefilter"},
+			`arm "dra-static-prefilter": -prefilter needs a DRA arm that republishes, dra-static does not`},
+		"prefilter on the device plugin": {[]string{"-arms", "dp-least-prefilter"}, `dp-least does not`},
+		"suffixes swapped":               {[]string{"-arms", "dra-dynamic-proto-prefilter", "-proto-scheduler", "/bin/true"}, `unknown arm "dra-dynamic-proto-prefilter"`},
+		"proto without its scheduler":    {[]string{"-arms", "dra-dynamic,dra-dynamic-proto"}, "needs -proto-scheduler PATH"},
+		"proto scheduler without arm":    {[]string{"-arms", "dra-dynamic", "-proto-scheduler", "/bin/true"}, "-proto-scheduler /bin/true: no arm ending in -proto"},
+		"arm twice":                      {[]string{"-arms", "all,dra-dynamic"}, `arm "dra-dynamic" named twice`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

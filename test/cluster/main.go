@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,10 +41,15 @@ type config struct {
 	Burst    int
 	Score    int
 	// Scheduler, when set, is the kube-scheduler binary to run instead of
-	// the tools.sh one (test/schedproto's prototype).
-	Scheduler string
-	EveryArc  bool   // publish every arc, not the shipped config's dra.arcSizes
-	Profile   string // directory for a scheduler CPU profile per arm's burst
+	// the tools.sh one (test/schedproto's prototype) in every arm but the
+	// -proto ones, which run ProtoScheduler.
+	Scheduler      string
+	ProtoScheduler string
+	// Coalesce delays a node's republish after a change by this much,
+	// taking every change within it in one publication (0: at once).
+	Coalesce time.Duration
+	EveryArc bool   // publish every arc, not the shipped config's dra.arcSizes
+	Profile  string // directory for a scheduler CPU profile per arm's burst
 	// GangShare of the churn's arrivals are gangs of GangMix in the gang
 	// arms (gang.go).
 	GangShare float64
@@ -63,13 +69,16 @@ func parseFlags(args []string) (config, error) {
 	fs.Uint64Var(&c.Seed, "seed", 1, "workload seed (the same jobs for every arm)")
 	fs.Float64Var(&c.Load, "load", 0.9, "offered load, a share of the cluster's LPUs")
 	fs.DurationVar(&c.Unit, "unit", 10*time.Second, "wall time of one mean job lifetime")
-	arms := fs.String("arms", "all", "arms to run, comma-separated, or all: "+armNames())
+	arms := fs.String("arms", "all", "arms to run, comma-separated, or all: "+armNames()+
+		"; a DRA arm that republishes may end in "+suffixPrefilter+" (node labels and the chart's prefilter policy), then any arm in "+suffixProto+" (run by -proto-scheduler)")
 	fs.StringVar(&c.Out, "out", "docs/benchmarks/cluster", "directory for results.csv and cluster.png")
 	fs.StringVar(&c.Manifest, "manifest", "deploy/manifests/lpu-node-dra.yaml", "rendered DRA manifest holding the shipped DeviceClasses and ResourceClaimTemplates")
 	fs.IntVar(&c.Burst, "burst", 0, "pods created at once to measure scheduler throughput (0: 1.5 per node)")
 	fs.BoolVar(&c.EveryArc, "every-arc", false, "publish every arc of every ring (57 per ring of 8), not the manifest config's dra.arcSizes")
 	fs.StringVar(&c.Profile, "profile", "", "`DIR` for a CPU profile of kube-scheduler over the first 15 s of each arm's burst (<arm>-scheduler.pprof; go tool pprof reads it)")
 	fs.StringVar(&c.Scheduler, "kube-scheduler", "", "`PATH` of a kube-scheduler to run instead of the tools.sh v1.37.2 build (e.g. test/schedproto's pool-cache prototype)")
+	fs.StringVar(&c.ProtoScheduler, "proto-scheduler", "", "`PATH` of the kube-scheduler that the arms named ARM"+suffixProto+" run (test/schedproto's pool-cache prototype); kube-scheduler is restarted between arms that differ")
+	fs.DurationVar(&c.Coalesce, "coalesce", 0, "delay each node's republish after a change by this much, one publication for every change within it (0: publish at once)")
 	fs.IntVar(&c.Score, "nodes-to-score", 0, "kube-scheduler percentageOfNodesToScore (0: the scheduler's adaptive default)")
 	fs.Float64Var(&c.GangShare, "gang-share", 0.3, "gang arms: share of the churn's arrivals that are gangs")
 	fs.StringVar(&c.Replot, "replot", "", "draw cluster-gang-<nodes>.png into -out from `CSV`, a results-gang-<nodes>.csv of an earlier run (give that run's -pods, -gang-share, -seed, -load for the caption), and start nothing")
@@ -96,27 +105,77 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("-unit %v: want at least 1s (the scheduler's retry backoff is 1 s)", c.Unit)
 	case c.GangShare < 0 || c.GangShare > 1:
 		return c, fmt.Errorf("-gang-share %g: want 0..1", c.GangShare)
+	case c.Coalesce < 0:
+		return c, fmt.Errorf("-coalesce %v: want 0 or more", c.Coalesce)
 	}
 	if c.Burst == 0 {
 		c.Burst = c.Nodes * 3 / 2
 	}
-	for _, name := range strings.Split(*arms, ",") {
-		name = strings.TrimSpace(name)
-		if name == "all" {
-			c.Arms = allArms
-			continue
-		}
-		found := false
-		for _, a := range append(allArms[:len(allArms):len(allArms)], gangArms...) {
-			if a.name == name {
-				c.Arms, found = append(c.Arms, a), true
-			}
-		}
-		if !found {
-			return c, fmt.Errorf("-arms: unknown arm %q (want %s)", name, armNames())
-		}
+	if c.Arms, err = parseArms(*arms); err != nil {
+		return c, fmt.Errorf("-arms: %w", err)
+	}
+	proto := slices.ContainsFunc(c.Arms, func(a armSpec) bool { return a.proto })
+	switch {
+	case proto && c.ProtoScheduler == "":
+		return c, fmt.Errorf("-arms %s: an arm ending in %s needs -proto-scheduler PATH", *arms, suffixProto)
+	case !proto && c.ProtoScheduler != "":
+		return c, fmt.Errorf("-proto-scheduler %s: no arm ending in %s runs it", c.ProtoScheduler, suffixProto)
 	}
 	return c, nil
+}
+
+// Arm name suffixes: ARM-prefilter keeps node labels and installs the
+// chart's prefilter policy (prefilter.go); ARM-proto, and
+// ARM-prefilter-proto, run -proto-scheduler.
+const (
+	suffixPrefilter = "-prefilter"
+	suffixProto     = "-proto"
+)
+
+// parseArms reads -arms: names, comma-separated, each "all" or an arm
+// lookupArm knows. An arm named twice is refused: its pods and rows
+// would be mixed up.
+func parseArms(s string) ([]armSpec, error) {
+	var out []armSpec
+	seen := map[string]bool{}
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		as := allArms
+		if name != "all" {
+			a, err := lookupArm(name)
+			if err != nil {
+				return nil, err
+			}
+			as = []armSpec{a}
+		}
+		for _, a := range as {
+			if seen[a.name] {
+				return nil, fmt.Errorf("arm %q named twice", a.name)
+			}
+			seen[a.name] = true
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// lookupArm finds the arm name: a base arm, optionally followed by
+// -prefilter (only a DRA arm that republishes: lpu-dra sets its labels
+// as it publishes), then optionally by -proto.
+func lookupArm(name string) (armSpec, error) {
+	base, proto := strings.CutSuffix(name, suffixProto)
+	base, prefilter := strings.CutSuffix(base, suffixPrefilter)
+	for _, a := range append(allArms[:len(allArms):len(allArms)], gangArms...) {
+		if a.name != base {
+			continue
+		}
+		if prefilter && !(a.dra && a.dynamic) {
+			return armSpec{}, fmt.Errorf("arm %q: %s needs a DRA arm that republishes, %s does not", name, suffixPrefilter, base)
+		}
+		a.name, a.prefilter, a.proto = name, prefilter, proto
+		return a, nil
+	}
+	return armSpec{}, fmt.Errorf("unknown arm %q (want %s, each optionally followed by %s, then by %s)", name, armNames(), suffixPrefilter, suffixProto)
 }
 
 func armNames() string {
@@ -167,6 +226,23 @@ func run(args []string) error {
 	return nil
 }
 
+// lab is what every arm of a run shares: the control plane and its
+// record, the admin client, the scheduler's scraper, the nodes and the
+// jobs.
+type lab struct {
+	cfg             config
+	c               *clustertest.Cluster
+	st              *state
+	cs              kubernetes.Interface
+	sc              *scraper
+	bins            clustertest.Binaries // as started: kube-scheduler is -kube-scheduler, if given
+	shipped         *shipped
+	nodes           []*simNode
+	jobs, burstJobs []churn.Job
+	logf            func(string, ...any)
+	proto           bool // kube-scheduler is -proto-scheduler now
+}
+
 // bench runs every arm of cfg on one control plane and returns the rows.
 func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results, error) {
 	bins, shipped, err := preflight(cfg, logf)
@@ -209,51 +285,94 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 	if err != nil {
 		return nil, err
 	}
-	jobs := churn.Generate(cfg.Seed, churn.MixDefault, cfg.Pods, cfg.churnLoad(logf), capacity)
-	burstJobs := churn.Generate(cfg.Seed+1, churn.MixDefault, cfg.Burst, cfg.Load, capacity)
-	res := &results{Nodes: cfg.Nodes, TwoRing: cfg.TwoRing, Pods: cfg.Pods, Capacity: capacity, Bound: countBound(jobs, caps)}
-	for _, j := range jobs {
+	l := &lab{cfg: cfg, c: c, st: st, cs: cs, sc: sc, bins: bins, shipped: shipped, nodes: nodes, logf: logf,
+		jobs:      churn.Generate(cfg.Seed, churn.MixDefault, cfg.Pods, cfg.churnLoad(logf), capacity),
+		burstJobs: churn.Generate(cfg.Seed+1, churn.MixDefault, cfg.Burst, cfg.Load, capacity)}
+	res := &results{Nodes: cfg.Nodes, TwoRing: cfg.TwoRing, Pods: cfg.Pods, Capacity: capacity, Coalesce: cfg.Coalesce, Bound: countBound(l.jobs, caps)}
+	for _, j := range l.jobs {
 		if j.Size > 1 {
 			res.Multi++
 		}
 	}
 
-	if res.Rows, err = runArms(ctx, cfg, cs, sc, st.PIDs, nodes, jobs, burstJobs, c.Kubeconfig, logf); err != nil {
+	if res.Rows, err = l.runArms(ctx); err != nil {
 		return nil, err
 	}
 	return res, nil
 }
 
-// runArms runs cfg's arms in order, switching the nodes between the
-// device plugin and DRA when the next arm needs the other, and returns
-// their rows.
-func runArms(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scraper, pids map[string]int, nodes []*simNode, jobs, burstJobs []churn.Job, kubeconfig string, logf func(string, ...any)) ([]row, error) {
+// runArms runs the arms in order, switching the nodes between the device
+// plugin and DRA, and kube-scheduler between the -kube-scheduler one and
+// -proto-scheduler, when the next arm needs the other, and returns their
+// rows.
+func (l *lab) runArms(ctx context.Context) ([]row, error) {
 	var out []row
 	draOn := false
-	for _, arm := range cfg.Arms {
+	for _, arm := range l.cfg.Arms {
+		if arm.proto != l.proto {
+			if err := l.switchScheduler(ctx, arm.proto); err != nil {
+				return nil, err
+			}
+		}
 		if arm.dra != draOn {
-			if err := switchMode(ctx, cs, nodes, arm.dra, logf); err != nil {
+			if err := switchMode(ctx, l.cs, l.nodes, arm.dra, l.logf); err != nil {
 				return nil, err
 			}
 			draOn = arm.dra
 		}
-		if arm.dra {
-			if err := resetSlices(ctx, cs, nodes); err != nil {
-				return nil, err
-			}
-		}
-		rows, err := runArm(ctx, cfg, cs, sc, pids, arm, nodes, jobs, burstJobs, kubeconfig, logf)
+		rows, err := l.runPrepared(ctx, arm)
 		if err != nil {
 			return nil, fmt.Errorf("arm %s: %w", arm.name, err)
 		}
 		out = append(out, rows...)
 	}
 	if draOn {
-		for _, n := range nodes {
+		for _, n := range l.nodes {
 			n.ctrl.Stop()
 		}
 	}
 	return out, nil
+}
+
+// runPrepared runs one arm from the empty node's slices (DRA) and, for a
+// prefilter arm, with the node labels kept and the chart's policy in
+// place, both gone again when it returns.
+func (l *lab) runPrepared(ctx context.Context, arm armSpec) (rows []row, err error) {
+	var pf *prefilter
+	if arm.prefilter {
+		if pf, err = startPrefilter(ctx, l); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if serr := pf.stop(ctx); serr != nil && err == nil {
+				err = serr
+			}
+		}()
+	}
+	if arm.dra {
+		if err := resetSlices(ctx, l.cs, l.nodes); err != nil {
+			return nil, err
+		}
+	}
+	return runArm(ctx, l, arm, pf)
+}
+
+// switchScheduler restarts kube-scheduler as -proto-scheduler (proto) or
+// as the run's own, and records its new PID and binary for the next
+// run's clean-up.
+func (l *lab) switchScheduler(ctx context.Context, proto bool) error {
+	bin := l.bins.KubeScheduler
+	if proto {
+		bin = l.cfg.ProtoScheduler
+	}
+	start := time.Now()
+	if err := l.c.RestartScheduler(ctx, bin); err != nil {
+		return err
+	}
+	l.proto = proto
+	l.st.PIDs, l.st.Exes["kube-scheduler"] = l.c.PIDs(), bin
+	l.logf("kube-scheduler restarted as %s in %v", bin, time.Since(start).Round(100*time.Millisecond))
+	return l.st.save()
 }
 
 // preflight clears what a killed run left, checks the machine has the
@@ -279,9 +398,17 @@ func preflight(cfg config, logf func(string, ...any)) (clustertest.Binaries, *sh
 		}
 		bins.KubeScheduler = cfg.Scheduler
 	}
+	if cfg.ProtoScheduler != "" {
+		if err := clustertest.CheckExecutable(cfg.ProtoScheduler); err != nil {
+			return clustertest.Binaries{}, nil, fmt.Errorf("-proto-scheduler: %w", err)
+		}
+	}
 	shipped, err := loadShipped(cfg.Manifest, churn.MixDefault.Sizes)
 	if err != nil {
 		return clustertest.Binaries{}, nil, err
+	}
+	if i := slices.IndexFunc(cfg.Arms, func(a armSpec) bool { return a.prefilter }); i >= 0 && shipped.prefilter.policy == nil {
+		return clustertest.Binaries{}, nil, fmt.Errorf("arm %s: %s has no MutatingAdmissionPolicy named *%s (the chart's prefilter policy)", cfg.Arms[i].name, cfg.Manifest, prefilterPolicySuffix)
 	}
 	return bins, shipped, nil
 }
@@ -291,7 +418,7 @@ func preflight(cfg config, logf func(string, ...any)) (clustertest.Binaries, *sh
 // the slices.
 func resetSlices(ctx context.Context, cs kubernetes.Interface, nodes []*simNode) error {
 	for _, n := range nodes {
-		n.ctrl.Update(&resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{n.name: {Slices: n.builder.Slices(nil, nil)}}})
+		n.publish(n.builder.Slices(nil, nil), n.builder.Free(nil, nil))
 	}
 	return waitSlices(ctx, cs, nodes)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -19,15 +20,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/hyperaccel/lpu-node/test/churn"
 	"github.com/hyperaccel/lpu-node/test/pngchart"
 )
 
 // results are one run's rows.
 type results struct {
 	Nodes, TwoRing, Pods, Capacity int
-	Multi                          int // multi-LPU arrivals
-	Bound                          int // multi-LPU pods the count bound starts
+	Coalesce                       time.Duration // -coalesce
+	Multi                          int           // multi-LPU arrivals
+	Bound                          int           // multi-LPU pods the count bound starts
 	Rows                           []row
 }
 
@@ -51,6 +52,18 @@ type row struct {
 	// to WaitP50. Legs are every started multi-LPU pod's.
 	WaitClaimP50, WaitBindP50, WaitAdmitP50 float64
 	Legs                                    []waitLegs
+
+	// Prefilter arms: the node-label patches the keepers made from the
+	// burst to the end of the churn, and how long after the churn's end
+	// the labels took to show the view last published (a fall waits
+	// nodelabel's LowerAfter). Created pods and those admission gave the
+	// prefilter's node affinity (every arm: none without the policy).
+	Prefilter             bool
+	LabelWrites           int
+	LabelSettle           float64 // seconds
+	Created, WithAffinity int
+	HarnessCPUPer1k       float64 // the harness process (nodes, keepers), per 1k churn pods
+	HarnessRSS            float64 // MiB, at the churn's end
 }
 
 // profileSpan is how long -profile records the scheduler from the start
@@ -58,20 +71,38 @@ type row struct {
 const profileSpan = 15 * time.Second
 
 // runArm runs one arm: the burst, then the churn, and turns the records
-// into a row per node side.
-func runArm(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scraper, pids map[string]int, spec armSpec, nodes []*simNode, jobs, burstJobs []churn.Job, kubeconfig string, logf func(string, ...any)) ([]row, error) {
+// into a row per node side. pf is the prefilter arm's setup, else nil.
+func runArm(ctx context.Context, l *lab, spec armSpec, pf *prefilter) ([]row, error) {
+	cfg, cs, sc, pids, nodes, logf := l.cfg, l.cs, l.sc, l.st.PIDs, l.nodes, l.logf
+	jobs, burstJobs := l.jobs, l.burstJobs
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	r := newRunner(cs, spec, nodes, cfg.Unit, cfg.Seed, logf)
+	r.coalesce = cfg.Coalesce
 	for _, j := range jobs {
 		r.lifetimes = append(r.lifetimes, j.End-j.Arrive)
 	}
 	gs := attachGangs(r, cfg, jobs)
 	if err := r.watch(ctx); err != nil {
+		cancel()
 		return nil, err
 	}
-	go r.loop(ctx)
+	// The loop is over before this returns: a delayed publication must
+	// not land after the next arm reset the slices.
+	looped := make(chan struct{})
+	go func() { r.loop(ctx); close(looped) }()
+	defer func() { cancel(); <-looped }()
 	stats0 := sliceStats(nodes)
+	if pf != nil {
+		settled, err := pf.settle(ctx, 2*time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		logf("arm %s: %d nodes labelled as published in %v", spec.name, len(nodes), settled.Round(10*time.Millisecond))
+	}
+	labels0, err := pf.writes()
+	if err != nil {
+		return nil, err
+	}
 	logf("arm %s: burst of %d pods", spec.name, len(burstJobs))
 	profiled := make(chan error, 1)
 	if cfg.Profile != "" {
@@ -93,9 +124,16 @@ func runArm(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scrape
 	}
 	api0, _ := readProc(pids["kube-apiserver"])
 	sch0, _ := readProc(pids["kube-scheduler"])
+	own0, _ := readProc(os.Getpid())
 	logf("arm %s: burst %.1f pods/s; churn of %d pods", spec.name, tput, len(jobs))
-	if cfg.inspect != nil {
-		r.atEnd = func() { cfg.inspect(spec.name, kubeconfig) }
+	var settled time.Duration
+	r.atEnd = func() {
+		if pf != nil {
+			settled = r.settleLabels(ctx, pf)
+		}
+		if cfg.inspect != nil {
+			cfg.inspect(spec.name, l.c.Kubeconfig)
+		}
 	}
 	took, err := r.churnPhase(ctx, jobs)
 	if err != nil {
@@ -107,7 +145,12 @@ func runArm(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scrape
 	}
 	api1, _ := readProc(pids["kube-apiserver"])
 	sch1, _ := readProc(pids["kube-scheduler"])
+	own1, _ := readProc(os.Getpid())
 	stats1 := sliceStats(nodes)
+	labels1, err := pf.writes()
+	if err != nil {
+		r.errs = append(r.errs, err.Error())
+	}
 	nSlices, bytes := countSlices(ctx, cs)
 	r.wg.Wait()
 	gang := gs.result(ctx, logf)
@@ -119,15 +162,17 @@ func runArm(ctx context.Context, cfg config, cs kubernetes.Interface, sc *scrape
 			APICPUPer1k:   (api1.CPUSeconds - api0.CPUSeconds) * 1000 / float64(len(jobs)),
 			SchedCPUPer1k: (sch1.CPUSeconds - sch0.CPUSeconds) * 1000 / float64(len(jobs)),
 			APIRSS:        api1.RSSMiB, SchedRSS: sch1.RSSMiB, Slices: nSlices, SliceBytes: bytes, Rewrites: stats1 - stats0,
-			Errors: r.errs, Gang: gang}
+			Errors: r.errs, Gang: gang, Prefilter: spec.prefilter, LabelWrites: labels1 - labels0, LabelSettle: settled.Seconds(),
+			Created: int(r.created.Load()), WithAffinity: int(r.withAffinity.Load()),
+			HarnessCPUPer1k: (own1.CPUSeconds - own0.CPUSeconds) * 1000 / float64(len(jobs)), HarnessRSS: own1.RSSMiB}
 		w.tally(r.frozen, side)
 		rows = append(rows, w)
 		// The row in the log too: a long run stopped before its end
 		// still has the arms it finished.
-		logf("arm %s (%s): contiguous %d/%d, scattered %d, refused %d, waiting %d, wait p50/p99 %.2f/%.2f s (legs p50 claim/bind/admit %.3f/%.3f/%.3f s), burst %.1f pods/s, sched p50/p99 %.1f/%.1f ms, apiserver/scheduler CPU s per 1k %.1f/%.1f, slices %d (%d B), writes %d, errors %d",
+		logf("arm %s (%s): contiguous %d/%d, scattered %d, refused %d, waiting %d, wait p50/p99 %.2f/%.2f s (legs p50 claim/bind/admit %.3f/%.3f/%.3f s), burst %.1f pods/s, sched p50/p99 %.1f/%.1f ms, apiserver/scheduler CPU s per 1k %.1f/%.1f, slices %d (%d B), writes %d, node-label writes %d (settled in %.1f s), pods with the prefilter affinity %d/%d, harness CPU s per 1k %.1f, RSS %.0f MiB, errors %d",
 			w.Arm, w.Side, w.Contiguous, w.Multi, w.Scattered, w.Refused, w.Waiting, w.WaitP50, w.WaitP99,
 			w.WaitClaimP50, w.WaitBindP50, w.WaitAdmitP50, w.Throughput,
-			w.LatP50*1000, w.LatP99*1000, w.APICPUPer1k, w.SchedCPUPer1k, w.Slices, w.SliceBytes, w.Rewrites, len(w.Errors))
+			w.LatP50*1000, w.LatP99*1000, w.APICPUPer1k, w.SchedCPUPer1k, w.Slices, w.SliceBytes, w.Rewrites, w.LabelWrites, w.LabelSettle, w.WithAffinity, w.Created, w.HarnessCPUPer1k, w.HarnessRSS, len(w.Errors))
 	}
 	logf("arm %s done in %v", spec.name, took.Round(time.Second))
 	return rows, nil
@@ -244,7 +289,8 @@ var csvHeader = []string{"nodes", "two_ring_nodes", "arm", "node_side", "multi_a
 	"apiserver_cpu_s_per_1k_pods", "scheduler_cpu_s_per_1k_pods", "apiserver_rss_mib", "scheduler_rss_mib",
 	"resourceslices", "resourceslice_bytes", "resourceslice_writes", "harness_errors",
 	// Added after the others, so that an older CSV is a prefix of this.
-	"wait_claim_p50_s", "wait_bind_p50_s", "wait_admit_p50_s"}
+	"wait_claim_p50_s", "wait_bind_p50_s", "wait_admit_p50_s",
+	"node_label_writes", "node_label_settle_s", "pods_created", "pods_with_prefilter_affinity", "harness_cpu_s_per_1k_pods", "harness_rss_mib", "coalesce_ms"}
 
 func f(x float64, p int) string {
 	if math.IsNaN(x) {
@@ -261,9 +307,19 @@ func (res *results) csvRows() [][]string {
 			strconv.Itoa(w.Scattered), strconv.Itoa(w.Refused), strconv.Itoa(w.Waiting), f(w.WaitP50, 2), f(w.WaitP99, 2),
 			f(w.Throughput, 1), f(w.LatP50*1000, 2), f(w.LatP99*1000, 2), f(w.APICPUPer1k, 1), f(w.SchedCPUPer1k, 1),
 			f(w.APIRSS, 0), f(w.SchedRSS, 0), strconv.Itoa(w.Slices), strconv.Itoa(w.SliceBytes), strconv.Itoa(w.Rewrites),
-			strconv.Itoa(len(w.Errors)), f(w.WaitClaimP50, 3), f(w.WaitBindP50, 3), f(w.WaitAdmitP50, 3)})
+			strconv.Itoa(len(w.Errors)), f(w.WaitClaimP50, 3), f(w.WaitBindP50, 3), f(w.WaitAdmitP50, 3),
+			w.labelCell(strconv.Itoa(w.LabelWrites)), w.labelCell(f(w.LabelSettle, 2)), strconv.Itoa(w.Created), strconv.Itoa(w.WithAffinity),
+			f(w.HarnessCPUPer1k, 1), f(w.HarnessRSS, 0), strconv.FormatInt(res.Coalesce.Milliseconds(), 10)})
 	}
 	return out
+}
+
+// labelCell is s in a prefilter arm, empty in the others (no labels kept).
+func (w row) labelCell(s string) string {
+	if !w.Prefilter {
+		return ""
+	}
+	return s
 }
 
 // writeResults writes results-N.csv (appending to nothing: one file per
@@ -301,17 +357,24 @@ func writeResults(cfg config, res *results) error {
 // table is the run as a markdown table.
 func table(cfg config, res *results) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nN=%d nodes (%d two-ring), %d LPUs, %d arrivals (%d multi-LPU), seed %d, load %.2f, unit %v; count bound starts %d multi-LPU pods\n\n",
-		res.Nodes, res.TwoRing, res.Capacity, res.Pods, res.Multi, cfg.Seed, cfg.Load, cfg.Unit, res.Bound)
-	b.WriteString("| arm | contiguous / multi | of bound | scattered | refused | waiting at end | wait p50/p99 s | wait legs p50 claim / bind / admit s | burst pods/s | sched p50/p99 ms | apiserver / scheduler CPU s per 1k pods | RSS MiB | slices (KiB) | slice writes |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "\nN=%d nodes (%d two-ring), %d LPUs, %d arrivals (%d multi-LPU), seed %d, load %.2f, unit %v, coalesce %v; count bound starts %d multi-LPU pods\n",
+		res.Nodes, res.TwoRing, res.Capacity, res.Pods, res.Multi, cfg.Seed, cfg.Load, cfg.Unit, res.Coalesce, res.Bound)
+	if cfg.Scheduler != "" {
+		fmt.Fprintf(&b, "kube-scheduler: %s\n", cfg.Scheduler)
+	}
+	if cfg.ProtoScheduler != "" {
+		fmt.Fprintf(&b, "arms ending in %s: kube-scheduler %s\n", suffixProto, cfg.ProtoScheduler)
+	}
+	b.WriteString("\n")
+	b.WriteString("| arm | contiguous / multi | of bound | scattered | refused | waiting at end | wait p50/p99 s | wait legs p50 claim / bind / admit s | burst pods/s | sched p50/p99 ms | apiserver / scheduler CPU s per 1k pods | RSS MiB | slices (KiB) | slice writes | node-label writes |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, w := range res.Rows {
-		fmt.Fprintf(&b, "| %s | %d/%d = %s %% | %s %% | %d | %d | %d | %s / %s | %s / %s / %s | %s | %s / %s | %s / %s | %s / %s | %d (%d) | %d |\n",
+		fmt.Fprintf(&b, "| %s | %d/%d = %s %% | %s %% | %d | %d | %d | %s / %s | %s / %s / %s | %s | %s / %s | %s / %s | %s / %s | %d (%d) | %d | %s |\n",
 			w.name(), w.Contiguous, w.Multi, f(100*share(w.Contiguous, w.Multi), 1), f(100*share(w.Contiguous, res.Bound), 1),
 			w.Scattered, w.Refused, w.Waiting, f(w.WaitP50, 2), f(w.WaitP99, 2),
 			f(w.WaitClaimP50, 3), f(w.WaitBindP50, 3), f(w.WaitAdmitP50, 3), f(w.Throughput, 1),
 			f(w.LatP50*1000, 1), f(w.LatP99*1000, 1), f(w.APICPUPer1k, 1), f(w.SchedCPUPer1k, 1), f(w.APIRSS, 0), f(w.SchedRSS, 0),
-			w.Slices, w.SliceBytes/1024, w.Rewrites)
+			w.Slices, w.SliceBytes/1024, w.Rewrites, cmp.Or(w.labelCell(strconv.Itoa(w.LabelWrites)), "-"))
 	}
 	for _, w := range res.Rows {
 		for _, e := range w.Errors[:min(len(w.Errors), 5)] {

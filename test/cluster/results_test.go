@@ -74,13 +74,7 @@ func TestTallyLegColumns(t *testing.T) {
 	none.tally(map[string]podRec{"w": {size: 2, created: t0}}, "pkg/alloc")
 	res := &results{Nodes: 10, Multi: 5, Bound: 5, Rows: []row{w, none}}
 	rows := res.csvRows()
-	col := func(r []string, name string) string {
-		i := slices.Index(csvHeader, name)
-		if i < 0 || len(r) != len(csvHeader) {
-			t.Fatalf("column %s: header %v, row %v", name, csvHeader, r)
-		}
-		return r[i]
-	}
+	col := func(r []string, name string) string { return csvCell(t, r, name) }
 	for name, want := range map[string]string{"wait_claim_p50_s": "0.200", "wait_bind_p50_s": "0.500", "wait_admit_p50_s": "0.020", "wait_p50_s": "0.63"} {
 		if got := col(rows[0], name); got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
@@ -108,4 +102,14 @@ func TestPercentile(t *testing.T) {
 	if v[0] != 0.3 {
 		t.Error("percentile sorted its input")
 	}
+}
+
+// csvCell is the cell of CSV row r in the column named name.
+func csvCell(t *testing.T, r []string, name string) string {
+	t.Helper()
+	i := slices.Index(csvHeader, name)
+	if i < 0 || len(r) != len(csvHeader) {
+		t.Fatalf("column %s: header %v, row %v", name, csvHeader, r)
+	}
+	return r[i]
 }

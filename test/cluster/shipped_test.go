@@ -37,6 +37,11 @@ func TestShippedManifest(t *testing.T) {
 			t.Errorf("%s lacks %q:\n%s", name, want, b)
 		}
 	}
+	// The prefilter arms install the chart's policy and its binding only,
+	// not the manifest's other policies (the runtime gate).
+	if p := s.prefilter.policy; p == nil || p.Name != "lpu-node-dra-prefilter" || len(s.prefilter.bindings) != 1 || s.prefilter.bindings[0].Spec.PolicyName != p.Name {
+		t.Errorf("prefilter policy %v with bindings %v, want lpu-node-dra-prefilter and its one binding", p, s.prefilter.bindings)
+	}
 	if name := templateName(1, true); name != "lpu-arc-1" {
 		t.Errorf("a best-effort 1-LPU pod uses %s, want the strict lpu-arc-1", name)
 	}

@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,6 +75,11 @@ type Cluster struct {
 	procs   []*daemontest.Proc // in start order
 	ownDir  bool
 	stopped bool
+	// opts and schedPort are what RestartScheduler starts the scheduler
+	// with again; restarts counts its restarts (the old logs keep them).
+	opts      Options
+	schedPort int
+	restarts  int
 }
 
 // Start runs a cluster for the test and stops it when the test ends. When
@@ -162,6 +169,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		return err
 	}
 	etcdClient, etcdPeer, apiPort, schedPort, cmPort := ports[0], ports[1], ports[2], ports[3], ports[4]
+	c.opts, c.schedPort = opts, schedPort
 	c.Server = "https://" + daemontest.Loopback(apiPort)
 
 	if err := c.writePKI(pki); err != nil {
@@ -180,7 +188,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		}
 	}
 	if opts.Scheduler {
-		if err := c.startScheduler(ctx, opts, logs, schedPort); err != nil {
+		if err := c.startScheduler(ctx, opts, logs, schedPort, "/healthz"); err != nil {
 			return err
 		}
 	}
@@ -265,11 +273,12 @@ func (c *Cluster) startControllerManager(ctx context.Context, opts Options, pki,
 		"--profiling=false",
 	}
 	return c.launch(ctx, opts, "kube-controller-manager", opts.Binaries.KubeControllerManager, logs,
-		append(args, opts.ControllerManagerFlags...), func(ctx context.Context) error { return healthz(ctx, cmPort) })
+		append(args, opts.ControllerManagerFlags...), func(ctx context.Context) error { return healthz(ctx, cmPort, "/healthz") })
 }
 
-// startScheduler starts kube-scheduler on schedPort.
-func (c *Cluster) startScheduler(ctx context.Context, opts Options, logs string, schedPort int) error {
+// startScheduler starts kube-scheduler on schedPort and waits until
+// probe (/healthz or /readyz) answers ok.
+func (c *Cluster) startScheduler(ctx context.Context, opts Options, logs string, schedPort int, probe string) error {
 	kc, err := c.componentKubeconfig("system:kube-scheduler")
 	if err != nil {
 		return err
@@ -280,7 +289,7 @@ func (c *Cluster) startScheduler(ctx context.Context, opts Options, logs string,
 		"--leader-elect=false", "--profiling=false",
 	}
 	return c.launch(ctx, opts, "kube-scheduler", opts.Binaries.KubeScheduler, logs,
-		append(args, opts.SchedulerFlags...), func(ctx context.Context) error { return healthz(ctx, schedPort) })
+		append(args, opts.SchedulerFlags...), func(ctx context.Context) error { return healthz(ctx, schedPort, probe) })
 }
 
 // writePKI makes the CA, the apiserver's serving certificate, the
@@ -425,8 +434,9 @@ var insecureLoopback = &http.Client{Transport: &http.Transport{
 	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback health probe only
 }}
 
-func healthz(ctx context.Context, port int) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+daemontest.Loopback(port)+"/healthz", nil)
+// healthz asks a component serving on port for path (/healthz, /readyz).
+func healthz(ctx context.Context, port int, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+daemontest.Loopback(port)+path, nil)
 	if err != nil {
 		return err
 	}
@@ -437,7 +447,35 @@ func healthz(ctx context.Context, port int) error {
 	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<12))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("healthz: %s %q", resp.Status, b)
+		return fmt.Errorf("%s: %s %q", path, resp.Status, b)
 	}
 	return nil
+}
+
+// RestartScheduler stops kube-scheduler and starts bin in its place with
+// the same flags and port (so a metrics scraper keeps its address), and
+// returns when the new one is ready: its informers synced (/readyz), so
+// that whatever is measured next does not include the sync. The old log
+// is kept as kube-scheduler.N.log. bin empty is the scheduler of Options.
+func (c *Cluster) RestartScheduler(ctx context.Context, bin string) error {
+	i := slices.IndexFunc(c.procs, func(p *daemontest.Proc) bool { return p.Name == "kube-scheduler" })
+	if i < 0 {
+		return errors.New("restart kube-scheduler: the cluster runs none (Options.Scheduler)")
+	}
+	if bin == "" {
+		bin = c.opts.Binaries.KubeScheduler
+	}
+	if err := CheckExecutable(bin); err != nil {
+		return fmt.Errorf("restart kube-scheduler: %w", err)
+	}
+	old := c.procs[i]
+	old.Stop()
+	c.procs = slices.Delete(c.procs, i, i+1)
+	c.restarts++
+	if err := os.Rename(old.Log, strings.TrimSuffix(old.Log, ".log")+"."+strconv.Itoa(c.restarts)+".log"); err != nil {
+		return fmt.Errorf("restart kube-scheduler: keep its log: %w", err)
+	}
+	opts := c.opts
+	opts.Binaries.KubeScheduler = bin
+	return c.startScheduler(ctx, opts, filepath.Dir(old.Log), c.schedPort, "/readyz")
 }

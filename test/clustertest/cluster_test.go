@@ -144,30 +144,29 @@ func TestCluster(t *testing.T) {
 		if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
 			t.Fatalf("node status: %v", err)
 		}
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"},
-			Spec: corev1.PodSpec{
-				Containers:  []corev1.Container{{Name: "c", Image: "localhost/busybox:e2e"}},
-				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			},
+		schedule(ctx, t, cs, "p")
+	})
+
+	t.Run("scheduler restart", func(t *testing.T) {
+		before := c.PIDs()["kube-scheduler"]
+		bad := filepath.Join(t.TempDir(), "kube-scheduler")
+		if err := c.RestartScheduler(ctx, bad); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("restart with a missing binary: %v, want an error naming it", err)
 		}
-		if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create pod: %v", err)
+		if got := c.PIDs()["kube-scheduler"]; got != before {
+			t.Fatalf("a refused restart replaced the scheduler (pid %d → %d)", before, got)
 		}
-		var bound string
-		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			p, err := cs.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			bound = p.Spec.NodeName
-			return bound != "", nil
-		}); err != nil {
-			t.Fatalf("pod not bound by the scheduler: %v", err)
+		if err := c.RestartScheduler(ctx, ""); err != nil {
+			t.Fatal(err)
 		}
-		if bound != "node-a" {
-			t.Errorf("pod bound to %q, want node-a", bound)
+		after := c.PIDs()["kube-scheduler"]
+		if err := syscall.Kill(before, 0); after == before || !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("scheduler pid %d → %d, the old one: %v", before, after, err)
 		}
+		if _, err := os.Stat(filepath.Join(c.Dir, "logs", "kube-scheduler.1.log")); err != nil {
+			t.Errorf("the first scheduler's log: %v", err)
+		}
+		schedule(ctx, t, cs, "p2")
 	})
 
 	pids := c.PIDs()
@@ -184,6 +183,36 @@ func TestCluster(t *testing.T) {
 	}
 	if _, err := os.Stat(c.Dir); !os.IsNotExist(err) {
 		t.Errorf("cluster dir %s after Stop: %v", c.Dir, err)
+	}
+}
+
+// schedule creates pod name and waits until the scheduler binds it to
+// node-a.
+func schedule(ctx context.Context, t *testing.T, cs kubernetes.Interface, name string) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{
+			Containers:  []corev1.Container{{Name: "c", Image: "localhost/busybox:e2e"}},
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		},
+	}
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pod %s: %v", name, err)
+	}
+	var bound string
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		bound = p.Spec.NodeName
+		return bound != "", nil
+	}); err != nil {
+		t.Fatalf("pod %s not bound by the scheduler: %v", name, err)
+	}
+	if bound != "node-a" {
+		t.Errorf("pod %s bound to %q, want node-a", name, bound)
 	}
 }
 

@@ -32,5 +32,8 @@
 // run as system:kube-scheduler and system:kube-controller-manager, without
 // leader election. Every child gets SIGKILL if the test process dies, and
 // Stop ends each one by its PID (SIGTERM, then SIGKILL after a few seconds).
+// RestartScheduler replaces kube-scheduler with another binary (a prototype)
+// on the same port and flags, waiting for its /readyz (informers synced);
+// the old log stays as kube-scheduler.N.log.
 // Waits are bounded by Options.Timeout.
 package clustertest
