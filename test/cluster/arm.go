@@ -582,8 +582,8 @@ func (r *runner) republish(ctx context.Context, n *simNode) {
 
 // publish publishes the node's free arcs and its pods' arcs in pkg/alloc
 // order for the LPUs held now (arcslice.Builder.FreeSlices) and, a
-// prefilter arm, first its labels from the same view (Builder.Free), as
-// lpu-dra does.
+// prefilter arm, first its labels from the same view (Builder.Free, raised
+// to what each pod's claim holds: Free.Holding), as lpu-dra does.
 func (r *runner) publish(n *simNode) {
 	var held []string
 	for id := range r.held["dra"][n.name] {
@@ -591,10 +591,12 @@ func (r *runner) publish(n *simNode) {
 	}
 	sort.Strings(held)
 	var arcs []alloc.Arc
+	free := n.builder.Free(held, nil)
 	for _, a := range r.arcs[n.name] {
 		arcs = append(arcs, a...)
+		free = free.Holding(a) // never below what a pod's claim holds
 	}
-	n.publish(n.builder.FreeSlices(held, arcs, nil), n.builder.Free(held, nil))
+	n.publish(n.builder.FreeSlices(held, arcs, nil), free)
 }
 
 // depart ends a job: the pod is deleted (its claim goes with it) and the

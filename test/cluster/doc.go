@@ -66,7 +66,8 @@
 //     (it waits until a dry-run pod of lpu-arc-4 and of lpu-4-best-effort
 //     comes back with the policy's node affinity) and deleted after it;
 //     every node runs its own pkg/nodelabel.Keeper, as each lpu-dra does,
-//     and Sets the node's labels (arcslice.Builder.Free) right before each
+//     and Sets the node's labels (arcslice.Builder.Free, raised by
+//     Free.Holding to what each pod's claim holds) right before each
 //     publication of its slices, as lpu-dra's Publish. At the churn's end,
 //     with the node loop paused, every node's labels must come to be the
 //     view last published within LowerAfter (5 s) and a minute, else it
