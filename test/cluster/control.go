@@ -228,68 +228,96 @@ func loadShipped(path string, sizes []int) (*shipped, error) {
 		}
 		kind, _ := raw["kind"].(string)
 		doc, _ := sigsyaml.Marshal(raw)
-		switch kind {
-		case "DeviceClass":
-			var dc resourceapi.DeviceClass
-			if err := sigsyaml.UnmarshalStrict(doc, &dc); err != nil {
-				return nil, fmt.Errorf("%s: DeviceClass: %w", path, err)
-			}
-			out.classes = append(out.classes, &dc)
-		case "ResourceClaimTemplate":
-			var t resourceapi.ResourceClaimTemplate
-			if err := sigsyaml.UnmarshalStrict(doc, &t); err != nil {
-				return nil, fmt.Errorf("%s: ResourceClaimTemplate: %w", path, err)
-			}
-			out.templates[t.Name] = &t
-		case "MutatingAdmissionPolicy":
-			var p admissionv1.MutatingAdmissionPolicy
-			if err := sigsyaml.UnmarshalStrict(doc, &p); err != nil {
-				return nil, fmt.Errorf("%s: MutatingAdmissionPolicy: %w", path, err)
-			}
-			if strings.HasSuffix(p.Name, prefilterPolicySuffix) {
-				out.prefilter.policy = &p
-			}
-		case "MutatingAdmissionPolicyBinding":
-			var b admissionv1.MutatingAdmissionPolicyBinding
-			if err := sigsyaml.UnmarshalStrict(doc, &b); err != nil {
-				return nil, fmt.Errorf("%s: MutatingAdmissionPolicyBinding: %w", path, err)
-			}
-			out.prefilter.bindings = append(out.prefilter.bindings, &b)
-		case "ConfigMap":
-			var cm corev1.ConfigMap
-			if err := sigsyaml.UnmarshalStrict(doc, &cm); err != nil {
-				return nil, fmt.Errorf("%s: ConfigMap: %w", path, err)
-			}
-			body, ok := cm.Data["config.yaml"]
-			if !ok {
-				continue
-			}
-			cfg, err := lpuconfig.Parse([]byte(body))
-			if err != nil {
-				return nil, fmt.Errorf("%s: ConfigMap %s config.yaml: %w", path, cm.Name, err)
-			}
-			out.arcSizes, sawConfig = cfg.DRA.ArcSizes, true
+		config, err := out.add(kind, doc)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-	}
-	if p := out.prefilter.policy; p != nil {
-		out.prefilter.bindings = slices.DeleteFunc(out.prefilter.bindings, func(b *admissionv1.MutatingAdmissionPolicyBinding) bool {
-			return b.Spec.PolicyName != p.Name
-		})
-		if len(out.prefilter.bindings) == 0 {
-			return nil, fmt.Errorf("%s: no MutatingAdmissionPolicyBinding of %s", path, p.Name)
-		}
+		sawConfig = sawConfig || config
 	}
 	if !sawConfig {
 		return nil, fmt.Errorf("%s: no ConfigMap with config.yaml (lpu-dra's config)", path)
 	}
+	if err := out.complete(sizes); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}
+
+// strictly decodes doc as a T, naming kind in the error.
+func strictly[T any](doc []byte, kind string) (*T, error) {
+	var v T
+	if err := sigsyaml.UnmarshalStrict(doc, &v); err != nil {
+		return nil, fmt.Errorf("%s: %w", kind, err)
+	}
+	return &v, nil
+}
+
+// add takes one manifest document of kind; config reports whether it was
+// the ConfigMap holding lpu-dra's config.yaml.
+func (s *shipped) add(kind string, doc []byte) (config bool, err error) {
+	switch kind {
+	case "DeviceClass":
+		dc, err := strictly[resourceapi.DeviceClass](doc, kind)
+		if err == nil {
+			s.classes = append(s.classes, dc)
+		}
+		return false, err
+	case "ResourceClaimTemplate":
+		t, err := strictly[resourceapi.ResourceClaimTemplate](doc, kind)
+		if err == nil {
+			s.templates[t.Name] = t
+		}
+		return false, err
+	case "MutatingAdmissionPolicy":
+		p, err := strictly[admissionv1.MutatingAdmissionPolicy](doc, kind)
+		if err == nil && strings.HasSuffix(p.Name, prefilterPolicySuffix) {
+			s.prefilter.policy = p
+		}
+		return false, err
+	case "MutatingAdmissionPolicyBinding":
+		b, err := strictly[admissionv1.MutatingAdmissionPolicyBinding](doc, kind)
+		if err == nil {
+			s.prefilter.bindings = append(s.prefilter.bindings, b)
+		}
+		return false, err
+	case "ConfigMap":
+		cm, err := strictly[corev1.ConfigMap](doc, kind)
+		if err != nil {
+			return false, err
+		}
+		body, ok := cm.Data["config.yaml"]
+		if !ok {
+			return false, nil
+		}
+		cfg, err := lpuconfig.Parse([]byte(body))
+		if err != nil {
+			return false, fmt.Errorf("ConfigMap %s config.yaml: %w", cm.Name, err)
+		}
+		s.arcSizes = cfg.DRA.ArcSizes
+		return true, nil
+	}
+	return false, nil
+}
+
+// complete keeps the prefilter policy's own bindings (it must have one)
+// and checks that every size has its templates.
+func (s *shipped) complete(sizes []int) error {
+	if p := s.prefilter.policy; p != nil {
+		s.prefilter.bindings = slices.DeleteFunc(s.prefilter.bindings, func(b *admissionv1.MutatingAdmissionPolicyBinding) bool {
+			return b.Spec.PolicyName != p.Name
+		})
+		if len(s.prefilter.bindings) == 0 {
+			return fmt.Errorf("no MutatingAdmissionPolicyBinding of %s", p.Name)
+		}
+	}
 	for _, k := range sizes {
 		for _, be := range []bool{false, true} {
-			if name := templateName(k, be); out.templates[name] == nil {
-				return nil, fmt.Errorf("%s: no ResourceClaimTemplate %s", path, name)
+			if name := templateName(k, be); s.templates[name] == nil {
+				return fmt.Errorf("no ResourceClaimTemplate %s", name)
 			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // templateName is the claim template a pod of size k uses; a best-effort

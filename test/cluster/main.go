@@ -90,23 +90,8 @@ func parseFlags(args []string) (config, error) {
 	if c.GangMix, err = parseGangMix(*mix); err != nil {
 		return c, fmt.Errorf("-gang-mix: %w", err)
 	}
-	switch {
-	case c.Nodes < 1:
-		return c, fmt.Errorf("-nodes %d: want at least 1", c.Nodes)
-	case c.TwoRing < 0 || c.TwoRing > c.Nodes:
-		return c, fmt.Errorf("-two-ring %d: want 0..%d (-nodes)", c.TwoRing, c.Nodes)
-	case c.Pods < 1:
-		return c, fmt.Errorf("-pods %d: want at least 1", c.Pods)
-	case c.Load <= 0 || c.Load > 2:
-		return c, fmt.Errorf("-load %g: want (0, 2]", c.Load)
-	case c.Score < 0 || c.Score > 100:
-		return c, fmt.Errorf("-nodes-to-score %d: want 0..100", c.Score)
-	case c.Unit < time.Second:
-		return c, fmt.Errorf("-unit %v: want at least 1s (the scheduler's retry backoff is 1 s)", c.Unit)
-	case c.GangShare < 0 || c.GangShare > 1:
-		return c, fmt.Errorf("-gang-share %g: want 0..1", c.GangShare)
-	case c.Coalesce < 0:
-		return c, fmt.Errorf("-coalesce %v: want 0 or more", c.Coalesce)
+	if err := c.checkRanges(); err != nil {
+		return c, err
 	}
 	if c.Burst == 0 {
 		c.Burst = c.Nodes * 3 / 2
@@ -122,6 +107,29 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("-proto-scheduler %s: no arm ending in %s runs it", c.ProtoScheduler, suffixProto)
 	}
 	return c, nil
+}
+
+// checkRanges refuses a numeric flag out of its range, naming it.
+func (c config) checkRanges() error {
+	switch {
+	case c.Nodes < 1:
+		return fmt.Errorf("-nodes %d: want at least 1", c.Nodes)
+	case c.TwoRing < 0 || c.TwoRing > c.Nodes:
+		return fmt.Errorf("-two-ring %d: want 0..%d (-nodes)", c.TwoRing, c.Nodes)
+	case c.Pods < 1:
+		return fmt.Errorf("-pods %d: want at least 1", c.Pods)
+	case c.Load <= 0 || c.Load > 2:
+		return fmt.Errorf("-load %g: want (0, 2]", c.Load)
+	case c.Score < 0 || c.Score > 100:
+		return fmt.Errorf("-nodes-to-score %d: want 0..100", c.Score)
+	case c.Unit < time.Second:
+		return fmt.Errorf("-unit %v: want at least 1s (the scheduler's retry backoff is 1 s)", c.Unit)
+	case c.GangShare < 0 || c.GangShare > 1:
+		return fmt.Errorf("-gang-share %g: want 0..1", c.GangShare)
+	case c.Coalesce < 0:
+		return fmt.Errorf("-coalesce %v: want 0 or more", c.Coalesce)
+	}
+	return nil
 }
 
 // Arm name suffixes: ARM-prefilter keeps node labels and installs the
