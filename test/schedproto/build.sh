@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Prototype of an upstream fix, never shipped (docs/upstream-pool-cache.md):
-# kube-scheduler v1.37.2 with a per-node pool cache in the structured
-# allocator. A scratch module copies k8s.io/dynamic-resource-allocation
-# v0.37.2 from the module cache, adds poolcache_incubating.go.in and the three
-# hooks in hooks.patch, and replaces the upstream module with that copy.
+# Prototype of upstream fixes, never shipped (docs/upstream-pool-cache.md):
+# kube-scheduler v1.37.2 with, in the structured allocator, a per-node pool
+# cache (poolcache_incubating.go.in, the three hooks in hooks.patch) and a
+# fail-fast precount for ExactCount requests (precount_incubating.go.in, the
+# hook in precount.patch). A scratch module copies
+# k8s.io/dynamic-resource-allocation v0.37.2 from the module cache, adds the
+# parts named in SCHEDPROTO_PARTS (default "poolcache precount"), and
+# replaces the upstream module with that copy.
 #
 #   build.sh scheduler   kube-scheduler into $LPU_E2E_CACHE/kube-scheduler-poolcache-v1.37.2/
 #   build.sh test ARGS   test/dravalidate's tests (and, with -bench, benchmarks)
@@ -22,8 +25,14 @@ patched_dra() {
   orig=$(go mod download -json "k8s.io/dynamic-resource-allocation@$dra_version" | sed -n 's/^\s*"Dir": "\(.*\)",\?$/\1/p')
   [ -d "$orig" ] || { echo "schedproto: no module dir for k8s.io/dynamic-resource-allocation@$dra_version" >&2; return 1; }
   rm -rf "$dir" && cp -r "$orig" "$dir" && chmod -R u+w "$dir"
-  patch -s -d "$dir" -p1 < "$here/hooks.patch"
-  cp "$here/poolcache_incubating.go.in" "$dir/structured/internal/incubating/poolcache_incubating.go"
+  for part in ${SCHEDPROTO_PARTS-poolcache precount}; do
+    case $part in
+    poolcache) patch -s -d "$dir" -p1 < "$here/hooks.patch" ;;
+    precount) patch -s -d "$dir" -p1 < "$here/precount.patch" ;;
+    *) echo "schedproto: unknown part $part (poolcache, precount)" >&2; return 1 ;;
+    esac
+    cp "$here/${part}_incubating.go.in" "$dir/structured/internal/incubating/${part}_incubating.go"
+  done
 }
 
 case ${1:-} in
@@ -52,7 +61,7 @@ test)
   GOWORK=$work/go.work go test "$@" .
   ;;
 *)
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac
