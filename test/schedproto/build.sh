@@ -11,6 +11,12 @@
 #   build.sh scheduler   kube-scheduler into $LPU_E2E_CACHE/kube-scheduler-poolcache-v1.37.2/
 #   build.sh test ARGS   test/dravalidate's tests (and, with -bench, benchmarks)
 #                        against the patched allocator; ARGS go to go test
+#   build.sh schedperf ARGS
+#                        the scheduler_perf case in schedperf/ (k8s.io/kubernetes
+#                        v1.37.2 test/integration/scheduler_perf, run from a
+#                        scratch module), ARGS go to go test; etcd must be on
+#                        PATH. SCHEDPROTO_PARTS= (empty) runs it on the stock
+#                        allocator.
 #
 # scheduler needs test/e2e/tools.sh kube first: it reuses that module's go.mod.
 set -euo pipefail
@@ -60,8 +66,36 @@ test)
   cd "$here/../dravalidate"
   GOWORK=$work/go.work go test "$@" .
   ;;
+schedperf)
+  shift
+  base=$cache/src/kube-$k8s
+  [ -f "$base/go.mod" ] || { echo "schedproto: $base/go.mod missing; run test/e2e/tools.sh kube first" >&2; exit 1; }
+  command -v etcd >/dev/null || { echo "schedproto: no etcd on PATH (test/e2e/tools.sh etcd; PATH=\$(test/e2e/tools.sh path):\$PATH)" >&2; exit 1; }
+  # A fixed directory per set of parts, so that the build cache holds
+  # across runs (the compiled packages depend on the patched copy's path).
+  parts=${SCHEDPROTO_PARTS-poolcache precount}
+  tag=$(echo "${parts:-stock}" | tr -s ' ' +)
+  work=$cache/src/schedperf-$k8s-$tag
+  rm -rf "$work" && mkdir -p "$work/lpurings"
+  cp "$base/go.mod" "$base/go.sum" "$work/"
+  cp -r "$here/schedperf/performance-config.yaml" "$here/schedperf/templates" "$work/lpurings/"
+  cp "$here/schedperf/lpurings_test.go.in" "$work/lpurings/lpurings_test.go"
+  cd "$work"
+  go mod edit -module lpu.local/schedperf
+  if [ -n "$parts" ]; then
+    patched_dra "$work/dra"
+    go mod edit -replace "k8s.io/dynamic-resource-allocation=./dra"
+  fi
+  go mod tidy
+  cd lpurings
+  # As upstream runs it: no cache mutation checks, the components' logs
+  # in files under ARTIFACTS rather than on stdout.
+  export KUBE_CACHE_MUTATION_DETECTOR=${KUBE_CACHE_MUTATION_DETECTOR:-false} ARTIFACTS=${ARTIFACTS:-$work/artifacts}
+  mkdir -p "$ARTIFACTS"
+  go test "$@" .
+  ;;
 *)
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac
