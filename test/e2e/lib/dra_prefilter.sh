@@ -79,9 +79,10 @@ scenario_d12() {
   else
     nok "pf-two: an lpu-arc-2 pod runs with the prefilter" "$(pod_why pf-two)"
   fi
-  # 6 free in a row: the largest published arc under it is 4 (falls written
-  # after 5 s); its own claim holds 2, below that.
-  expect_labels "prefilter: with a 2-arc prepared the labels fall to 4 and 4" 20 4 4
+  # 6 free in a row (the e2e's lpu-dra config publishes every arc size; with
+  # the chart's sizes 1, 2, 4, 8 it would be 4), written after a fall's 5 s;
+  # its own claim holds 2, below that.
+  expect_labels "prefilter: with a 2-arc prepared the labels fall to 6 and 6" 20 6 6
   dra_pod pf-eight template lpu-arc-8
   if wait_for 30 unschedulable_by_affinity pf-eight; then
     ok "pf-eight: an 8-arc pod waits Pending, rejected by the node affinity before the DRA filter"
