@@ -411,6 +411,14 @@ install_dra() {
   else
     nok "dra: the chart made claim template $TPL_STRICT4" "$(kc get resourceclaimtemplates -A 2>&1 | tr '\n' ';')"
   fi
+  # lpu-dra as the chart runs it: its pod-bound token may patch only its own
+  # node's lpu.hyperaccel.ai/ labels (dra-node-labels policy).
+  if wait_for 30 labels_are 8 8; then
+    ok "dra: lpu-dra's pod labels $KNODE largest-free-arc 8, free-lpus 8 through the chart's RBAC and dra-node-labels policy"
+  else
+    nok "dra: lpu-dra's pod labels $KNODE largest-free-arc 8, free-lpus 8" \
+      "$(labels_seen); $(kc logs -n "$CHART_NS" -l hyperaccel.ai/daemon=lpu-dra --tail 50 2>&1 | grep -i label | tail -2 | tr '\n' ' ')"
+  fi
   if dra_slices_published; then chart_check dra "$helm" default; fi
   # without slices no claim can be allocated: skip the pod's long wait
   dra_pod chart-arc template "$TPL_STRICT4"
@@ -424,6 +432,8 @@ install_dra() {
       is_arc_of 4 "$devs"
     expect "dra: ... exactly its claim's LPUs ($claim: $want), LPU_VISIBLE_DEVICES=$env" "claim [$want], devices [$devs], env $env" \
       claim_matches "$want" "$devs" "$env"
+    expect "dra: the chart's dra-prefilter policy gave it largest-free-arc NotIn 0,1,2,3" "$(kc get pod chart-arc -o jsonpath='{.spec.affinity}')" \
+      has_prefilter chart-arc 0,1,2,3
   else
     nok "dra: a pod with claim template $TPL_STRICT4 runs" "$(pod_why chart-arc)"
   fi
