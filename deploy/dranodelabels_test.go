@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -270,41 +269,23 @@ func waitLabels(ctx context.Context, t *testing.T, cs kubernetes.Interface, node
 }
 
 // prefilterRendering is the part of a rendering the prefilter touches:
-// its policies, lpu-dra's ClusterRole and the node configs.
+// the admission policies (by name, gatePolicies), lpu-dra's ClusterRole
+// and the node configs.
 type prefilterRendering struct {
-	MAPs      map[string]*admissionv1.MutatingAdmissionPolicy
-	VAPs      map[string]*admissionv1.ValidatingAdmissionPolicy
-	Bindings  []string // kind/name of every policy binding
+	gatePolicies
 	Role      *rbacv1.ClusterRole
 	ConfigMap *corev1.ConfigMap
 }
 
 func decodePrefilter(t *testing.T, rendered []byte) prefilterRendering {
 	t.Helper()
-	r := prefilterRendering{MAPs: map[string]*admissionv1.MutatingAdmissionPolicy{}, VAPs: map[string]*admissionv1.ValidatingAdmissionPolicy{}}
+	r := prefilterRendering{gatePolicies: decodeGate(t, rendered)}
 	for _, doc := range docSep.Split(string(rendered), -1) {
-		if strings.TrimSpace(stripComments(doc)) == "" {
-			continue
-		}
 		var tm metav1.TypeMeta
 		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
 			t.Fatal(err)
 		}
 		switch tm.Kind {
-		case "MutatingAdmissionPolicy":
-			var o admissionv1.MutatingAdmissionPolicy
-			strict(t, doc, &o)
-			r.MAPs[o.Name] = &o
-		case "ValidatingAdmissionPolicy":
-			var o admissionv1.ValidatingAdmissionPolicy
-			strict(t, doc, &o)
-			r.VAPs[o.Name] = &o
-		case "MutatingAdmissionPolicyBinding", "ValidatingAdmissionPolicyBinding":
-			var o metav1.PartialObjectMetadata
-			if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
-				t.Fatal(err)
-			}
-			r.Bindings = append(r.Bindings, tm.Kind+"/"+o.Name)
 		case "ClusterRole":
 			r.Role = &rbacv1.ClusterRole{}
 			strict(t, doc, r.Role)

@@ -49,13 +49,13 @@ func TestChartDRAPrefilter(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := decodePrefilter(t, render(t, helm, tc.sets...))
-			if _, ok := r.MAPs[prefilterPolicy]; ok != tc.on {
+			if _, ok := r.Mutating[prefilterPolicy]; ok != tc.on {
 				t.Errorf("MAP %s rendered %v, want %v", prefilterPolicy, ok, tc.on)
 			}
-			if _, ok := r.VAPs[nodeLabelsPolicy]; ok != tc.on {
+			if _, ok := r.Validating[nodeLabelsPolicy]; ok != tc.on {
 				t.Errorf("VAP %s rendered %v, want %v", nodeLabelsPolicy, ok, tc.on)
 			}
-			for _, b := range []string{"MutatingAdmissionPolicyBinding/" + prefilterPolicy, "ValidatingAdmissionPolicyBinding/" + nodeLabelsPolicy} {
+			for _, b := range []string{prefilterPolicy, nodeLabelsPolicy} {
 				if slices.Contains(r.Bindings, b) != tc.on {
 					t.Errorf("binding %s rendered %v, want %v", b, !tc.on, tc.on)
 				}
@@ -89,7 +89,7 @@ func TestChartDRAPrefilter(t *testing.T) {
 		"[1,3,16]": {has: []string{`"lpu-3-best-effort"`, `"lpu-arc-16"`, `"hyperaccel.ai/lpu-arc-16"`}, lacks: []string{`"lpu-arc-4"`}},
 	} {
 		r := decodePrefilter(t, render(t, helm, "mode=dra", "json:dra.arcSizes="+sizes, `json:dra.claimTemplates.namespaces=["ml","research"]`))
-		p := r.MAPs[prefilterPolicy]
+		p := r.Mutating[prefilterPolicy]
 		if p == nil || len(p.Spec.MatchConditions) != 2 {
 			t.Fatalf("arcSizes %s: MAP %+v", sizes, p)
 		}
@@ -113,10 +113,10 @@ func TestChartDRAPrefilter(t *testing.T) {
 		}
 	}
 	r := decodePrefilter(t, render(t, helm, "mode=dra", "json:dra.claimTemplates.namespaces=[]", "check.enabled=false"))
-	if _, ok := r.MAPs[prefilterPolicy]; ok {
+	if _, ok := r.Mutating[prefilterPolicy]; ok {
 		t.Error("no claim-template namespaces: the prefilter MAP still rendered")
 	}
-	if _, ok := r.VAPs[nodeLabelsPolicy]; !ok {
+	if _, ok := r.Validating[nodeLabelsPolicy]; !ok {
 		t.Error("no claim-template namespaces: lpu-dra still labels its Node, the node-label policy must stay")
 	}
 	if out := string(render(t, helm)); strings.Contains(out, "prefilter") || strings.Contains(out, "node-labels") {
@@ -429,7 +429,7 @@ func testPrefilterScheduling(ctx context.Context, t *testing.T, cs kubernetes.In
 }
 
 // readyNode creates a Ready Node with room for pods and these labels.
-func readyNode(ctx context.Context, t *testing.T, cs kubernetes.Interface, name string, labels map[string]string) {
+func readyNode(ctx context.Context, t *testing.T, cs kubernetes.Interface, name string, labels map[string]string) *corev1.Node {
 	t.Helper()
 	lbl := map[string]string{"kubernetes.io/hostname": name}
 	maps.Copy(lbl, labels)
@@ -442,7 +442,9 @@ func readyNode(ctx context.Context, t *testing.T, cs kubernetes.Interface, name 
 	n.Status = corev1.NodeStatus{Capacity: res, Allocatable: res,
 		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}}
-	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+	n, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	return n
 }

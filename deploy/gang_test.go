@@ -13,7 +13,6 @@ import (
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -261,19 +260,7 @@ func lpuNode(ctx context.Context, t *testing.T, cs kubernetes.Interface, name st
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
-		Labels: map[string]string{"kubernetes.io/hostname": name}}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi"),
-		corev1.ResourcePods: resource.MustParse("110")}
-	n.Status = corev1.NodeStatus{Capacity: res, Allocatable: res,
-		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}}
-	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	n := readyNode(ctx, t, cs, name, nil)
 	ctrl, err := resourceslice.StartController(context.WithoutCancel(ctx), resourceslice.Options{
 		DriverName: inject.Driver, KubeClient: cs,
 		Owner:     &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: name, UID: n.UID},
