@@ -316,13 +316,15 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 func (l *lab) runArms(ctx context.Context) ([]row, error) {
 	var out []row
 	draOn := false
-	for _, arm := range l.cfg.Arms {
+	for i, arm := range l.cfg.Arms {
 		if arm.proto != l.proto {
 			if err := l.switchScheduler(ctx, arm.proto); err != nil {
 				return nil, err
 			}
 		}
-		if arm.dra != draOn {
+		// The nodes start in neither mode: a device-plugin arm first
+		// must still give them their hyperaccel.ai/lpu capacity.
+		if arm.dra != draOn || i == 0 {
 			if err := switchMode(ctx, l.cs, l.nodes, arm.dra, l.logf); err != nil {
 				return nil, err
 			}
