@@ -439,10 +439,29 @@ func percentChart(w io.Writer, title, sub string, bars []bar) error {
 		c.Rect(x+6, y1-h, x+bw-6, y1, b.col)
 		l := f(b.v, 1)
 		c.Text(x+bw/2-pngchart.TextWidth(l, 2)/2, y1-h-18, l, 2, text)
-		parts := strings.FieldsFunc(b.label, func(r rune) bool { return r == '+' })
-		for j, p := range parts {
+		for j, p := range wrapLabel(b.label, bw-8) {
 			c.Text(x+bw/2-pngchart.TextWidth(p, 1)/2, y1+12+j*12, p, 1, text)
 		}
 	}
 	return c.Encode(w)
+}
+
+// wrapLabel breaks a bar's label into lines: at every "+", and after a
+// "-" where a line would be wider than width pixels, so that long arm
+// names (dra-best-effort-prefilter-proto) do not run into their
+// neighbours. A part without a "-" that is still too wide stays whole.
+func wrapLabel(label string, width int) []string {
+	var lines []string
+	for _, part := range strings.FieldsFunc(label, func(r rune) bool { return r == '+' }) {
+		line := ""
+		for _, tok := range strings.SplitAfter(part, "-") {
+			if line != "" && pngchart.TextWidth(line+tok, 1) > width {
+				lines = append(lines, line)
+				line = ""
+			}
+			line += tok
+		}
+		lines = append(lines, line)
+	}
+	return lines
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hyperaccel/lpu-node/test/pngchart"
 )
 
 // A pod's wait splits into claim, bind and admit legs at its marks; a
@@ -112,4 +114,28 @@ func csvCell(t *testing.T, r []string, name string) string {
 		t.Fatalf("column %s: header %v, row %v", name, csvHeader, r)
 	}
 	return r[i]
+}
+
+func TestWrapLabel(t *testing.T) {
+	const w = 100 // 16 characters of 6 px at scale 1
+	for _, c := range []struct {
+		label string
+		want  []string
+	}{
+		{"DRA-DYNAMIC", []string{"DRA-DYNAMIC"}},
+		{"DP-LEAST+PKG/ALLOC", []string{"DP-LEAST", "PKG/ALLOC"}},
+		{"DRA-BEST-EFFORT-PREFILTER", []string{"DRA-BEST-EFFORT-", "PREFILTER"}},
+		{"DRA-DYNAMIC-PREFILTER-PROTO", []string{"DRA-DYNAMIC-", "PREFILTER-PROTO"}},
+		{"AVERYLONGNAMEWITHOUTHYPHENS", []string{"AVERYLONGNAMEWITHOUTHYPHENS"}},
+	} {
+		got := wrapLabel(c.label, w)
+		if strings.Join(got, "|") != strings.Join(c.want, "|") {
+			t.Errorf("wrapLabel(%q) = %q, want %q", c.label, got, c.want)
+		}
+		for _, l := range got {
+			if pngchart.TextWidth(l, 1) > w && strings.Contains(l, "-") {
+				t.Errorf("wrapLabel(%q): line %q is %d px wide, over %d", c.label, l, pngchart.TextWidth(l, 1), w)
+			}
+		}
+	}
 }
