@@ -77,13 +77,28 @@ scenario_d8() {
 # d8_intruder CLAIM-UID: a container asking the runtime for the claim's CDI
 # device from a sandbox the claim is not reserved for (what a kubelet would
 # replay for a pod that never was): lpu-nri refuses it, nothing starts.
+#
+# The node's kubelet stops a running sandbox it has no pod for within a
+# housekeeping pass or two, so on a busy machine the sandbox can be gone
+# before the create; the runtime then says "is not running" without
+# asking lpu-nri, and the check is tried again on a fresh sandbox (3 times).
 d8_intruder() {
-  local sb f=$SEC_DIR/intruder.ctr.json before c
-  sb=$(sec_sandbox intruder) || { nok "d8 intruder: crictl sandbox" "runp failed"; return; }
+  local sb f=$SEC_DIR/intruder.ctr.json before c try created
   jq -n --arg img "$IMG:busybox" --arg cdi "$DRA_DRIVER/claim=$1" '{metadata: {name: "intruder", attempt: 0},
     image: {image: $img}, command: ["/bin/sleep", "600"], log_path: "intruder.log", CDI_devices: [{name: $cdi}], linux: {}}' >"$f"
-  before=$(refusals bad-value)
-  if crictl --config "$BASE/ctd-$CTD/crictl.yaml" create "$sb" "$f" "$SEC_DIR/intruder.pod.json" >"$SEC_DIR/intruder.id" 2>"$SEC_DIR/intruder.err"; then
+  for try in 1 2 3; do
+    sb=$(sec_sandbox intruder) || { nok "d8 intruder: crictl sandbox" "runp failed"; return; }
+    before=$(refusals bad-value)
+    created=0
+    crictl --config "$BASE/ctd-$CTD/crictl.yaml" create "$sb" "$f" "$SEC_DIR/intruder.pod.json" >"$SEC_DIR/intruder.id" 2>"$SEC_DIR/intruder.err" && created=1
+    if [ "$created" = 1 ] || [ "$try" = 3 ] || ! grep -q 'is not running' "$SEC_DIR/intruder.err"; then
+      break
+    fi
+    log "d8 intruder: the sandbox was stopped before the create (try $try), again"
+    cri stopp "$sb" >/dev/null
+    cri rmp -f "$sb" >/dev/null
+  done
+  if [ "$created" = 1 ]; then
     c=$(cat "$SEC_DIR/intruder.id")
     nok "intruder: a container naming claim shared from a pod it is not reserved for is refused" \
       "created $c with LPUs [$(ctr_lpus "$c" 2>/dev/null)]"
