@@ -84,6 +84,7 @@ scenario_d8() {
 # asking lpu-nri, and the check is tried again on a fresh sandbox (3 times).
 d8_intruder() {
   local sb f=$SEC_DIR/intruder.ctr.json before c try created
+  mkdir -p "$SEC_DIR"
   jq -n --arg img "$IMG:busybox" --arg cdi "$DRA_DRIVER/claim=$1" '{metadata: {name: "intruder", attempt: 0},
     image: {image: $img}, command: ["/bin/sleep", "600"], log_path: "intruder.log", CDI_devices: [{name: $cdi}], linux: {}}' >"$f"
   for try in 1 2 3; do
