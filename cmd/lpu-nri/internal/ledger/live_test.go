@@ -21,7 +21,7 @@ func TestChurnKeepsLivePod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Prune(map[string]bool{"victim": true}); err != nil { // Synchronize: the victim runs
+	if err := l.Prune(only(map[string]bool{"victim": true})); err != nil { // Synchronize: the victim runs
 		t.Fatal(err)
 	}
 	if err := l.Claim(idA, Holder{Pod: "victim"}); err != nil {
@@ -32,7 +32,7 @@ func TestChurnKeepsLivePod(t *testing.T) {
 		if err := l.Claim(fmt.Sprintf("%032x", i), Holder{Pod: pod}); err != nil {
 			t.Fatalf("churn claim %d: %v", i, err)
 		}
-		l.PodGone(pod) // RemovePodSandbox
+		l.Removed(pod, "") // RemovePodSandbox
 	}
 	if l.Len() != MaxEntries {
 		t.Errorf("len %d, want %d", l.Len(), MaxEntries)
@@ -78,7 +78,7 @@ func TestFullOfLivePods(t *testing.T) {
 	for i := range MaxEntries {
 		live[pod(i)] = true
 	}
-	if err := l.Prune(live); err != nil {
+	if err := l.Prune(only(live)); err != nil {
 		t.Fatal(err)
 	}
 	err = l.Claim(idA, Holder{Pod: "newcomer"})
@@ -91,7 +91,7 @@ func TestFullOfLivePods(t *testing.T) {
 	if err := l.Claim(fmt.Sprintf("%032x", 7), Holder{Pod: pod(7)}); err != nil {
 		t.Errorf("a known ID of its own pod: %v", err)
 	}
-	l.PodGone(pod(42))
+	l.Stopped(pod(42), "")
 	if err := l.Claim(idA, Holder{Pod: "newcomer"}); err != nil {
 		t.Fatalf("after a pod went: %v", err)
 	}
