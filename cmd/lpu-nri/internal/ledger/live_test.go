@@ -277,6 +277,7 @@ func TestStateChecks(t *testing.T) {
 	}{
 		"snapshot owned by 65534": {breakIt: func(t *testing.T, d string) { must(t, os.Chown(filepath.Join(d, FileName), 65534, -1)) }, want: "owned by uid 65534"},
 		"log mode 0644":           {breakIt: func(t *testing.T, d string) { must(t, os.Chmod(filepath.Join(d, WALName), 0o644)) }, want: "mode 0644"},
+		"stops owned by 65534":    {breakIt: func(t *testing.T, d string) { must(t, os.Chown(filepath.Join(d, StoppedName), 65534, -1)) }, want: "owned by uid 65534"},
 		"snapshot hard-linked":    {breakIt: func(t *testing.T, d string) { must(t, os.Link(filepath.Join(d, FileName), filepath.Join(d, "x"))) }, want: "more than one link"},
 		"dir owned by 65534":      {breakIt: func(t *testing.T, d string) { must(t, os.Chown(d, 65534, -1)) }, want: "owned by uid 65534"},
 		"dir mode 0777":           {breakIt: func(t *testing.T, d string) { must(t, os.Chmod(d, 0o777)) }, want: "lets group/others write"},
@@ -287,8 +288,10 @@ func TestStateChecks(t *testing.T) {
 			l, err := Open(dir)
 			must(t, err)
 			must(t, l.compact()) // both files exist
-			l.Close()
-			for _, f := range []string{FileName, WALName} {
+			must(t, l.Claim(idA, Holder{Pod: "p", Sandbox: "s"}))
+			l.Stopped("p", "s") // and the stops once closed
+			must(t, l.Close())
+			for _, f := range []string{FileName, WALName, StoppedName} {
 				if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Mode().Perm() != 0o600 {
 					t.Fatalf("%s: %v, %v; want mode 0600", f, fi, err)
 				}

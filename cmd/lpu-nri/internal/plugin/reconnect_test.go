@@ -203,3 +203,44 @@ func TestRestartFinishedPods(t *testing.T) {
 	}
 	n.checkRunningPodsKept(t, again, n.rt)
 }
+
+// TestOldSandboxRemovedKeepsPod: the kubelet made a pod a new sandbox
+// (the old one died) and its container presented its allocation again
+// there; the kubelet then removes the old sandbox. The pod still runs, so
+// its ID must not be evicted at a full ledger and replayed by another pod.
+func TestOldSandboxRemovedKeepsPod(t *testing.T) {
+	f, rt := ledgerFixture(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ann := seal(t, f.key, "lpu3")
+	old := pod("web", nil)
+	renewed := &api.PodSandbox{Id: "pod-web-2", Name: old.Name, Uid: old.Uid, Namespace: old.Namespace}
+	if _, err := rt.CreateContainer(ctx, old, ctr("web", ann)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.StopPodSandbox(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	c := ctr("web", ann)
+	c.Id, c.PodSandboxId = "ctr-web-2", renewed.Id
+	if _, err := rt.CreateContainer(ctx, renewed, c); err != nil {
+		t.Fatalf("the pod's container in its new sandbox: %v", err)
+	}
+	if err := rt.RemovePodSandbox(ctx, old); err != nil { // the kubelet's garbage collection
+		t.Fatal(err)
+	}
+	// Every other slot held by a running pod, then one more new ID.
+	running := map[string]ledger.Holder{}
+	for i := range ledger.MaxEntries - 1 {
+		running[fmt.Sprintf("%032x", i)] = ledger.Holder{Pod: fmt.Sprintf("uid-live-%d", i)}
+	}
+	if _, err := f.p.ledger.Seed(running); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = rt.CreateContainer(ctx, pod("late", nil), ctr("late", seal(t, f.key, "lpu2")))
+	thief := pod("thief", nil)
+	_, err := rt.CreateContainer(ctx, thief, ctr("thief", ann))
+	if err == nil || !strings.Contains(err.Error(), "already used by another pod") {
+		t.Errorf("the running pod's annotations in another pod after its old sandbox was removed: err=%v, want \"already used by another pod\" (a \"ledger full\" means its ID was evicted as if the pod were gone)", err)
+	}
+}
