@@ -346,8 +346,8 @@ func (l *Ledger) Close() error {
 }
 
 // Claim records h's pod as the user of allocID, or confirms it, and marks
-// the pod live. It returns an error wrapping ErrOtherPod, naming the first
-// pod, when another pod used the ID first; one wrapping ErrShare when the
+// h's sandbox running (its pod live). It returns an error wrapping
+// ErrOtherPod, naming the first pod, when another pod used the ID first; one wrapping ErrShare when the
 // ID is new and the pod or its namespace holds its share with nothing of
 // it evictable; one wrapping ErrFull when the ID is new and nothing can be
 // evicted node-wide (naming the namespaces and pods holding the most); and
@@ -477,9 +477,9 @@ func stateOwner() atomicfile.Option {
 }
 
 // Seed records the allocation IDs of containers already running (ID to
-// holder), for IDs not yet recorded, in one batch, and marks their pods
-// live: after the file was lost, the pods that hold an allocation claim it
-// before anyone else can. Running pods' IDs are recorded even beyond the
+// holder), for IDs not yet recorded, in one batch, and marks their
+// sandboxes running: after the file was lost, the pods that hold an
+// allocation claim it before anyone else can. Running pods' IDs are recorded even beyond the
 // cap and the shares. It returns the IDs recorded for another pod than the
 // one now holding them.
 func (l *Ledger) Seed(running map[string]Holder) (conflicts []string, err error) {
