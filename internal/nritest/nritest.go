@@ -313,3 +313,14 @@ func SetRequestTimeout(t testing.TB, d time.Duration) {
 	adaptation.SetPluginRequestTimeout(d)
 	t.Cleanup(func() { adaptation.SetPluginRequestTimeout(adaptation.DefaultPluginRequestTimeout) })
 }
+
+// RemovePodSandbox relays a RemovePodSandbox event, as a runtime does when
+// the kubelet removes a stopped sandbox (the pod was deleted, or the
+// kubelet made it a new one).
+func (rt *Runtime) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+	r, err := rt.adaptation()
+	if err != nil {
+		return err
+	}
+	return r.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: pod})
+}

@@ -46,7 +46,7 @@ func fullOfGonePods(b *testing.B, opts ...Option) *Ledger {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := l.Prune(map[string]bool{"live": true}); err != nil {
+	if err := l.Prune(only(map[string]bool{"live": true})); err != nil {
 		b.Fatal(err)
 	}
 	return l
@@ -108,7 +108,7 @@ func BenchmarkLedgerNewID(b *testing.B) {
 					}
 					start = append(start, time.Since(t1))
 				}
-				l.PodGone(pod)
+				l.Stopped(pod, "")
 			}
 			b.StopTimer()
 			percentiles(b, "claim", claim)
@@ -154,7 +154,7 @@ func BenchmarkLedgerNewIDParallel(b *testing.B) {
 						}
 						s = append(s, time.Since(t1))
 					}
-					l.PodGone(pod)
+					l.Stopped(pod, "")
 				}
 				mu.Lock()
 				claim, start = append(claim, c...), append(start, s...)

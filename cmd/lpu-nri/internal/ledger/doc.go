@@ -17,9 +17,11 @@
 // through atomicfile and swaps in an empty log of the next generation: at
 // Open, after MaxEntries batches, and when Prune drops IDs; a log older
 // than the snapshot is ignored. The previous layout (allocations.json
-// plus allocations.log, JSON lines) is loaded and folded at Open. Every
-// file and the directory get the seal key's owner and mode checks
-// (internal/statedir).
+// plus allocations.log, JSON lines) is loaded and folded at Open.
+// sandboxes.json (version 1) holds the pod sandboxes seen stopped and not
+// yet removed, by sandbox ID with their pod's UID, written through
+// atomicfile. Every file and the directory get the seal key's owner and
+// mode checks (internal/statedir).
 //
 // # Durability
 //
@@ -32,18 +34,24 @@
 // for the pod's records and fails (the start fails) when they cannot be
 // synced. A crash before that loses the claim of a container that never
 // ran, as a crash before CreateContainer would. SyncOnClaim makes Claim
-// itself wait for its fdatasync.
+// itself wait for its fdatasync. A sandbox's stop is written in the
+// background, milliseconds later, and by Close: a stop lost to a crash
+// in between leaves its pod live until the sandbox is removed.
 //
 // # Bounds and liveness
 //
 // The ledger holds at most MaxEntries IDs, a pod at most MaxPerPod and a
 // namespace at most MaxPerNamespace: a pod past its share is refused
 // (ErrShare), a namespace at its share evicts its own oldest evictable ID
-// first, so one tenant cannot keep others out. It knows which pods are
-// live: Claim and Seed mark the pod, Prune (the runtime's full list at
-// Synchronize) replaces the set, PodGone (StopPodSandbox,
-// RemovePodSandbox) unmarks one; Idle (StopContainer) marks an ID whose
-// container stopped. At the cap, a new ID evicts the least recently seen
+// first, so one tenant cannot keep others out. A pod is live while
+// one of its sandboxes runs, and NRI gives a sandbox no state (the
+// runtime lists stopped sandboxes too, until their pod is deleted), so
+// the ledger keeps what the runtime told it: Claim and Seed mark the
+// presenting sandbox running; Stopped (StopPodSandbox, kept in
+// sandboxes.json across restarts) and Removed (RemovePodSandbox) unmark
+// it; Prune (the runtime's full list at Synchronize) replaces the set
+// with the listed sandboxes that run a container or were not seen to
+// stop. Idle (StopContainer) marks an ID whose container stopped. At the cap, a new ID evicts the least recently seen
 // ID of a pod that is not live, then, with EvictIdle (set only with the
 // PodResources cross-check, which refuses a replay on its own), the least
 // recently seen idle ID; the ID of a running container is never evicted.

@@ -107,7 +107,7 @@ func (l *Ledger) rebuild() {
 // evicted.
 func (l *Ledger) heapOf(e entry) *candidates {
 	switch {
-	case !l.live[e.Pod]:
+	case !l.isLive(e.Pod):
 		return &l.order
 	case l.evictIdle && e.idle:
 		return &l.idle
@@ -161,7 +161,7 @@ func (l *Ledger) oldest(match func(string, entry) bool, ids []string) (string, b
 		if !match(id, e) || !l.evictable(e) {
 			return
 		}
-		gone := !l.live[e.Pod]
+		gone := !l.isLive(e.Pod)
 		c := candidate{id: id, seen: e.Seen}
 		if !found || (gone && !bestGone) || (gone == bestGone && (candidates{c, best}).Less(0, 1)) {
 			best, bestGone, found = c, gone, true

@@ -72,6 +72,10 @@ type Holder struct {
 	// older lpu-nri wrote) counts only against MaxEntries.
 	Namespace string
 	Pod       string // UID
+	// Sandbox is the ID of the pod sandbox the ID is presented in: the
+	// pod is live while one of its sandboxes runs. "" stands for the
+	// pod's only sandbox.
+	Sandbox string
 }
 
 // entry is one allocation ID's record.
@@ -109,17 +113,23 @@ type record struct {
 // fdatasync that started after its write has returned; one caller at a
 // time runs the fdatasync, without mu, for every batch written so far.
 type Ledger struct {
-	mu      sync.Mutex
-	cond    *sync.Cond // on mu: a flush or compaction finished
-	dir     string
-	path    string // snapshot
-	walPath string
-	entries map[string]entry
-	live    map[string]bool     // pod UIDs known to be running
-	byPod   map[string][]string // pod UID to its IDs
-	perNS   map[string]int      // namespace to its number of IDs
-	order   candidates          // eviction order of gone pods' IDs (evict.go)
-	idle    candidates          // eviction order of live pods' idle IDs, with evictIdle
+	mu          sync.Mutex
+	cond        *sync.Cond // on mu: a flush or compaction finished
+	dir         string
+	path        string // snapshot
+	walPath     string
+	stoppedPath string // StoppedName
+	entries     map[string]entry
+	running     map[string]map[string]bool // pod UID to its sandboxes known to be running: the live pods
+	stopped     map[string]stop            // sandboxes seen stopped and not removed (sandboxes.go)
+	// stoppedDirty: stopped changed since it was last written;
+	// saveMu serializes the writes.
+	stoppedDirty bool
+	saveMu       sync.Mutex
+	byPod        map[string][]string // pod UID to its IDs
+	perNS        map[string]int      // namespace to its number of IDs
+	order        candidates          // eviction order of gone pods' IDs (evict.go)
+	idle         candidates          // eviction order of live pods' idle IDs, with evictIdle
 	// evictIdle lets idle IDs of live pods be evicted after gone pods'
 	// ones: only with the PodResources cross-check, which refuses a replay
 	// of an evicted ID on its own (EvictIdle).
@@ -138,7 +148,7 @@ type Ledger struct {
 	syncOnClaim bool          // Claim waits for its batch's fdatasync
 	kick        chan struct{} // wakes the flusher
 	stop        chan struct{}
-	stopped     sync.WaitGroup
+	flusherDone sync.WaitGroup
 	now         func() time.Time
 }
 
@@ -169,12 +179,16 @@ func Open(stateDir string, opts ...Option) (*Ledger, error) {
 	}
 	removeTemps(dir)
 	l := &Ledger{dir: dir, path: filepath.Join(dir, FileName), walPath: filepath.Join(dir, WALName),
-		entries: map[string]entry{}, live: map[string]bool{}, byPod: map[string][]string{}, perNS: map[string]int{}, now: time.Now}
+		stoppedPath: filepath.Join(dir, StoppedName),
+		entries:     map[string]entry{}, running: map[string]map[string]bool{}, stopped: map[string]stop{}, byPod: map[string][]string{}, perNS: map[string]int{}, now: time.Now}
 	l.cond = sync.NewCond(&l.mu)
 	for _, o := range opts {
 		o(l)
 	}
 	if err := l.loadSnapshot(); err != nil {
+		return nil, err
+	}
+	if err := l.loadStopped(); err != nil {
 		return nil, err
 	}
 	if l.gen == 0 { // written by an earlier lpu-nri: its log applies
@@ -191,7 +205,7 @@ func Open(stateDir string, opts ...Option) (*Ledger, error) {
 	l.rebuild()
 	if !l.syncOnClaim {
 		l.kick, l.stop = make(chan struct{}, 1), make(chan struct{})
-		l.stopped.Add(1)
+		l.flusherDone.Add(1)
 		go l.flusher()
 	}
 	return l, nil
@@ -313,11 +327,15 @@ func (l *Ledger) Len() int {
 func (l *Ledger) Close() error {
 	if l.stop != nil {
 		close(l.stop)
-		l.stopped.Wait()
+		l.flusherDone.Wait()
 	}
+	serr := l.saveStopped()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	err := l.durable(l.seq)
+	if err == nil {
+		err = serr
+	}
 	for l.flushing {
 		l.cond.Wait()
 	}
@@ -328,8 +346,8 @@ func (l *Ledger) Close() error {
 }
 
 // Claim records h's pod as the user of allocID, or confirms it, and marks
-// the pod live. It returns an error wrapping ErrOtherPod, naming the first
-// pod, when another pod used the ID first; one wrapping ErrShare when the
+// h's sandbox running (its pod live). It returns an error wrapping
+// ErrOtherPod, naming the first pod, when another pod used the ID first; one wrapping ErrShare when the
 // ID is new and the pod or its namespace holds its share with nothing of
 // it evictable; one wrapping ErrFull when the ID is new and nothing can be
 // evicted node-wide (naming the namespaces and pods holding the most); and
@@ -351,7 +369,7 @@ func (l *Ledger) Claim(allocID string, h Holder) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.live[pod] = true
+	l.markRunning(pod, h.Sandbox)
 	for {
 		if e, ok := l.entries[allocID]; ok {
 			if e.Pod != pod {
@@ -397,9 +415,10 @@ func (l *Ledger) wait(seq uint64) error {
 }
 
 // flusher makes written batches durable in the background, one
-// fdatasync for all those written while the previous one ran.
+// fdatasync for all those written while the previous one ran, and writes
+// the stopped sandboxes when they changed.
 func (l *Ledger) flusher() {
-	defer l.stopped.Done()
+	defer l.flusherDone.Done()
 	for {
 		select {
 		case <-l.stop:
@@ -409,6 +428,7 @@ func (l *Ledger) flusher() {
 		l.mu.Lock()
 		_ = l.durable(l.seq) // a failure marks the log dirty; SyncPod reports it
 		l.mu.Unlock()
+		_ = l.saveStopped() // a failure leaves it to the next wake-up or Close
 	}
 }
 
@@ -457,9 +477,9 @@ func stateOwner() atomicfile.Option {
 }
 
 // Seed records the allocation IDs of containers already running (ID to
-// holder), for IDs not yet recorded, in one batch, and marks their pods
-// live: after the file was lost, the pods that hold an allocation claim it
-// before anyone else can. Running pods' IDs are recorded even beyond the
+// holder), for IDs not yet recorded, in one batch, and marks their
+// sandboxes running: after the file was lost, the pods that hold an
+// allocation claim it before anyone else can. Running pods' IDs are recorded even beyond the
 // cap and the shares. It returns the IDs recorded for another pod than the
 // one now holding them.
 func (l *Ledger) Seed(running map[string]Holder) (conflicts []string, err error) {
@@ -474,7 +494,7 @@ func (l *Ledger) Seed(running map[string]Holder) (conflicts []string, err error)
 		if h.Pod == "" {
 			continue
 		}
-		l.live[h.Pod] = true
+		l.markRunning(h.Pod, h.Sandbox)
 		e, ok := l.entries[id]
 		switch {
 		case !ok:
@@ -498,23 +518,29 @@ func (l *Ledger) Seed(running map[string]Holder) (conflicts []string, err error)
 	return conflicts, l.durable(seq)
 }
 
-// Prune takes live as the set of running pods (the runtime's full list),
-// marks their IDs seen now, and drops IDs whose pod is not in live and was
-// last seen more than Retention ago, compacting when it dropped something.
-func (l *Ledger) Prune(live map[string]bool) error {
+// Prune takes sandboxes as the runtime's full list (Synchronize): a pod
+// is live while one of its sandboxes runs, that is, one that runs a
+// container (Active) or that was not seen to stop (Stopped); the stops
+// of sandboxes no longer listed are forgotten. It marks live pods' IDs
+// seen now, and drops IDs whose pod is not live and was last seen more
+// than Retention ago, compacting when it dropped something.
+func (l *Ledger) Prune(sandboxes []Sandbox) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	l.live = make(map[string]bool, len(live))
-	for pod, ok := range live {
-		if ok {
-			l.live[pod] = true
+	l.running = make(map[string]map[string]bool, len(sandboxes))
+	listed := make(map[string]bool, len(sandboxes))
+	for _, s := range sandboxes {
+		listed[s.ID] = true
+		if _, stopped := l.stopped[s.ID]; s.Pod != "" && (s.Active || !stopped) {
+			l.markRunning(s.Pod, s.ID)
 		}
 	}
+	l.forgetStops(listed)
 	dropped := false
 	for id, e := range l.entries {
 		switch {
-		case l.live[e.Pod]:
+		case l.isLive(e.Pod):
 			e.Seen = now
 			l.entries[id] = e
 		case now.Sub(e.Seen) > Retention:
@@ -528,23 +554,6 @@ func (l *Ledger) Prune(live map[string]bool) error {
 	}
 	l.dirty = true // the drops are in no batch: a compaction records them
 	return l.settle(0)
-}
-
-// PodGone unmarks pod as live (its sandbox was removed): its IDs may be
-// evicted from now on, and age out Retention from now.
-func (l *Ledger) PodGone(pod string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.live[pod] {
-		return
-	}
-	delete(l.live, pod)
-	now := l.now()
-	for _, id := range l.byPod[pod] {
-		e := l.entries[id]
-		e.Seen = now
-		l.put(id, e)
-	}
 }
 
 // Idle marks allocID's container stopped: a completed init container or

@@ -60,11 +60,11 @@ func TestPrune(t *testing.T) {
 		}
 	}
 	now = now.Add(Retention / 2)
-	if err := l.Prune(map[string]bool{"live": true}); err != nil || l.Len() != 2 {
+	if err := l.Prune(only(map[string]bool{"live": true})); err != nil || l.Len() != 2 {
 		t.Fatalf("prune within retention: len %d, %v", l.Len(), err)
 	}
 	now = now.Add(Retention)
-	if err := l.Prune(map[string]bool{"live": true}); err != nil || l.Len() != 1 {
+	if err := l.Prune(only(map[string]bool{"live": true})); err != nil || l.Len() != 1 {
 		t.Fatalf("prune after retention: len %d, %v", l.Len(), err)
 	}
 	if err := l.Claim(fmt.Sprintf("%032x", 0), Holder{Pod: "other"}); !errors.Is(err, ErrOtherPod) {

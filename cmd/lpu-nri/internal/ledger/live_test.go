@@ -21,7 +21,7 @@ func TestChurnKeepsLivePod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Prune(map[string]bool{"victim": true}); err != nil { // Synchronize: the victim runs
+	if err := l.Prune(only(map[string]bool{"victim": true})); err != nil { // Synchronize: the victim runs
 		t.Fatal(err)
 	}
 	if err := l.Claim(idA, Holder{Pod: "victim"}); err != nil {
@@ -32,7 +32,7 @@ func TestChurnKeepsLivePod(t *testing.T) {
 		if err := l.Claim(fmt.Sprintf("%032x", i), Holder{Pod: pod}); err != nil {
 			t.Fatalf("churn claim %d: %v", i, err)
 		}
-		l.PodGone(pod) // RemovePodSandbox
+		l.Removed(pod, "") // RemovePodSandbox
 	}
 	if l.Len() != MaxEntries {
 		t.Errorf("len %d, want %d", l.Len(), MaxEntries)
@@ -78,7 +78,7 @@ func TestFullOfLivePods(t *testing.T) {
 	for i := range MaxEntries {
 		live[pod(i)] = true
 	}
-	if err := l.Prune(live); err != nil {
+	if err := l.Prune(only(live)); err != nil {
 		t.Fatal(err)
 	}
 	err = l.Claim(idA, Holder{Pod: "newcomer"})
@@ -91,7 +91,7 @@ func TestFullOfLivePods(t *testing.T) {
 	if err := l.Claim(fmt.Sprintf("%032x", 7), Holder{Pod: pod(7)}); err != nil {
 		t.Errorf("a known ID of its own pod: %v", err)
 	}
-	l.PodGone(pod(42))
+	l.Stopped(pod(42), "")
 	if err := l.Claim(idA, Holder{Pod: "newcomer"}); err != nil {
 		t.Fatalf("after a pod went: %v", err)
 	}
@@ -277,6 +277,7 @@ func TestStateChecks(t *testing.T) {
 	}{
 		"snapshot owned by 65534": {breakIt: func(t *testing.T, d string) { must(t, os.Chown(filepath.Join(d, FileName), 65534, -1)) }, want: "owned by uid 65534"},
 		"log mode 0644":           {breakIt: func(t *testing.T, d string) { must(t, os.Chmod(filepath.Join(d, WALName), 0o644)) }, want: "mode 0644"},
+		"stops owned by 65534":    {breakIt: func(t *testing.T, d string) { must(t, os.Chown(filepath.Join(d, StoppedName), 65534, -1)) }, want: "owned by uid 65534"},
 		"snapshot hard-linked":    {breakIt: func(t *testing.T, d string) { must(t, os.Link(filepath.Join(d, FileName), filepath.Join(d, "x"))) }, want: "more than one link"},
 		"dir owned by 65534":      {breakIt: func(t *testing.T, d string) { must(t, os.Chown(d, 65534, -1)) }, want: "owned by uid 65534"},
 		"dir mode 0777":           {breakIt: func(t *testing.T, d string) { must(t, os.Chmod(d, 0o777)) }, want: "lets group/others write"},
@@ -287,8 +288,10 @@ func TestStateChecks(t *testing.T) {
 			l, err := Open(dir)
 			must(t, err)
 			must(t, l.compact()) // both files exist
-			l.Close()
-			for _, f := range []string{FileName, WALName} {
+			must(t, l.Claim(idA, Holder{Pod: "p", Sandbox: "s"}))
+			l.Stopped("p", "s") // and the stops once closed
+			must(t, l.Close())
+			for _, f := range []string{FileName, WALName, StoppedName} {
 				if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Mode().Perm() != 0o600 {
 					t.Fatalf("%s: %v, %v; want mode 0600", f, fi, err)
 				}

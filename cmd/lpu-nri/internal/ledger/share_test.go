@@ -70,13 +70,13 @@ func TestNamespaceEvictsItsOwn(t *testing.T) {
 	if err := l.Claim(id("other", 0), old); err != nil {
 		t.Fatal(err)
 	}
-	l.PodGone(old.Pod) // the oldest evictable ID on the node
+	l.Stopped(old.Pod, "") // the oldest evictable ID on the node
 	for i := range MaxPerNamespace + 50 {
 		job := Holder{Namespace: "ci", Pod: fmt.Sprintf("job-%d", i)}
 		if err := l.Claim(id("ci", i), job); err != nil {
 			t.Fatalf("job %d: %v", i, err)
 		}
-		l.PodGone(job.Pod) // StopPodSandbox: the Job finished, the pod is kept
+		l.Stopped(job.Pod, "") // StopPodSandbox: the Job finished, the pod is kept
 	}
 	if got := l.perNS["ci"]; got != MaxPerNamespace {
 		t.Errorf("namespace ci holds %d IDs, want its share %d", got, MaxPerNamespace)
@@ -114,8 +114,8 @@ func TestIdleEviction(t *testing.T) {
 					t.Fatalf("claim %d: %v", i, err)
 				}
 			}
-			l.Idle(id("x", 5))   // idle first, so older than the gone one
-			l.PodGone("pod-100") // IDs 3200..3231
+			l.Idle(id("x", 5))       // idle first, so older than the gone one
+			l.Stopped("pod-100", "") // IDs 3200..3231
 			for i := range MaxPerPod {
 				if err := l.Claim(id("new", i), Holder{Namespace: "new", Pod: "new"}); err != nil {
 					t.Fatalf("new ID %d with a gone pod's %d IDs evictable: %v", i, MaxPerPod, err)

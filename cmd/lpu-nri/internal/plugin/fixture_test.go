@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,12 +61,18 @@ func newFixture(t testing.TB, n int, sick bool, opts ...func(*Config)) *fixture 
 // connect runs the plugin against rt until the test ends.
 func (f *fixture) connect(t testing.TB, rt *nritest.Runtime) {
 	t.Helper()
+	t.Cleanup(f.start(t, rt))
+}
+
+// start runs the plugin against rt until stop is called (an lpu-nri that
+// exits).
+func (f *fixture) start(t testing.TB, rt *nritest.Runtime) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Runner{Plugin: f.p, Name: "lpu", Index: "10", Socket: rt.Socket, Log: discard,
 		Backoff: backoff.Steps{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond}}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
+	return sync.OnceFunc(func() {
 		cancel()
 		select {
 		case err := <-done:

@@ -10,14 +10,21 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
 )
 
-// ledgerPodGone tells the ledger that pod's sandbox was stopped or
-// removed: its pod can present none of its IDs again (a new sandbox of
-// the pod claims them anew), so they may be evicted from now on.
-// (Synchronize replaces the whole live set through pruneLedger, which
-// corrects a missed event at the next connection.)
-func (p *Plugin) ledgerPodGone(pod *api.PodSandbox) {
+// ledgerStopped tells the ledger that pod's sandbox stopped: it runs no
+// container again (a new sandbox of the pod claims its IDs anew), so they
+// may be evicted from now on unless another sandbox of the pod runs. The
+// ledger keeps the stop across restarts: the runtime lists the stopped
+// sandbox at every Synchronize until the pod is deleted.
+func (p *Plugin) ledgerStopped(pod *api.PodSandbox) {
 	if p.ledger != nil {
-		p.ledger.PodGone(pod.GetUid())
+		p.ledger.Stopped(pod.GetUid(), pod.GetId())
+	}
+}
+
+// ledgerRemoved tells the ledger that pod's sandbox was removed.
+func (p *Plugin) ledgerRemoved(pod *api.PodSandbox) {
+	if p.ledger != nil {
+		p.ledger.Removed(pod.GetUid(), pod.GetId())
 	}
 }
 
@@ -74,7 +81,7 @@ func (p *Plugin) seedLedger(pods []*api.PodSandbox, ctrs []*api.Container) {
 			continue
 		}
 		if a, err := p.key.OpenAllocation(c.GetAnnotations()); err == nil && a.ID != "" {
-			running[a.ID] = ledger.Holder{Namespace: ns[c.GetPodSandboxId()], Pod: uid[c.GetPodSandboxId()]}
+			running[a.ID] = ledger.Holder{Namespace: ns[c.GetPodSandboxId()], Pod: uid[c.GetPodSandboxId()], Sandbox: c.GetPodSandboxId()}
 		}
 	}
 	conflicts, err := p.ledger.Seed(running)
@@ -86,17 +93,25 @@ func (p *Plugin) seedLedger(pods []*api.PodSandbox, ctrs []*api.Container) {
 	}
 }
 
-// pruneLedger forgets allocation IDs of pods gone for ledger.Retention and
-// marks the IDs of stopped containers idle.
+// pruneLedger gives the ledger the runtime's sandboxes (a pod is live
+// while one of its sandboxes runs: one that runs a container, or that
+// the ledger did not see stop), which forgets allocation IDs of pods gone
+// for ledger.Retention, and marks the IDs of stopped containers idle.
 func (p *Plugin) pruneLedger(pods []*api.PodSandbox, ctrs []*api.Container) {
 	if p.ledger == nil {
 		return
 	}
-	live := make(map[string]bool, len(pods))
-	for _, pod := range pods {
-		live[pod.GetUid()] = true
+	active := make(map[string]bool, len(ctrs))
+	for _, c := range ctrs {
+		if c.GetState() != api.ContainerState_CONTAINER_STOPPED {
+			active[c.GetPodSandboxId()] = true
+		}
 	}
-	if err := p.ledger.Prune(live); err != nil {
+	sandboxes := make([]ledger.Sandbox, 0, len(pods))
+	for _, pod := range pods {
+		sandboxes = append(sandboxes, ledger.Sandbox{ID: pod.GetId(), Pod: pod.GetUid(), Active: active[pod.GetId()]})
+	}
+	if err := p.ledger.Prune(sandboxes); err != nil {
 		p.log.Error("prune allocation ledger", "path", p.ledger.Path(), "err", err)
 	}
 	for _, c := range ctrs {

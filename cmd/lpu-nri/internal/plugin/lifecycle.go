@@ -26,10 +26,10 @@ func (p *Plugin) StopContainer(_ context.Context, _ *api.PodSandbox, c *api.Cont
 	return nil, nil
 }
 
-// StopPodSandbox tells the ledger the pod is no longer live: a stopped
-// sandbox never runs a container again (the kubelet makes a new one).
+// StopPodSandbox tells the ledger the sandbox stopped: it never runs a
+// container again (the kubelet makes a new one).
 func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
-	p.ledgerPodGone(pod)
+	p.ledgerStopped(pod)
 	return nil
 }
 
@@ -40,10 +40,10 @@ func (p *Plugin) RemoveContainer(_ context.Context, _ *api.PodSandbox, c *api.Co
 }
 
 // RemovePodSandbox drops the pod and its containers from the audit's view
-// and tells the ledger the pod is no longer live.
+// and tells the ledger the sandbox is gone.
 func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	p.audit.RemovePod(pod.GetId())
-	p.ledgerPodGone(pod)
+	p.ledgerRemoved(pod)
 	return nil
 }
 

@@ -9,13 +9,13 @@ import (
 )
 
 // claimAllocation records the allocation ID for the pod in the ledger
-// (which also marks the pod live). A pod or namespace past its share
+// (which also marks the pod's sandbox running). A pod or namespace past its share
 // (ledger.ErrShare) or a full ledger (ledger.ErrFull, nothing evictable)
 // is logged with the namespaces and pods holding the most; the error
 // wraps either, so the adapter counts them, and Decide refuses the
 // container either way (fail closed).
 func (v *Verifier) claimAllocation(id string, pod *api.PodSandbox) error {
-	err := v.ledger.Claim(id, ledger.Holder{Namespace: pod.GetNamespace(), Pod: pod.GetUid()})
+	err := v.ledger.Claim(id, ledger.Holder{Namespace: pod.GetNamespace(), Pod: pod.GetUid(), Sandbox: pod.GetId()})
 	switch {
 	case errors.Is(err, ledger.ErrShare):
 		v.log.Error("pod or namespace holds its whole share of the allocation ledger; refusing a new allocation ID",
