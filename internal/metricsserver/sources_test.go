@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -290,5 +291,37 @@ func TestNodeSlots(t *testing.T) {
 	}
 	if !h.holds(probeSrv) || closedWithin(probe, 10*time.Millisecond) {
 		t.Fatal("a pod's newcomer took the node's slot")
+	}
+}
+
+// TestNodeAddrs: the node's addresses are loopback, HOST_IPS and every
+// gateway of the routing tables (here a bridge network's, and a link-local
+// IPv6 one); malformed entries are skipped.
+func TestNodeAddrs(t *testing.T) {
+	dir := t.TempDir()
+	route4 := dir + "/route"
+	route6 := dir + "/ipv6_route"
+	write := func(path, s string) {
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(route4, "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"+
+		"eth0\t00000000\t0100F40A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n"+ // default via 10.244.0.1
+		"eth0\t0000F40A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n"+ // on-link
+		"eth0\t00000000\tZZ\t0003\n")
+	write(route6, "00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000002 00000000 00000003 eth0\n"+
+		"fd000000000000000000000000000002 80 00000000000000000000000000000000 00 00000000000000000000000000000000 00000000 00000003 00000000 80200001 eth0\n")
+	got := nodeAddrs("192.0.2.7, 2001:db8::7,bogus", route4, route6)
+	want := []string{"127.0.0.1", "::1", "192.0.2.7", "2001:db8::7", "10.244.0.1", "fe80::1"}
+	var gotS []string
+	for _, a := range got {
+		gotS = append(gotS, a.String())
+	}
+	if !slices.Equal(gotS, want) {
+		t.Fatalf("nodeAddrs = %v, want %v", gotS, want)
+	}
+	if got := nodeAddrs("", dir+"/none", dir+"/none"); len(got) != 2 {
+		t.Fatalf("without tables: %v, want loopback only", got)
 	}
 }
