@@ -132,9 +132,9 @@ func probe(c Check) http.HandlerFunc {
 
 // Serve listens on addr (HOST:PORT) and serves h until ctx ends, then
 // shuts the server down. The node's own addresses (loopback, the gateways
-// of this network namespace and those in HOST_IPS) get HostConns slots
-// of their own, for the kubelet's probes. An empty addr disables the endpoint: Serve then
-// just waits for ctx. It returns nil after ctx ends, and an error when the
+// of this network namespace and those in HOST_IPS) get HostConns slots of
+// their own, for the kubelet's probes. An empty addr disables the
+// endpoint: Serve then just waits for ctx. It returns nil after ctx ends, and an error when the
 // address cannot be listened on or the server fails.
 func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) error {
 	if addr == "" {
@@ -194,9 +194,10 @@ func ServeLimited(ctx context.Context, ln net.Listener, h http.Handler, log *slo
 
 // limitListener hands out at most max connections at a time to the pod
 // network, and hostMax more to the node's own addresses (host). When the
-// newcomer's pool is full, it takes the slot of a quiet connection (one
-// that has sent nothing since it was accepted, or has idled as a keep-alive
-// connection longer than idleGrace) of a source holding at least as many
+// newcomer's pool is full, it takes the slot of a connection answered and
+// closing (see CloseWrite), else of a quiet connection (one that has sent
+// nothing since it was accepted, or has idled as a keep-alive connection
+// longer than idleGrace) of a source holding at least as many
 // slots as the newcomer's, the source holding the most first and, among
 // its quiet connections, the one quiet longest; failing that, of the oldest
 // connection of the source holding the most slots, when that source holds
@@ -205,7 +206,7 @@ func ServeLimited(ctx context.Context, ln net.Listener, h http.Handler, log *slo
 // ago that has sent nothing yet is never taken by another source's
 // newcomer: it had no fair chance to send its request header (a probe's
 // connection is silent for its first microseconds). The one that loses its
-// slot is reset. With none such, the newcomer is reset at once instead of
+// slot is reset (closed, if answered). With none such, the newcomer is reset at once instead of
 // waiting in the accept queue (so no TIME_WAIT is left and no goroutine is
 // spent on it).
 //
@@ -213,9 +214,9 @@ func ServeLimited(ctx context.Context, ln net.Listener, h http.Handler, log *slo
 // kubelet in: with more sources than slots, some source is out at any
 // moment, and tenants can make as many sources as they have pods. The
 // kubelet probes from the host, an address no pod can open a connection
-// from, so reserving slots for it, rather than serving probes on a port of
-// their own, keeps the chart's probes and scrapes on one port and costs
-// tenants nothing.
+// from, so slots kept for it hold whatever tenants do. Probes served on a
+// port of their own would not: the kubelet reaches it on the pod's IP like
+// this one, so tenants could flood it alike.
 type limitListener struct {
 	net.Listener
 	max, hostMax     int
