@@ -203,9 +203,10 @@ func ServeLimited(ctx context.Context, ln net.Listener, h http.Handler, log *slo
 // connection of the source holding the most slots, when that source holds
 // more than the newcomer's (a fair share: one source cannot keep another
 // out, whatever its connections do). A connection accepted less than grace
-// ago that has sent nothing yet is never taken by another source's
-// newcomer: it had no fair chance to send its request header (a probe's
-// connection is silent for its first microseconds). The one that loses its
+// ago that has sent nothing yet is not taken by another source's newcomer
+// unless its own source holds two slots more than the newcomer's: it had
+// no fair chance to send its request header (a probe's connection is
+// silent for its first microseconds). The one that loses its
 // slot is reset (closed, if answered). With none such, the newcomer is reset at once instead of
 // waiting in the accept queue (so no TIME_WAIT is left and no goroutine is
 // spent on it).
@@ -307,7 +308,7 @@ func (l *limitListener) evictable(n *limitConn) *limitConn {
 func (l *limitListener) quietest(n *limitConn, held map[netip.Addr]int) int {
 	best := -1
 	for i, c := range l.conns {
-		if c.host != n.host || c.done || held[c.src] < held[n.src] || !l.quiet(c, n.src) {
+		if c.host != n.host || c.done || held[c.src] < held[n.src] || !l.quiet(c, n, held) {
 			continue
 		}
 		if best < 0 {
@@ -327,7 +328,7 @@ func (l *limitListener) quietest(n *limitConn, held map[netip.Addr]int) int {
 func (l *limitListener) fairShare(n *limitConn, held map[netip.Addr]int) int {
 	best := -1
 	for i, c := range l.conns { // in accept order: the first is the oldest
-		if c.host == n.host && !c.done && held[c.src] > held[n.src] && !l.inGrace(c) &&
+		if c.host == n.host && !c.done && held[c.src] > held[n.src] && !l.protected(c, n, held) &&
 			(best < 0 || held[c.src] > held[l.conns[best].src]) {
 			best = i
 		}
@@ -336,24 +337,26 @@ func (l *limitListener) fairShare(n *limitConn, held map[netip.Addr]int) int {
 }
 
 // quiet reports whether c has sent nothing, or idled longer than
-// l.idleGrace, such that a newcomer from src may take its slot: a
-// connection in its grace only to its own source's newcomers (a source
-// that opens more connections than it has slots crowds only itself).
+// l.idleGrace, such that newcomer n may take its slot (see protected).
 // l.mu is held.
-func (l *limitListener) quiet(c *limitConn, src netip.Addr) bool {
+func (l *limitListener) quiet(c, n *limitConn, held map[netip.Addr]int) bool {
 	switch c.state {
 	case http.StateNew:
-		return c.src == src || !l.inGrace(c)
+		return !l.protected(c, n, held)
 	case http.StateIdle:
 		return time.Since(c.since) >= l.idleGrace
 	}
 	return false
 }
 
-// inGrace reports whether c was accepted less than l.grace ago and has
-// sent nothing yet. l.mu is held.
-func (l *limitListener) inGrace(c *limitConn) bool {
-	return c.state == http.StateNew && time.Since(c.since) < l.grace
+// protected reports whether c keeps its slot against newcomer n for its
+// grace: c was accepted less than l.grace ago and has sent nothing yet,
+// n is from another source, and c's source would hold no more than n's
+// once n is in (a source that opens more connections than others crowds
+// itself out: its newest ones are not kept for it). l.mu is held.
+func (l *limitListener) protected(c, n *limitConn, held map[netip.Addr]int) bool {
+	return c.src != n.src && c.state == http.StateNew && time.Since(c.since) < l.grace &&
+		held[c.src] <= held[n.src]+1
 }
 
 // source is the remote IP address of c, what the fair share counts by.
