@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 )
 
 // chartCase is one rendering of the chart and what it must contain.
@@ -427,14 +428,19 @@ func checkContainer(t *testing.T, c corev1.Container, tc chartCase) {
 		}
 	}
 
-	nodeName := false
+	fromField := map[string]string{} // env name: the pod field it is set from
 	for _, e := range c.Env {
-		if e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName" {
-			nodeName = true
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			fromField[e.Name] = e.ValueFrom.FieldRef.FieldPath
 		}
 	}
-	if !nodeName {
+	if fromField["NODE_NAME"] != "spec.nodeName" {
 		t.Error("NODE_NAME is not set from spec.nodeName")
+	}
+	// The metrics port keeps the node's addresses, where the kubelet
+	// probes from, slots of their own.
+	if fromField[metricsserver.HostIPsEnv] != "status.hostIPs" {
+		t.Errorf("%s is not set from status.hostIPs", metricsserver.HostIPsEnv)
 	}
 	if c.Resources.Limits.Memory().IsZero() {
 		t.Error("no memory limit")

@@ -7,10 +7,17 @@
 // pods): read, write and idle timeouts, a header size limit, no request
 // bodies (a request announcing one is answered 413 and its connection
 // closed at once, so it holds no slot past its answer), and at most
-// MaxConns open connections shared fairly by source address: a newcomer
-// takes the slot of a silent connection, or of the source holding the
-// most slots, and is closed at once only when its own source holds the
-// most.
+// MaxConns open connections from the pod network shared fairly by source
+// address: a newcomer takes the slot of a connection answered and
+// closing, else of the one quiet longest (silent, or idle past the header
+// timeout), else of the source holding the most slots, and is closed at
+// once only when its own source holds the most. A connection accepted
+// less than AcceptGrace ago that has sent nothing yet keeps its slot
+// against other sources: it had no chance to send its request. The node's
+// own addresses, where the kubelet probes from (loopback, the gateways of
+// the pod's network namespace, the addresses in HOST_IPS), have HostConns
+// slots apart, which no pod can take: with more tenant sources than slots,
+// fairness alone would leave some source out at any moment.
 //
 // Endpoints:
 //

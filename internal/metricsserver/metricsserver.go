@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -32,11 +34,20 @@ const (
 	IdleTimeout = 30 * time.Second
 	// MaxHeaderBytes bounds request headers; larger ones get 431.
 	MaxHeaderBytes = 8 << 10
-	// MaxConns caps open connections. One beyond takes the slot of the
-	// oldest connection that has sent nothing yet (or idled longer than
-	// ReadHeaderTimeout), else is reset at once: a flood of silent
+	// MaxConns caps open connections from the pod network. One beyond
+	// takes the slot of the connection quiet longest (sent nothing yet, or
+	// idled longer than ReadHeaderTimeout), or a fair share of the source
+	// holding the most, else is reset at once: a flood of silent
 	// connections cannot starve the probes.
 	MaxConns = 64
+	// HostConns is the number of slots kept, beyond MaxConns, for the
+	// node's own addresses, where the kubelet probes from: liveness,
+	// readiness and startup probes at once, and one to spare.
+	HostConns = 4
+	// AcceptGrace is how long a just-accepted connection that has sent
+	// nothing keeps its slot against other sources: a fair chance to send
+	// its request header (a client on the node sends it at once).
+	AcceptGrace = time.Second
 	// ShutdownTimeout bounds the graceful shutdown when the context ends:
 	// Serve returns after it even while requests are still running.
 	ShutdownTimeout = 2 * time.Second
@@ -45,8 +56,11 @@ const (
 // Limits are the server's bounds; the zero value of a field means its
 // default constant above.
 type Limits struct {
-	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
-	MaxHeaderBytes, MaxConns                                  int
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout, AcceptGrace time.Duration
+	MaxHeaderBytes, MaxConns, HostConns                                    int
+	// Host are the node's own addresses: their connections share the
+	// HostConns slots, apart from the pod network's.
+	Host []netip.Addr
 }
 
 func (l Limits) withDefaults() Limits {
@@ -59,11 +73,15 @@ func (l Limits) withDefaults() Limits {
 	def(&l.ReadTimeout, ReadTimeout)
 	def(&l.WriteTimeout, WriteTimeout)
 	def(&l.IdleTimeout, IdleTimeout)
+	def(&l.AcceptGrace, AcceptGrace)
 	if l.MaxHeaderBytes <= 0 {
 		l.MaxHeaderBytes = MaxHeaderBytes
 	}
 	if l.MaxConns <= 0 {
 		l.MaxConns = MaxConns
+	}
+	if l.HostConns <= 0 {
+		l.HostConns = HostConns
 	}
 	return l
 }
@@ -113,8 +131,10 @@ func probe(c Check) http.HandlerFunc {
 }
 
 // Serve listens on addr (HOST:PORT) and serves h until ctx ends, then
-// shuts the server down. An empty addr disables the endpoint: Serve then
-// just waits for ctx. It returns nil after ctx ends, and an error when the
+// shuts the server down. The node's own addresses (loopback, the gateways
+// of this network namespace and those in HOST_IPS) get HostConns slots of
+// their own, for the kubelet's probes. An empty addr disables the
+// endpoint: Serve then just waits for ctx. It returns nil after ctx ends, and an error when the
 // address cannot be listened on or the server fails.
 func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) error {
 	if addr == "" {
@@ -125,7 +145,8 @@ func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) e
 	if err != nil {
 		return fmt.Errorf("metrics listen %s: %w", addr, err)
 	}
-	return ServeListener(ctx, ln, h, log)
+	host := nodeAddrs(os.Getenv(HostIPsEnv), "/proc/net/route", "/proc/net/ipv6_route")
+	return ServeLimited(ctx, ln, h, log, Limits{Host: host})
 }
 
 // ServeListener is Serve on an open listener, which it closes (tests use
@@ -146,11 +167,17 @@ func ServeLimited(ctx context.Context, ln net.Listener, h http.Handler, log *slo
 		MaxHeaderBytes:    lim.MaxHeaderBytes,
 	}
 	lln := newLimitListener(ln, lim.MaxConns, lim.ReadHeaderTimeout)
+	lln.hostMax, lln.grace = lim.HostConns, lim.AcceptGrace
+	lln.host = make(map[netip.Addr]bool, len(lim.Host))
+	for _, a := range lim.Host {
+		lln.host[a.Unmap()] = true
+	}
 	srv.ConnState = lln.connState
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lln) }()
 	if log != nil {
-		log.Info("serving metrics", "addr", ln.Addr().String(), "maxConns", lim.MaxConns, "idleTimeout", lim.IdleTimeout)
+		log.Info("serving metrics", "addr", ln.Addr().String(), "maxConns", lim.MaxConns, "idleTimeout", lim.IdleTimeout,
+			"nodeAddrs", lim.Host, "nodeConns", lim.HostConns)
 	}
 	select {
 	case err := <-errc:
@@ -165,27 +192,43 @@ func ServeLimited(ctx context.Context, ln net.Listener, h http.Handler, log *slo
 	}
 }
 
-// limitListener hands out at most max connections at a time. When all are
-// taken, a newcomer takes the slot of the oldest connection that has not
-// sent a whole request header yet (or has idled as a keep-alive
-// connection longer than idleGrace); failing that, of the oldest
-// connection of the source address holding the most slots, when that
-// source holds more than the newcomer's (a fair share: one source cannot
-// keep another out, whatever its connections do); the one that loses its
-// slot is reset. With none such, the newcomer is reset at once instead of
-// waiting in the accept queue (so no TIME_WAIT is left and no goroutine
-// is spent on it). Neither silent nor busy connections of tenant pods can
-// therefore starve the kubelet's probes, however fast they reconnect.
+// limitListener hands out at most max connections at a time to the pod
+// network, and hostMax more to the node's own addresses (host). When the
+// newcomer's pool is full, it takes the slot of a connection answered and
+// closing (see CloseWrite), else of a quiet connection (one that has sent
+// nothing since it was accepted, or has idled as a keep-alive connection
+// longer than idleGrace) of a source holding at least as many
+// slots as the newcomer's, the source holding the most first and, among
+// its quiet connections, the one quiet longest; failing that, of the oldest
+// connection of the source holding the most slots, when that source holds
+// more than the newcomer's (a fair share: one source cannot keep another
+// out, whatever its connections do). A connection accepted less than grace
+// ago that has sent nothing yet is not taken by another source's newcomer
+// unless its own source holds two slots more than the newcomer's: it had
+// no fair chance to send its request header (a probe's connection is
+// silent for its first microseconds). The one that loses its
+// slot is reset (closed, if answered). With none such, the newcomer is reset at once instead of
+// waiting in the accept queue (so no TIME_WAIT is left and no goroutine is
+// spent on it).
+//
+// The node's slots are apart because fairness alone cannot keep the
+// kubelet in: with more sources than slots, some source is out at any
+// moment, and tenants can make as many sources as they have pods. The
+// kubelet probes from the host, an address no pod can open a connection
+// from, so slots kept for it hold whatever tenants do. Probes served on a
+// port of their own would not: the kubelet reaches it on the pod's IP like
+// this one, so tenants could flood it alike.
 type limitListener struct {
 	net.Listener
-	max       int
-	idleGrace time.Duration
-	mu        sync.Mutex
-	conns     []*limitConn // open, in accept order
+	max, hostMax     int
+	grace, idleGrace time.Duration
+	host             map[netip.Addr]bool // the node's own addresses
+	mu               sync.Mutex
+	conns            []*limitConn // open, in accept order
 }
 
 func newLimitListener(ln net.Listener, n int, idleGrace time.Duration) *limitListener {
-	return &limitListener{Listener: ln, max: n, idleGrace: idleGrace}
+	return &limitListener{Listener: ln, max: n, hostMax: HostConns, grace: AcceptGrace, idleGrace: idleGrace}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -195,47 +238,60 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		lc := &limitConn{Conn: c, l: l, state: http.StateNew, since: time.Now(), src: source(c)}
+		lc.host = l.host[lc.src]
 		l.mu.Lock()
 		var victim *limitConn
-		if len(l.conns) >= l.max {
-			if victim = l.evictable(lc.since, lc.src); victim == nil {
+		if l.full(lc.host) {
+			if victim = l.evictable(lc); victim == nil {
 				l.mu.Unlock()
 				reset(c)
 				continue
 			}
 		}
 		l.conns = append(l.conns, lc)
+		done := victim != nil && victim.done
 		l.mu.Unlock()
-		if victim != nil {
+		switch {
+		case done:
+			_ = victim.Conn.Close() // its answer is written: close, lose nothing
+		case victim != nil:
 			reset(victim.Conn) // its server goroutine sees the error and closes it
 		}
 		return lc, nil
 	}
 }
 
-// evictable removes and returns the connection a newcomer from src may
-// take the slot of, nil when there is none: a silent or long-idle one of
-// a source holding at least as many slots as src (the one holding the
-// most, oldest first), else the oldest of the source holding the most
-// when that is more than src holds. l.mu is held.
-func (l *limitListener) evictable(now time.Time, src string) *limitConn {
-	held := make(map[string]int, 4)
-	top := ""
+// full reports whether the pool of the node's addresses (host) or of the
+// pod network is full. l.mu is held.
+func (l *limitListener) full(host bool) bool {
+	n, limit := 0, l.max
+	if host {
+		limit = l.hostMax
+	}
 	for _, c := range l.conns {
-		held[c.src]++
-		if top == "" || held[c.src] > held[top] {
-			top = c.src
+		if c.host == host {
+			n++
 		}
 	}
-	best := -1
-	for i, c := range l.conns {
-		quiet := c.state == http.StateNew || (c.state == http.StateIdle && now.Sub(c.since) >= l.idleGrace)
-		if quiet && held[c.src] >= held[src] && (best < 0 || held[c.src] > held[l.conns[best].src]) {
-			best = i
+	return n >= limit
+}
+
+// evictable removes and returns the connection newcomer n may take the
+// slot of, nil when there is none (see limitListener): one answered and
+// closing, else a quiet one, else a fair share. l.mu is held.
+func (l *limitListener) evictable(n *limitConn) *limitConn {
+	held := make(map[netip.Addr]int, 4) // open slots by source, in n's pool
+	for _, c := range l.conns {
+		if c.host == n.host && !c.done {
+			held[c.src]++
 		}
 	}
-	if best < 0 && held[top] > held[src] {
-		best = slices.IndexFunc(l.conns, func(c *limitConn) bool { return c.src == top }) // its oldest
+	best := slices.IndexFunc(l.conns, func(c *limitConn) bool { return c.host == n.host && c.done })
+	if best < 0 {
+		best = l.quietest(n, held)
+	}
+	if best < 0 {
+		best = l.fairShare(n, held)
 	}
 	if best < 0 {
 		return nil
@@ -245,12 +301,70 @@ func (l *limitListener) evictable(now time.Time, src string) *limitConn {
 	return c
 }
 
-// source is the remote IP address of c, what the fair share counts by.
-func source(c net.Conn) string {
-	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		return a.IP.String()
+// quietest is the index of the quiet connection of n's pool that n may
+// take the slot of: of a source holding at least as many slots as n's,
+// the one holding the most, and of its connections the one quiet longest;
+// -1 when there is none. l.mu is held.
+func (l *limitListener) quietest(n *limitConn, held map[netip.Addr]int) int {
+	best := -1
+	for i, c := range l.conns {
+		if c.host != n.host || c.done || held[c.src] < held[n.src] || !l.quiet(c, n, held) {
+			continue
+		}
+		if best < 0 {
+			best = i
+			continue
+		}
+		if b := l.conns[best]; held[c.src] > held[b.src] || (held[c.src] == held[b.src] && c.since.Before(b.since)) {
+			best = i
+		}
 	}
-	return c.RemoteAddr().String()
+	return best
+}
+
+// fairShare is the index of the oldest connection, past its grace, of the
+// source holding the most slots in n's pool, when that is more than n's
+// source holds; -1 when there is none. l.mu is held.
+func (l *limitListener) fairShare(n *limitConn, held map[netip.Addr]int) int {
+	best := -1
+	for i, c := range l.conns { // in accept order: the first is the oldest
+		if c.host == n.host && !c.done && held[c.src] > held[n.src] && !l.protected(c, n, held) &&
+			(best < 0 || held[c.src] > held[l.conns[best].src]) {
+			best = i
+		}
+	}
+	return best
+}
+
+// quiet reports whether c has sent nothing, or idled longer than
+// l.idleGrace, such that newcomer n may take its slot (see protected).
+// l.mu is held.
+func (l *limitListener) quiet(c, n *limitConn, held map[netip.Addr]int) bool {
+	switch c.state {
+	case http.StateNew:
+		return !l.protected(c, n, held)
+	case http.StateIdle:
+		return time.Since(c.since) >= l.idleGrace
+	}
+	return false
+}
+
+// protected reports whether c keeps its slot against newcomer n for its
+// grace: c was accepted less than l.grace ago and has sent nothing yet,
+// n is from another source, and c's source would hold no more than n's
+// once n is in (a source that opens more connections than others crowds
+// itself out: its newest ones are not kept for it). l.mu is held.
+func (l *limitListener) protected(c, n *limitConn, held map[netip.Addr]int) bool {
+	return c.src != n.src && c.state == http.StateNew && time.Since(c.since) < l.grace &&
+		held[c.src] <= held[n.src]+1
+}
+
+// source is the remote IP address of c, what the fair share counts by.
+func source(c net.Conn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{} // not IP: one source
 }
 
 // connState is the server's ConnState hook: it tells silent and idle
@@ -288,7 +402,25 @@ type limitConn struct {
 	once  sync.Once
 	state http.ConnState // guarded by l.mu
 	since time.Time      // when state was entered; guarded by l.mu
-	src   string         // remote IP address
+	src   netip.Addr     // remote IP address
+	host  bool           // src is one of the node's addresses
+	done  bool           // answered, closing; guarded by l.mu
+}
+
+// CloseWrite is called by the server once it has written its last answer
+// on c and is closing it: it then waits up to half a second for the
+// client's acknowledgement (net/http's RST avoidance) but serves nothing
+// more, so c's slot is the first a newcomer takes and c no longer counts
+// for its source (a prober's connection per probe would otherwise hold
+// slots for its source long after each answer).
+func (c *limitConn) CloseWrite() error {
+	c.l.mu.Lock()
+	c.done = true
+	c.l.mu.Unlock()
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 func (c *limitConn) Close() error {

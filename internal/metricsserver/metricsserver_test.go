@@ -374,6 +374,7 @@ func TestSilentConnectionsGiveWay(t *testing.T) {
 			t.Fatalf("keep-alive %d: %q", i, got)
 		}
 		idle[i] = c
+		time.Sleep(20 * time.Millisecond) // idle order = request order: the one quiet longest goes
 	}
 	time.Sleep(400 * time.Millisecond)
 	c, err := net.Dial("tcp", addr)

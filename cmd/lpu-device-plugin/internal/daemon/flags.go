@@ -57,6 +57,9 @@ Other environment:
   LPU_LOG_FORMAT  json|text (over the config's log.format)
   NODE_NAME       node name the seals cover and metrics are labelled with (default: the host name);
                   lpu-nri must see the same name
+  HOST_IPS        the node's IP addresses, comma separated (the chart sets status.hostIPs): with
+                  loopback and the pod's gateways, the addresses the metrics port keeps
+                  4 connection slots for, apart from the pod network's 64 (the kubelet probes from there)
 
 Endpoints (--metrics-addr):
   /metrics  Prometheus metrics

@@ -78,6 +78,10 @@ content, so NFD labels a DRA node as it labels a device-plugin node.
 lpu-dra refuses to start while lpu-device-plugin serves the node (its socket
 in the config's kubelet.devicePluginDir answers): one mode per node.
 
+HOST_IPS (the node's IP addresses, comma separated; the chart sets
+status.hostIPs), loopback and the pod's gateways get 4 connection slots on
+the metrics port apart from the pod network's 64: the kubelet probes from there.
+
 Endpoints (--metrics-addr):
   /metrics  Prometheus metrics
   /healthz  200 while registered with the kubelet

@@ -109,6 +109,9 @@ Commands:
 Other environment:
   NODE_NAME       node name the allocation seals are bound to (default: the host name);
                   lpu-device-plugin must see the same name
+  HOST_IPS        the node's IP addresses, comma separated (the chart sets status.hostIPs): with
+                  loopback and the pod's gateways, the addresses the metrics port keeps
+                  4 connection slots for, apart from the pod network's 64 (the kubelet probes from there)
   LPU_LOG_LEVEL   error|warn|info|debug (over the config's log.level; invalid values fall back with a warning)
   LPU_LOG_FORMAT  json|text (over the config's log.format)
 
