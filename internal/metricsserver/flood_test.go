@@ -110,7 +110,9 @@ func TestBodyWithholdingFlood(t *testing.T) {
 		opened := wait()
 		t.Logf("flood from %s: probes ok=%d failed=%d (last error %v); flood opened %d connections", src, ok, failed, lastErr, opened)
 		sameSource := src == "127.0.0.1"
-		if ok < 20 || (!sameSource && failed > 0) || (sameSource && float64(ok) < 0.95*float64(ok+failed)) {
+		// A floor, not a rate: a loaded machine under -race answers fewer
+		// probes in 3 s, and only failures say the flood won.
+		if ok < 4 || (!sameSource && failed > 0) || (sameSource && float64(ok) < 0.95*float64(ok+failed)) {
 			t.Fatalf("flood from %s: probes ok=%d failed=%d, want every probe answered (95 %% from the same source; last error %v)", src, ok, failed, lastErr)
 		}
 	}
