@@ -26,6 +26,10 @@ func TestRunBadInput(t *testing.T) {
 		"bad selector":    {[]string{"pods", "-l", "a in (", "--kubeconfig", "/nonexistent/kubeconfig"}, `-l "a in ("`},
 		"missing config":  {[]string{"pods", "--kubeconfig", "/nonexistent/kubeconfig"}, "kubeconfig"},
 		"old flag style":  {[]string{"pods", "-kubeconfig", "/nonexistent/kubeconfig"}, "unknown shorthand flag"},
+		// nodes takes one NODE (it reads the cluster, so the missing
+		// kubeconfig is what fails), not two.
+		"nodes NODE":      {[]string{"nodes", "node-a", "--kubeconfig", "/nonexistent/kubeconfig"}, "kubeconfig"},
+		"nodes two names": {[]string{"nodes", "node-a", "node-b"}, "accepts at most 1 arg"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
