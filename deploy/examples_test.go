@@ -10,9 +10,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// chartValues is what the example pods must agree with in the chart's
+// examplesValues is what the example pods must agree with in the chart's
 // default values.
-type chartValues struct {
+type examplesValues struct {
 	Config struct {
 		ResourceName string `json:"resourceName"`
 	} `json:"config"`
@@ -29,7 +29,7 @@ type chartValues struct {
 // the device plugin's resource, and one of the claim templates mode dra
 // renders (lpu-arc-<k> for k in dra.arcSizes).
 func TestExamplePods(t *testing.T) {
-	var v chartValues
+	var v examplesValues
 	b, err := os.ReadFile(chartDir + "/values.yaml")
 	if err != nil {
 		t.Fatal(err)
