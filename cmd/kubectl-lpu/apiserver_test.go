@@ -95,6 +95,9 @@ func TestAgainstAPIServer(t *testing.T) {
 		if err := run([]string{"nodes", "nowhere", "--kubeconfig", kc}, new(bytes.Buffer), new(bytes.Buffer)); err == nil || !strings.Contains(err.Error(), `node "nowhere" not found`) {
 			t.Errorf("nodes nowhere: %v", err)
 		}
+		if out, _ := kl(t, "__complete", "nodes", "--kubeconfig", kc, ""); !strings.Contains(out, "dp-0\n") || !strings.Contains(out, "dra-0\n") || !strings.Contains(out, ":4\n") {
+			t.Errorf("completing NODE: %q", out)
+		}
 		text, _ := kl(t, "nodes", "--kubeconfig", kc)
 		wide, _ := kl(t, "nodes", "-o", "wide", "--kubeconfig", kc)
 		for _, want := range []string{"dra-0  dra  6/8 free, largest free arc 6", "  ring0  . . A A . . . .   (lpu0 … lpu7)", "A default/dra-job", "2 nodes, 8/12 LPUs free"} {

@@ -86,8 +86,9 @@ ResourceClaims, device-plugin nodes from their allocatable count minus what
 bound pods ask for. NODE shows that node alone; -l narrows the nodes (and
 the summary) by their labels; nodes are not namespaced, so -n does not
 apply.`,
-		Example: "  kubectl lpu nodes\n  kubectl lpu nodes node-a -o wide\n  kubectl lpu nodes -l hyperaccel.ai/lpu.present=true -o wide\n  kubectl lpu nodes -o jsonpath='{.summary.free}'",
-		Args:    cobra.MaximumNArgs(1),
+		Example:           "  kubectl lpu nodes\n  kubectl lpu nodes node-a -o wide\n  kubectl lpu nodes -l hyperaccel.ai/lpu.present=true -o wide\n  kubectl lpu nodes -o jsonpath='{.summary.free}'",
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: c.completeNode,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.Check(format); err != nil {
 				return err
@@ -106,6 +107,27 @@ apply.`,
 	addOutput(cmd, &format, ": the ring pictures; wide adds labels, room per node and every LPU ID")
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "Label selector on the nodes shown (e.g. -l key1=value1,key2=value2)")
 	return cmd
+}
+
+// completeNode offers the cluster's node names for NODE, and nothing
+// (not file names) once it is given or when the cluster cannot be read.
+func (c *cli) completeNode(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	cs, err := c.client()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	l, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []string
+	for _, n := range l.Items {
+		out = append(out, n.Name)
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
 }
 
 func (c *cli) podsCmd() *cobra.Command {

@@ -81,6 +81,13 @@ func TestCompletion(t *testing.T) {
 	if out := runOK(t, "__complete", ""); !strings.Contains(out, "nodes\t") || !strings.Contains(out, "pods\t") || !strings.Contains(out, "version\t") {
 		t.Errorf("completing the command: %q", out)
 	}
+	// NODE given, or no cluster to ask: nothing, and no file names.
+	if out := runOK(t, "__complete", "nodes", "node-a", ""); !strings.HasPrefix(out, ":4\n") {
+		t.Errorf("completing after NODE: %q", out)
+	}
+	if out := runOK(t, "__complete", "nodes", "--kubeconfig", "/nonexistent/kubeconfig", ""); !strings.HasPrefix(out, ":4\n") {
+		t.Errorf("completing NODE without a cluster: %q", out)
+	}
 	if got := argsFor("/usr/local/bin/kubectl_complete-lpu", []string{"nodes", "-o", ""}); strings.Join(got, " ") != "__complete nodes -o " {
 		t.Errorf("as kubectl_complete-lpu: args %q", got)
 	}
