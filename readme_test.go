@@ -137,8 +137,8 @@ func TestReadmeConfigExamplesLoad(t *testing.T) {
 }
 
 // TestReadmeLayoutListsEveryPackage: the "Layout of the tree" table names
-// every directory holding Go files (but the repository root), and no row
-// names a directory that holds none.
+// every directory holding Go files (but the repository root), each other
+// module by its root alone, and no row names a directory that holds none.
 func TestReadmeLayoutListsEveryPackage(t *testing.T) {
 	text := readme(t)
 	start := strings.Index(text, "Layout of the tree")
@@ -163,6 +163,14 @@ func TestReadmeLayoutListsEveryPackage(t *testing.T) {
 		}
 		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
 			return filepath.SkipDir
+		}
+		// A module of its own (test/dravalidate, lab) is one row: its
+		// packages are not this module's.
+		if d.IsDir() && path != "." {
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				pkgs = append(pkgs, path)
+				return filepath.SkipDir
+			}
 		}
 		if !d.IsDir() && strings.HasSuffix(path, ".go") {
 			if dir := filepath.Dir(path); dir != "." && !slices.Contains(pkgs, dir) {
@@ -215,7 +223,7 @@ func checkLayoutGroups(t *testing.T, table string) {
 // layoutGroup names the layer of a package directory.
 func layoutGroup(path string) string {
 	switch {
-	case testKit(path) || under(path, "test"):
+	case testKit(path) || under(path, "test") || under(path, "lab"):
 		return "Test kits"
 	case under(path, "cmd"):
 		return "Daemons"
