@@ -14,7 +14,7 @@ import (
 // module is this repository's module path.
 const module = "github.com/hyperaccel/lpu-node"
 
-// The layers, bottom up (README "Layout"; DESIGN's import rule):
+// The layers, bottom up (the README's layout table groups packages by them):
 //
 //   - leaves: plumbing every tier may use; they import nothing of ours;
 //   - domain (pkg/...): discovery, allocation, injection; imports only

@@ -1,6 +1,7 @@
-// Package lpunode_test keeps the README honest: the metric names and the
-// flags it documents are the ones the daemons define, and its config
-// examples load.
+// Package lpunode_test keeps the README and the docs honest: the metric
+// names (docs/observability.md) and the flags (docs/configuration.md) they
+// document are the ones the daemons define, their config examples load,
+// and the README's layout table lists every package.
 package lpunode_test
 
 import (
@@ -38,12 +39,27 @@ func sources(t *testing.T, dir string) string {
 
 func readme(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile("README.md")
+	return doc(t, "README.md")
+}
+
+// doc returns the text of the Markdown file at path.
+func doc(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return string(data)
 }
+
+// The pages that document what the tests below check.
+const (
+	metricsPage = "docs/observability.md"
+	flagsPage   = "docs/configuration.md"
+)
+
+// configPages hold YAML examples of the config file.
+var configPages = []string{"docs/configuration.md", "docs/hardware.md"}
 
 func uniq(re *regexp.Regexp, s string, group int) []string {
 	var out []string
@@ -65,21 +81,21 @@ func TestReadmeMetricsMatchCode(t *testing.T) {
 	if len(code) < 10 {
 		t.Fatalf("found only %d metric names in cmd/: %v", len(code), code)
 	}
-	doc := uniq(regexp.MustCompile("`(lpu_[a-z_]+)[`{]"), readme(t), 1)
+	documented := uniq(regexp.MustCompile("`(lpu_[a-z_]+)[`{]"), doc(t, metricsPage), 1)
 	for _, n := range code {
-		if !slices.Contains(doc, n) {
-			t.Errorf("metric %s is defined in cmd/ or internal/ but missing from the README metrics table", n)
+		if !slices.Contains(documented, n) {
+			t.Errorf("metric %s is defined in cmd/ or internal/ but missing from the metrics table of %s", n, metricsPage)
 		}
 	}
-	for _, n := range doc {
+	for _, n := range documented {
 		if !slices.Contains(code, n) {
-			t.Errorf("README documents metric %s, which no daemon defines", n)
+			t.Errorf("%s documents metric %s, which no daemon defines", metricsPage, n)
 		}
 	}
 }
 
 func TestReadmeFlagsExist(t *testing.T) {
-	text := readme(t)
+	text := doc(t, flagsPage)
 	// internal/startup declares --nfd-features-file for the two allocators.
 	for bin, dirs := range map[string][]string{"lpu-device-plugin": {"cmd/lpu-device-plugin", "internal/startup"}, "lpu-nri": {"cmd/lpu-nri"}, "lpu-dra": {"cmd/lpu-dra", "internal/startup"}} {
 		dir := dirs[0]
@@ -87,40 +103,42 @@ func TestReadmeFlagsExist(t *testing.T) {
 		for _, d := range dirs {
 			src += sources(t, d)
 		}
-		// The usage lines in the README start with the binary's name.
+		// The usage lines start with the binary's name.
 		re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(bin) + ` .*(?:\n {2,}.*)*`)
 		var flags []string
 		for _, block := range re.FindAllString(text, -1) {
 			flags = append(flags, uniq(regexp.MustCompile(`--([a-z][a-z-]+)`), block, 1)...)
 		}
 		if len(flags) == 0 {
-			t.Fatalf("no usage lines for %s in the README", bin)
+			t.Fatalf("no usage lines for %s in %s", bin, flagsPage)
 		}
 		for _, f := range flags {
 			if !strings.Contains(src, `"`+f+`"`) {
-				t.Errorf("README documents %s --%s, which %s does not define", bin, f, dir)
+				t.Errorf("%s documents %s --%s, which %s does not define", flagsPage, bin, f, dir)
 			}
 		}
 	}
 }
 
-// TestReadmeConfigExamplesLoad: every YAML example in the README is a
-// config file the daemons accept.
+// TestReadmeConfigExamplesLoad: every YAML example in the config pages is
+// a config file the daemons accept.
 func TestReadmeConfigExamplesLoad(t *testing.T) {
-	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(readme(t), -1)
-	if len(blocks) == 0 {
-		t.Fatal("no yaml examples in the README")
-	}
-	for i, b := range blocks {
-		if _, err := config.Parse([]byte(b[1])); err != nil {
-			t.Errorf("README yaml example %d does not load: %v", i+1, err)
+	for _, page := range configPages {
+		blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(doc(t, page), -1)
+		if len(blocks) == 0 {
+			t.Fatalf("no yaml examples in %s", page)
+		}
+		for i, b := range blocks {
+			if _, err := config.Parse([]byte(b[1])); err != nil {
+				t.Errorf("%s yaml example %d does not load: %v", page, i+1, err)
+			}
 		}
 	}
 }
 
 // TestReadmeLayoutListsEveryPackage: the "Layout of the tree" table names
-// every directory holding Go files (but the repository root), and no row
-// names a directory that holds none.
+// every directory holding Go files (but the repository root), each other
+// module by its root alone, and no row names a directory that holds none.
 func TestReadmeLayoutListsEveryPackage(t *testing.T) {
 	text := readme(t)
 	start := strings.Index(text, "Layout of the tree")
@@ -145,6 +163,14 @@ func TestReadmeLayoutListsEveryPackage(t *testing.T) {
 		}
 		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
 			return filepath.SkipDir
+		}
+		// A module of its own (test/dravalidate, lab) is one row: its
+		// packages are not this module's.
+		if d.IsDir() && path != "." {
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				pkgs = append(pkgs, path)
+				return filepath.SkipDir
+			}
 		}
 		if !d.IsDir() && strings.HasSuffix(path, ".go") {
 			if dir := filepath.Dir(path); dir != "." && !slices.Contains(pkgs, dir) {
@@ -197,7 +223,7 @@ func checkLayoutGroups(t *testing.T, table string) {
 // layoutGroup names the layer of a package directory.
 func layoutGroup(path string) string {
 	switch {
-	case testKit(path) || under(path, "test"):
+	case testKit(path) || under(path, "test") || under(path, "lab"):
 		return "Test kits"
 	case under(path, "cmd"):
 		return "Daemons"

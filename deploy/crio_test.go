@@ -55,7 +55,7 @@ func uncommentCrioDump(dump string) string {
 }
 
 // TestCrioMergesDropIn lets a real CRI-O load an operator's crio.conf with
-// the shipped drop-in in its config dir (as the deploy README installs it)
+// the shipped drop-in in its config dir (as docs/install.md installs it)
 // and checks the configuration it reports: the drop-in's NRI, validator and
 // CDI keys are in effect, and the operator's own settings survive.
 func TestCrioMergesDropIn(t *testing.T) {

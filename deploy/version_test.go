@@ -94,7 +94,7 @@ func TestVersionSingleSource(t *testing.T) {
 
 	// Docs show the tag users pull; a v-prefixed example is the bug again.
 	vtag := regexp.MustCompile(`lpu-node:v[0-9]|image\.tag=v[0-9]|--version v[0-9]`)
-	for _, doc := range []string{"../README.md", "README.md", "container/build-oci.sh", "container/Dockerfile"} {
+	for _, doc := range []string{"../README.md", "README.md", "../docs/install.md", "../docs/operate.md", "container/build-oci.sh", "container/Dockerfile"} {
 		b, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 )
 
 // TestChartVersionFloors: below a feature's floor the chart refuses to
-// render and names the value that turns the feature off (README
+// render and names the value that turns the feature off (docs/install.md,
 // "Versions"); at the floor, or with the value off, it renders.
 func TestChartVersionFloors(t *testing.T) {
 	helm := helmBinary(t)

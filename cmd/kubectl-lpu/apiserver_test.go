@@ -88,6 +88,16 @@ func TestAgainstAPIServer(t *testing.T) {
 		if out, _ := kl(t, "nodes", "-o", "jsonpath={.summary.free}/{.summary.total}", "--kubeconfig", kc); out != "8/12" {
 			t.Errorf("nodes -o jsonpath: %q", out)
 		}
+		// NODE alone, as the chart's NOTES and the docs show it.
+		if out, _ := kl(t, "nodes", "dra-0", "-o", "jsonpath={.nodes[*].name} {.summary.total}", "--kubeconfig", kc); out != "dra-0 8" {
+			t.Errorf("nodes dra-0 -o jsonpath: %q", out)
+		}
+		if err := run([]string{"nodes", "nowhere", "--kubeconfig", kc}, new(bytes.Buffer), new(bytes.Buffer)); err == nil || !strings.Contains(err.Error(), `node "nowhere" not found`) {
+			t.Errorf("nodes nowhere: %v", err)
+		}
+		if out, _ := kl(t, "__complete", "nodes", "--kubeconfig", kc, ""); !strings.Contains(out, "dp-0\n") || !strings.Contains(out, "dra-0\n") || !strings.Contains(out, ":4\n") {
+			t.Errorf("completing NODE: %q", out)
+		}
 		text, _ := kl(t, "nodes", "--kubeconfig", kc)
 		wide, _ := kl(t, "nodes", "-o", "wide", "--kubeconfig", kc)
 		for _, want := range []string{"dra-0  dra  6/8 free, largest free arc 6", "  ring0  . . A A . . . .   (lpu0 … lpu7)", "A default/dra-job", "2 nodes, 8/12 LPUs free"} {

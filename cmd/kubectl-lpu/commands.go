@@ -77,21 +77,27 @@ func addOutput(cmd *cobra.Command, format *string, extra string) {
 func (c *cli) nodesCmd() *cobra.Command {
 	var format, selector string
 	cmd := &cobra.Command{
-		Use:   "nodes",
-		Short: "Every LPU node: its rings, free LPUs, the largest free arc, and the room left for 1/2/4/8-arcs",
+		Use:   "nodes [NODE]",
+		Short: "Every LPU node (or NODE): its rings, free LPUs, the largest free arc, and the room left for 1/2/4/8-arcs",
 		Long: `Every LPU node: its rings (a letter per LPU naming its holder, "." free),
 free LPUs, the largest free arc, and how many more 1/2/4/8-arcs the cluster
 can take now. DRA nodes come from lpu-dra's ResourceSlices and the allocated
 ResourceClaims, device-plugin nodes from their allocatable count minus what
-bound pods ask for. -l narrows the nodes (and the summary) by their labels;
-nodes are not namespaced, so -n does not apply.`,
-		Example: "  kubectl lpu nodes\n  kubectl lpu nodes -l hyperaccel.ai/lpu.present=true -o wide\n  kubectl lpu nodes -o jsonpath='{.summary.free}'",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+bound pods ask for. NODE shows that node alone; -l narrows the nodes (and
+the summary) by their labels; nodes are not namespaced, so -n does not
+apply.`,
+		Example:           "  kubectl lpu nodes\n  kubectl lpu nodes node-a -o wide\n  kubectl lpu nodes -l hyperaccel.ai/lpu.present=true -o wide\n  kubectl lpu nodes -o jsonpath='{.summary.free}'",
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: c.completeNode,
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.Check(format); err != nil {
 				return err
 			}
-			r, err := c.read(clusterread.Options{Nodes: true, NodeSelector: selector})
+			o := clusterread.Options{Nodes: true, NodeSelector: selector}
+			if len(args) == 1 {
+				o.NodeName = args[0]
+			}
+			r, err := c.read(o)
 			if err != nil {
 				return err
 			}
@@ -101,6 +107,27 @@ nodes are not namespaced, so -n does not apply.`,
 	addOutput(cmd, &format, ": the ring pictures; wide adds labels, room per node and every LPU ID")
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "Label selector on the nodes shown (e.g. -l key1=value1,key2=value2)")
 	return cmd
+}
+
+// completeNode offers the cluster's node names for NODE, and nothing
+// (not file names) once it is given or when the cluster cannot be read.
+func (c *cli) completeNode(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	cs, err := c.client()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	l, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []string
+	for _, n := range l.Items {
+		out = append(out, n.Name)
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
 }
 
 func (c *cli) podsCmd() *cobra.Command {

@@ -26,6 +26,10 @@ func TestRunBadInput(t *testing.T) {
 		"bad selector":    {[]string{"pods", "-l", "a in (", "--kubeconfig", "/nonexistent/kubeconfig"}, `-l "a in ("`},
 		"missing config":  {[]string{"pods", "--kubeconfig", "/nonexistent/kubeconfig"}, "kubeconfig"},
 		"old flag style":  {[]string{"pods", "-kubeconfig", "/nonexistent/kubeconfig"}, "unknown shorthand flag"},
+		// nodes takes one NODE (it reads the cluster, so the missing
+		// kubeconfig is what fails), not two.
+		"nodes NODE":      {[]string{"nodes", "node-a", "--kubeconfig", "/nonexistent/kubeconfig"}, "kubeconfig"},
+		"nodes two names": {[]string{"nodes", "node-a", "node-b"}, "accepts at most 1 arg"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -76,6 +80,13 @@ func TestCompletion(t *testing.T) {
 	}
 	if out := runOK(t, "__complete", ""); !strings.Contains(out, "nodes\t") || !strings.Contains(out, "pods\t") || !strings.Contains(out, "version\t") {
 		t.Errorf("completing the command: %q", out)
+	}
+	// NODE given, or no cluster to ask: nothing, and no file names.
+	if out := runOK(t, "__complete", "nodes", "node-a", ""); !strings.HasPrefix(out, ":4\n") {
+		t.Errorf("completing after NODE: %q", out)
+	}
+	if out := runOK(t, "__complete", "nodes", "--kubeconfig", "/nonexistent/kubeconfig", ""); !strings.HasPrefix(out, ":4\n") {
+		t.Errorf("completing NODE without a cluster: %q", out)
 	}
 	if got := argsFor("/usr/local/bin/kubectl_complete-lpu", []string{"nodes", "-o", ""}); strings.Join(got, " ") != "__complete nodes -o " {
 		t.Errorf("as kubectl_complete-lpu: args %q", got)

@@ -216,7 +216,7 @@ node_clean() {
   expect "$what: no socket left in the state dir" "left: $left" test -z "$left"
   left=$(find "$DRA_CDI" /var/run/cdi /etc/cdi -maxdepth 1 -name '*hyperaccel.ai*' 2>/dev/null | tr '\n' ' ')
   expect "$what: no CDI spec left" "left: $left" test -z "$left"
-  # the NFD feature file stays on purpose (deploy/README.md section 7): it
+  # the NFD feature file stays on purpose (docs/operate.md, "Upgrade, rollback and uninstall"): it
   # carries hyperaccel.ai/lpu.present, the DaemonSet's own nodeSelector
   # label, so removing it at every shutdown could unlabel the node during a
   # roll; its expiry makes NFD drop the labels within nfd.Lifetime (1 h)

@@ -222,7 +222,7 @@ nfd_ring_labels() {
 # nfd-worker's features.d) turned into node labels: count, largest ring,
 # model as the file says, and 8 LPUs in one ring of 8 (simulate: 8). While
 # the file is there it carries the present label too, so unplugging the
-# PCI functions does not unlabel the node (deploy/README.md says so).
+# PCI functions does not unlabel the node (docs/install.md says so).
 nfd_feature_labels() {
   local file=$CHART_NFD/lpu model key
   if ! wait_for 60 test -s "$file"; then

@@ -14,6 +14,7 @@ import (
 	schedapi "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hyperaccel/lpu-node/cmd/kubectl-lpu/internal/view"
@@ -28,9 +29,12 @@ type Options struct {
 	// namespace; "" reads every namespace.
 	Namespace string
 	// Nodes lists the nodes (the nodes view needs them, the pods view
-	// does not); NodeSelector, a label selector, narrows them.
+	// does not); NodeSelector, a label selector, narrows them, and
+	// NodeName, when set, keeps that node alone (an error if it is not
+	// there, as kubectl get nodes NAME).
 	Nodes        bool
 	NodeSelector string
+	NodeName     string
 }
 
 // Result is the view and what was read to build it.
@@ -49,11 +53,11 @@ func Read(ctx context.Context, cs kubernetes.Interface, o Options) (Result, erro
 	var r Result
 	var nodes []corev1.Node
 	if o.Nodes {
-		l, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: o.NodeSelector})
+		l, err := listNodes(ctx, cs, o)
 		if err != nil {
-			return r, fmt.Errorf("list nodes: %w", err)
+			return r, err
 		}
-		nodes = l.Items
+		nodes = l
 	}
 	slices, claims, dra, err := readDRA(ctx, cs, o.Namespace)
 	if err != nil {
@@ -80,6 +84,26 @@ func Read(ctx context.Context, cs kubernetes.Interface, o Options) (Result, erro
 	r.Cluster = view.Build(nodes, slices, claims, pods.Items, groups)
 	r.Cluster.DRA = dra
 	return r, nil
+}
+
+// listNodes lists the nodes o names: every node, those matching
+// NodeSelector, or NodeName alone.
+func listNodes(ctx context.Context, cs kubernetes.Interface, o Options) ([]corev1.Node, error) {
+	lo := metav1.ListOptions{LabelSelector: o.NodeSelector}
+	if o.NodeName != "" {
+		lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.NodeName).String()
+	}
+	l, err := cs.CoreV1().Nodes().List(ctx, lo)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	if o.NodeName != "" && len(l.Items) == 0 {
+		if o.NodeSelector != "" {
+			return nil, fmt.Errorf("node %q not found with labels %q", o.NodeName, o.NodeSelector)
+		}
+		return nil, fmt.Errorf("node %q not found", o.NodeName)
+	}
+	return l.Items, nil
 }
 
 // readDRA lists lpu-dra's ResourceSlices and the ResourceClaims of

@@ -6,47 +6,51 @@
 //
 // # Trust rules, in order (Decide)
 //
-// Each rule names the Refusal reason (the reason label of
-// lpu_nri_refusals_total) a container it refuses gets.
+// This is the one list of the rules: docs/trust-model.md and
+// docs/security.md refer to them by name. Each rule names the Refusal
+// reason (the reason label of lpu_nri_refusals_total) a container it
+// refuses gets.
 //
-//  1. Any lpu.hyperaccel.ai/ key, in any letter case, in the pod
-//     annotations refuses the container: runtimes copy pod annotations
-//     into containers, so a pod could claim LPUs. [ReasonPodAnnotation]
-//  2. An env that sets LPU_VISIBLE_DEVICES more than once (image and pod
-//     spec) refuses the container: the runtime's env adjustment replaces
-//     only the first copy and then writes the last one over lpu-nri's
-//     value. [ReasonBadValue]
-//  3. The allocation is read from the container annotations only; its v2
-//     seals must verify with the node key and node name, v1 only behind
-//     security.acceptLegacySeals. No allocation: no devices and
-//     LPU_VISIBLE_DEVICES=none, overriding the image (NRI v0.12 drops env
-//     removals). [ReasonBadSeal, ReasonBadValue, ReasonLegacySeal]
-//  4. Each ID must be in the current inventory and healthy; nodes, majors
-//     and minors come from discovery. An unhealthy device refuses the
-//     container: the workload would fail obscurely on it, while a refusal
-//     shows the reason in the pod's events and clears once the device
-//     recovers (the kubelet retries creation). [ReasonNoInventory,
-//     ReasonUnknownDevice, ReasonUnhealthyDevice]
-//  5. Optionally the kubelet's PodResources must report the same IDs.
-//     [ReasonPodResources]
-//  6. LPU nodes the container already carries (by device number; types
-//     c, u and none) beyond its allocation refuse it, and so do device
-//     cgroup rules admitting an LPU beyond it (cgroup.go,
+//  1. Pod annotations. Any lpu.hyperaccel.ai/ key, in any letter case, in
+//     the pod annotations refuses the container: runtimes copy pod
+//     annotations into containers, so a pod could claim LPUs.
+//     [ReasonPodAnnotation]
+//  2. One LPU_VISIBLE_DEVICES. An env that sets LPU_VISIBLE_DEVICES more
+//     than once (image and pod spec) refuses the container: the runtime's
+//     env adjustment replaces only the first copy and then writes the last
+//     one over lpu-nri's value. [ReasonBadValue]
+//  3. Sealed allocation. The allocation is read from the container
+//     annotations only; its v2 seals must verify with the node key and
+//     node name, v1 only behind security.acceptLegacySeals. No allocation:
+//     no devices and LPU_VISIBLE_DEVICES=none, overriding the image (NRI
+//     v0.12 drops env removals). [ReasonBadSeal, ReasonBadValue,
+//     ReasonLegacySeal]
+//  4. Known, healthy LPUs. Each ID must be in the current inventory and
+//     healthy; nodes, majors and minors come from discovery. An unhealthy
+//     device refuses the container: the workload would fail obscurely on
+//     it, while a refusal shows the reason in the pod's events and clears
+//     once the device recovers (the kubelet retries creation).
+//     [ReasonNoInventory, ReasonUnknownDevice, ReasonUnhealthyDevice]
+//  5. PodResources agree. Optionally the kubelet's PodResources must
+//     report the same IDs. [ReasonPodResources]
+//  6. No other LPU. LPU nodes the container already carries (by device
+//     number; types c, u and none) beyond its allocation refuse it, and so
+//     do device cgroup rules admitting an LPU beyond it (cgroup.go,
 //     cmd/lpu-nri/internal/devcgroup), outside security.allowNamespaces.
 //     [ReasonUnallocatedNodes, ReasonDeviceCgroup]
-//  7. The allocation ID must be new or the same pod's (the ledger in the
-//     state dir): a sealed allocation copied into another pod is refused,
-//     and so is an ID past its pod's or namespace's share of the ledger.
-//     [ReasonReplayed]
+//  7. Replay ledger. The allocation ID must be new or the same pod's (the
+//     ledger in the state dir): a sealed allocation copied into another
+//     pod is refused, and so is an ID past its pod's or namespace's share
+//     of the ledger. [ReasonReplayed]
 //
-// A container whose CDI devices name lpu-dra claims
-// (lpu.hyperaccel.ai/claim=<uid>) takes rule 1, then instead of 3 to 7:
-// every claim must be in lpu-dra's checkpoint as prepared for the pod
-// (waiting up to ClaimWait for a pod lpu-dra has not recorded yet)
-// [ReasonBadValue], and its LPUs must be known and healthy (rule 4); they
-// are then the container's verified allocation for rule 6, the validator
-// and the audit. Nothing is added: the runtime applied the claims' CDI
-// specs.
+// Prepared claims. A container whose CDI devices name lpu-dra claims
+// (lpu.hyperaccel.ai/claim=<uid>) takes Pod annotations, then instead of
+// Sealed allocation to Replay ledger: every claim must be in lpu-dra's
+// checkpoint as prepared for the pod (waiting up to ClaimWait for a pod
+// lpu-dra has not recorded yet) [ReasonBadValue], and its LPUs must be
+// known and healthy (Known, healthy LPUs); they are then the container's
+// verified allocation for No other LPU, the validator and the audit.
+// Nothing is added: the runtime applied the claims' CDI specs.
 //
 // # Validator and audit
 //
