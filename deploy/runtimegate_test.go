@@ -79,6 +79,7 @@ func TestRuntimeGatePolicies(t *testing.T) {
 	t.Run("created before the gate", func(t *testing.T) { testGateBefore(ctx, t, cs) })
 	t.Run("subresources", func(t *testing.T) { testGateSubresources(ctx, t, cs) })
 	t.Run("claim scope", func(t *testing.T) { testGateClaimScope(ctx, t, cs, c.Config) })
+	t.Run("annotation values", func(t *testing.T) { testGateAnnotationValues(ctx, t, cs) })
 }
 
 // testGateCreate: LPU pods get the required-plugins annotation, other pods
