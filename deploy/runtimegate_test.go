@@ -79,6 +79,7 @@ func TestRuntimeGatePolicies(t *testing.T) {
 	t.Run("created before the gate", func(t *testing.T) { testGateBefore(ctx, t, cs) })
 	t.Run("subresources", func(t *testing.T) { testGateSubresources(ctx, t, cs) })
 	t.Run("claim scope", func(t *testing.T) { testGateClaimScope(ctx, t, cs, c.Config) })
+	t.Run("annotation values", func(t *testing.T) { testGateAnnotationValues(ctx, t, cs) })
 }
 
 // testGateCreate: LPU pods get the required-plugins annotation, other pods
@@ -93,7 +94,7 @@ func testGateCreate(ctx context.Context, t *testing.T, cs kubernetes.Interface) 
 		"LPU pod is gated":                       {pod: lpuPod("lpu", "tenant", nil), required: `["lpu"]`},
 		"LPU in an init container is gated":      {pod: initLPUPod("init", "tenant"), required: `["lpu"]`},
 		"LPU pod's own required plugins kept":    {pod: lpuPod("own", "tenant", map[string]string{requiredPlugins: `["other"]`}), required: `["other", "lpu"]`},
-		"another vendor's block list kept":       {pod: lpuPod("block", "tenant", map[string]string{requiredPlugins: "- gpu\n- other"}), required: "- gpu\n- other\n- \"lpu\""},
+		"a block list is refused, not spliced":   {pod: lpuPod("block", "tenant", map[string]string{requiredPlugins: "- gpu\n- other"}), wantErr: msgForm},
 		"a list naming the plugin is kept as is": {pod: lpuPod("listed", "tenant", map[string]string{requiredPlugins: `["gpu","lpu"]`}), required: `["gpu","lpu"]`},
 		"an empty list becomes the plugin":       {pod: lpuPod("empty", "tenant", map[string]string{requiredPlugins: `[]`}), required: `["lpu"]`},
 		"pod without LPU is not gated":           {pod: plainPod("plain", "tenant", nil)},
