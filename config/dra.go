@@ -24,7 +24,7 @@ type DRA struct {
 	// another (the admission policies key on these names). Empty (the
 	// default): lpu.hyperaccel.ai and lpu-arc-<k>.hyperaccel.ai for every
 	// k up to MaxArcSize. The chart sets the classes it creates.
-	DeviceClasses []string `json:"deviceClasses,omitempty"`
+	DeviceClasses []string `json:"deviceClasses"`
 }
 
 // Classes are the DeviceClasses lpu-dra prepares claims of: DeviceClasses,
