@@ -19,6 +19,25 @@ type DRA struct {
 	// a node affinity for pods of the arc classes (docs/dra.md,
 	// "Node-label prefilter"). false: the Node is never labelled.
 	NodeLabels *bool `json:"nodeLabels,omitempty"`
+	// DeviceClasses are the DeviceClasses through which a claim may get
+	// lpu-dra's devices: Prepare refuses a claim whose request names
+	// another (the admission policies key on these names). Empty (the
+	// default): lpu.hyperaccel.ai and lpu-arc-<k>.hyperaccel.ai for every
+	// k up to MaxArcSize. The chart sets the classes it creates.
+	DeviceClasses []string `json:"deviceClasses"`
+}
+
+// Classes are the DeviceClasses lpu-dra prepares claims of: DeviceClasses,
+// or when empty the chart's names for every arc size.
+func (d *DRA) Classes() []string {
+	if len(d.DeviceClasses) > 0 {
+		return d.DeviceClasses
+	}
+	out := []string{"lpu.hyperaccel.ai"}
+	for k := 1; k <= MaxArcSize; k++ {
+		out = append(out, fmt.Sprintf("lpu-arc-%d.hyperaccel.ai", k))
+	}
+	return out
 }
 
 // LabelsNode reports whether lpu-dra keeps its Node's labels.
@@ -29,6 +48,11 @@ func (d *DRA) LabelsNode() bool { return d.NodeLabels == nil || *d.NodeLabels }
 const MaxArcSize = 32
 
 func (d *DRA) validate(v *validator) {
+	for i, c := range d.DeviceClasses {
+		if c == "" {
+			v.add(fmt.Sprintf("dra.deviceClasses[%d]", i), c, "must name a DeviceClass")
+		}
+	}
 	seen := map[int]int{}
 	for i, k := range d.ArcSizes {
 		p := fmt.Sprintf("dra.arcSizes[%d]", i)

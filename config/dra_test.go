@@ -58,3 +58,24 @@ func TestDRANodeLabels(t *testing.T) {
 		t.Errorf("nodeLabels: maybe: %v, want an error naming it", err)
 	}
 }
+
+// TestDRADeviceClasses: lpu-dra prepares claims of the configured classes,
+// by default the chart's names for every arc size; an empty name is refused.
+func TestDRADeviceClasses(t *testing.T) {
+	def := Default().DRA.Classes()
+	for _, want := range []string{"lpu.hyperaccel.ai", "lpu-arc-1.hyperaccel.ai", "lpu-arc-32.hyperaccel.ai"} {
+		if !slices.Contains(def, want) {
+			t.Errorf("default classes %v lack %s", def, want)
+		}
+	}
+	if slices.Contains(def, "lpu-arc-33.hyperaccel.ai") || len(def) != 1+MaxArcSize {
+		t.Errorf("default classes %v, want lpu.hyperaccel.ai and lpu-arc-1..%d", def, MaxArcSize)
+	}
+	c, err := Parse([]byte("version: v1\ndra:\n  deviceClasses: [lpu-arc-4.hyperaccel.ai]\n"))
+	if err != nil || !slices.Equal(c.DRA.Classes(), []string{"lpu-arc-4.hyperaccel.ai"}) {
+		t.Fatalf("Parse = %v, %v", c.DRA.Classes(), err)
+	}
+	if _, err := Parse([]byte("version: v1\ndra:\n  deviceClasses: [\"\"]\n")); err == nil || !strings.Contains(err.Error(), "dra.deviceClasses[0]") {
+		t.Fatalf("an empty class name: %v", err)
+	}
+}

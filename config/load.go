@@ -80,6 +80,9 @@ func (c *Config) applyDefaults() {
 	if c.DRA.ArcSizes == nil {
 		c.DRA.ArcSizes = []int{}
 	}
+	if c.DRA.DeviceClasses == nil {
+		c.DRA.DeviceClasses = []string{}
+	}
 	if c.DRA.NodeLabels == nil {
 		c.DRA.NodeLabels = new(true)
 	}

@@ -180,6 +180,23 @@ func TestChartDRAMode(t *testing.T) {
 			t.Errorf("%q: config dra.arcSizes %v, want %v", sets, cfg.DRA.ArcSizes, want)
 		}
 	}
+	// lpu-dra prepares claims of the chart's DeviceClasses (and the extra
+	// ones the runtime gate is told of) only, with every arc published too.
+	for _, sets := range []string{"", "dra.publishEveryArc=true"} {
+		args := []string{"mode=dra", "json:dra.arcSizes=[1,4]", `json:runtimeGate.lpuDeviceClasses=["lpu-big.example.com"]`, "--show-only", "templates/configmap.yaml"}
+		if sets != "" {
+			args = append(args, sets)
+		}
+		cfg := loadConfigMap(t, decode(t, render(t, helm, args...)).ConfigMap)
+		classes := decodeDRA(t, render(t, helm, "mode=dra", "json:dra.arcSizes=[1,4]")).DeviceClasses
+		want := []string{"lpu-big.example.com"}
+		for name := range classes {
+			want = append(want, name)
+		}
+		if got := cfg.DRA.Classes(); !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+			t.Errorf("%q: config dra.deviceClasses %v, want the chart's DeviceClasses and the gate's extra ones %v", sets, got, want)
+		}
+	}
 	// The best-effort templates fall back to size-1 arcs: 1 must be offered.
 	if _, err := runHelm(t, helm, templateArgs("mode=dra", "json:dra.arcSizes=[2,4]")...); err == nil || !strings.Contains(err.Error(), "arcSizes") {
 		t.Errorf("dra.arcSizes without 1 rendered: %v", err)

@@ -174,7 +174,7 @@ func TestChartNodeModes(t *testing.T) {
 			}
 
 			// The helm test pod is no DaemonSet's.
-			pod := checkPod(t, helm, append(base, "nodeModes.enabled=true")...)
+			pod, _ := checkPod(t, helm, append(base, "nodeModes.enabled=true")...)
 			for name, ds := range on.DaemonSets {
 				selects(t, name, ds.Spec.Selector, pod)
 			}

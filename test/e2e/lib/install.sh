@@ -232,7 +232,7 @@ node_clean() {
 
 # chart_check WHAT HELM NS: `helm test` runs the chart's check pod
 # (templates/tests/check.yaml: lpu-nri check in a pod asking for LPUs as a
-# workload does, in namespace NS) and it passes; Helm deletes a passing
+# workload does, in the release namespace NS) and it passes; Helm deletes a passing
 # pod. A failing one shows its log and events, and is deleted.
 chart_check() {
   local what=$1 helm=$2 ns=$3 out
@@ -419,7 +419,7 @@ install_dra() {
     nok "dra: lpu-dra's pod labels $KNODE largest-free-arc 8, free-lpus 8" \
       "$(labels_seen); $(kc logs -n "$CHART_NS" -l hyperaccel.ai/daemon=lpu-dra --tail 50 2>&1 | grep -i label | tail -2 | tr '\n' ' ')"
   fi
-  if dra_slices_published; then chart_check dra "$helm" default; fi
+  if dra_slices_published; then chart_check dra "$helm" "$CHART_NS"; fi
   # without slices no claim can be allocated: skip the pod's long wait
   dra_pod chart-arc template "$TPL_STRICT4"
   if dra_slices_published && wait_pod chart-arc 90; then

@@ -122,7 +122,7 @@ func driverOptions(n *node.Node, name string, m *driver.Metrics, tracer trace.Tr
 	cfg := n.Config
 	return driver.Options{
 		NodeName: name, StateDir: cfg.StateDir, CDIDir: cfg.CDI.SpecDir, Inject: n.Inject,
-		PCIeRoot: pcieRoot(n.Root), ArcSizes: cfg.DRA.ArcSizes, Metrics: m, Tracer: tracer, Logger: log,
+		PCIeRoot: pcieRoot(n.Root), ArcSizes: cfg.DRA.ArcSizes, DeviceClasses: cfg.DRA.Classes(), Metrics: m, Tracer: tracer, Logger: log,
 	}
 }
 

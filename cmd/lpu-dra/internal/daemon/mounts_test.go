@@ -62,6 +62,8 @@ func TestSimulatedClaimMountsStayInTree(t *testing.T) {
 	uid := "0b5c7a8e"
 	claim := &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default", UID: types.UID(uid)},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "lpus",
+			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "lpu-arc-2.hyperaccel.ai"}}}}},
 		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
 			Results: []resourceapi.DeviceRequestAllocationResult{{Request: "lpus", Driver: inject.Driver, Pool: "node-a",
 				Device: arcslice.DeviceName(alloc.Arc{Ring: 0, Start: 0, Size: 2})}}}}},

@@ -47,7 +47,9 @@ func (d *Driver) PreparedClaims() []PreparedClaim {
 // e.g. after a failed unprepare: the kubelet reuses a preparation by claim
 // UID alone) leave the claim prepared (the kubelet unprepares it) but
 // reserved for no pod. A stale preparation is logged and counted in
-// lpu_dra_stale_preparations_total. It reports whether the checkpoint
+// lpu_dra_stale_preparations_total. Of a claim generated for one pod only
+// that pod is taken (ownPods): another pod that names it by
+// resourceClaimName is logged and never admitted. It reports whether the checkpoint
 // changed; an unknown uid is a no-op.
 func (d *Driver) SyncReservedFor(ctx context.Context, uid types.UID, claim *resourceapi.ResourceClaim) (bool, error) {
 	var pods []string
@@ -59,7 +61,11 @@ func (d *Driver) SyncReservedFor(ctx context.Context, uid types.UID, claim *reso
 		if now, admin, err = d.ourDevices(claim); err != nil {
 			now = nil // a foreign pool or mixed admin devices: matches nothing prepared
 		}
-		pods = podUIDs(claim)
+		pods = ownPods(claim)
+		if foreign := foreignPods(claim); len(foreign) > 0 {
+			d.log.Error("claim generated for one pod is reserved for other pods too; admitting only its own pod",
+				"claim", claim.Namespace+"/"+claim.Name, "uid", uid, "owner", ownerName(claim), "foreign", foreign)
+		}
 	}
 	var c checkpoint.Claim
 	var old []string

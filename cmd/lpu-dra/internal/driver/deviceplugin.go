@@ -3,6 +3,7 @@ package driver
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -17,6 +18,12 @@ const DefaultDevicePluginInterval = 10 * time.Second
 
 // devicePluginTimeout bounds one PodResources read.
 const devicePluginTimeout = 2 * time.Second
+
+// DevicePluginMaxAge is how old the view of the LPUs device-plugin pods
+// hold may be when Prepare gives LPUs to a new claim; an older one is read
+// again first, so a device-plugin pod admitted during a mode switch is
+// seen within about a second, not a whole DevicePluginInterval.
+const DevicePluginMaxAge = time.Second
 
 // DevicePluginHolders lists, by LPU ID, the containers the kubelet's
 // PodResources shows holding the device plugin's resource
@@ -44,6 +51,29 @@ func (d *Driver) devicePluginKnown() bool {
 	d.dpMu.Lock()
 	defer d.dpMu.Unlock()
 	return d.dpKnown
+}
+
+// refreshDevicePlugin reads Options.DevicePlugin again when the last
+// answer is older than DevicePluginMaxAge (or there was none); an error
+// says the view is stale and a new claim must not be given LPUs by it.
+func (d *Driver) refreshDevicePlugin(ctx context.Context) error {
+	if d.opts.DevicePlugin == nil {
+		return nil
+	}
+	d.dpMu.Lock()
+	fresh := d.dpKnown && time.Since(d.dpAt) <= DevicePluginMaxAge
+	d.dpMu.Unlock()
+	if fresh {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, devicePluginTimeout)
+	defer cancel()
+	held, err := d.opts.DevicePlugin.Holders(rctx)
+	if err != nil {
+		return fmt.Errorf("read which LPUs device-plugin pods hold (kubelet PodResources): %w", err)
+	}
+	d.setDevicePluginHeld(held)
+	return nil
 }
 
 // devicePluginHeld lists the LPUs device-plugin pods hold, sorted.
@@ -103,7 +133,7 @@ func (d *Driver) setDevicePluginHeld(held map[string]podresources.Holder) {
 	d.dpMu.Lock()
 	first := !d.dpKnown
 	changed := first || !maps.Equal(held, d.dpHeld)
-	d.dpHeld, d.dpKnown = held, true
+	d.dpHeld, d.dpKnown, d.dpAt = held, true, time.Now()
 	d.dpMu.Unlock()
 	if !changed {
 		return

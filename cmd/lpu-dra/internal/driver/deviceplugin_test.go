@@ -111,3 +111,41 @@ func TestUnreadPodResourcesFailsClosed(t *testing.T) {
 		t.Fatalf("Prepare of a free arc once PodResources answered: %v", got.Err)
 	}
 }
+
+// TestPrepareRereadsAStaleDevicePluginView: during a mode switch the
+// kubelet may admit a device-plugin pod between two periodic reads (here
+// an hour apart). Prepare reads the kubelet's real PodResources again when
+// its view is older than DevicePluginMaxAge, so a claim over the LPUs that
+// pod now holds is refused, not prepared from the old view.
+func TestPrepareRereadsAStaleDevicePluginView(t *testing.T) {
+	sock := filepath.Join(daemontest.ShortDir(t), "pr.sock")
+	srv := podresourcestest.Start(t, sock)
+	client := podresources.New(sock, "hyperaccel.ai/lpu")
+	t.Cleanup(func() { client.Close() })
+	m := NewMetrics(node)
+	d, err := New(newStatic(t, ring8()), Options{NodeName: node, StateDir: t.TempDir(), CDIDir: filepath.Join(t.TempDir(), "cdi"),
+		Inject: inject.Options{}, Metrics: m, DevicePlugin: client, DevicePluginInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, d: d, metrics: m}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.WatchDevicePlugin(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("WatchDevicePlugin: %v", err)
+		}
+	})
+	daemontest.Eventually(t, 5*time.Second, "PodResources read once", d.devicePluginKnown)
+	srv.SetPods(podresourcestest.Holding{Namespace: "team", Pod: "late-job", Container: "main",
+		Resource: "hyperaccel.ai/lpu", DeviceIDs: []string{"lpu2", "lpu3"}})
+	time.Sleep(DevicePluginMaxAge + 200*time.Millisecond)
+	if got := e.prepare(claim("c1", arc(2, 2))); got.Err == nil || !strings.Contains(got.Err.Error(), "device-plugin pod team/late-job") {
+		t.Fatalf("Prepare of lpu2-lpu3 with a view %v old = %v, want refused naming the device-plugin pod", DevicePluginMaxAge, got.Err)
+	}
+	if got := e.prepare(claim("c2", arc(4, 4))); got.Err != nil {
+		t.Fatalf("Prepare of a free arc: %v", got.Err)
+	}
+}

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,7 +53,11 @@ type Options struct {
 	// ArcSizes are the arc sizes published (config dra.arcSizes); empty
 	// publishes every arc. Prepare accepts any valid arc either way.
 	ArcSizes []int
-	Metrics  *Metrics // nil: not recorded
+	// DeviceClasses are the DeviceClasses a request may name to get this
+	// driver's devices (config dra.deviceClasses); Prepare refuses a claim
+	// whose request for our devices names another. nil: not checked.
+	DeviceClasses []string
+	Metrics       *Metrics // nil: not recorded
 	// Holder names this instance in the checkpoint lock's journal: the
 	// pod UID (two pods share the state dir during a rolling update);
 	// empty: "pid-<pid>".
@@ -123,9 +128,10 @@ type Driver struct {
 	builder  *arcslice.Builder
 	shapeKey string
 
-	dpMu    sync.Mutex                     // guards dpHeld, dpKnown
+	dpMu    sync.Mutex                     // guards dpHeld, dpKnown, dpAt
 	dpHeld  map[string]podresources.Holder // LPU ID -> the device-plugin pod holding it
 	dpKnown bool                           // PodResources answered once (or is not read)
+	dpAt    time.Time                      // when PodResources last answered
 
 	namesMu  sync.Mutex           // guards podNames
 	podNames map[string][]podName // claim UID -> its reservedFor pods' names (Holders)
@@ -316,10 +322,14 @@ func (d *Driver) prepareLocked(ctx context.Context, claim *resourceapi.ResourceC
 	}
 	ours, admin, err := d.ourDevices(claim)
 	if err == nil && len(ours) > 0 {
-		err = refuseConfig(claim)
+		err = cmp.Or(refuseConfig(claim), refuseForeignPods(claim), refuseClass(claim, d.opts.DeviceClasses))
 	}
 	if err != nil {
 		return kubeletplugin.PrepareResult{}, false, nil, err
+	}
+	var dpErr error // a stale device-plugin view: no new claim is given LPUs by it
+	if len(ours) > 0 && !admin {
+		dpErr = d.refreshDevicePlugin(ctx)
 	}
 	var c checkpoint.Claim
 	var added bool
@@ -340,7 +350,7 @@ func (d *Driver) prepareLocked(ctx context.Context, claim *resourceapi.ResourceC
 	err = d.updateOrUndo(ctx, "prepare", func(s *checkpoint.State) (bool, error) {
 		var changed bool
 		var err error
-		c, added, changed, err = d.prepareIn(s, claim, ours, admin)
+		c, added, changed, err = d.prepareIn(s, claim, ours, admin, dpErr)
 		return changed, err
 	}, undo)
 	var r *refusal
@@ -363,7 +373,7 @@ func (d *Driver) prepareLocked(ctx context.Context, claim *resourceapi.ResourceC
 // prepareIn prepares the claim in s, the checkpoint as it is on disk under
 // the lock: the claim as recorded (its pods merged in), or newly prepared
 // (added: its spec written). changed says s must be saved.
-func (d *Driver) prepareIn(s *checkpoint.State, claim *resourceapi.ResourceClaim, ours []checkpoint.Device, admin bool) (c checkpoint.Claim, added, changed bool, err error) {
+func (d *Driver) prepareIn(s *checkpoint.State, claim *resourceapi.ResourceClaim, ours []checkpoint.Device, admin bool, dpErr error) (c checkpoint.Claim, added, changed bool, err error) {
 	uid := string(claim.UID)
 	pods := podUIDs(claim)
 	if c, ok := s.Claims[uid]; ok {
@@ -387,7 +397,7 @@ func (d *Driver) prepareIn(s *checkpoint.State, claim *resourceapi.ResourceClaim
 		return c, false, false, refuse(ReasonNotReady, "device discovery has not produced a valid ring layout yet")
 	}
 	inv := snap.Inventory
-	ids, err := d.resolve(s, snap, ours, admin)
+	ids, err := d.resolve(s, snap, ours, admin, dpErr)
 	if err != nil {
 		return c, false, false, err
 	}
@@ -634,8 +644,9 @@ func (d *Driver) ourDevices(claim *resourceapi.ResourceClaim) ([]checkpoint.Devi
 // resolve turns the claim's devices into LPU IDs, refusing an arc this node
 // does not have, overlapping devices, and LPUs that are unknown, unhealthy
 // or held by another claim in s (an admin claim holds nothing and is held
-// by nothing).
-func (d *Driver) resolve(s *checkpoint.State, snap health.Snapshot, ours []checkpoint.Device, admin bool) ([]string, error) {
+// by nothing). dpErr, when set, says the device-plugin view could not be
+// read fresh: a tenant claim is refused.
+func (d *Driver) resolve(s *checkpoint.State, snap health.Snapshot, ours []checkpoint.Device, admin bool, dpErr error) ([]string, error) {
 	inv := snap.Inventory
 	var ids []string
 	for _, dev := range ours {
@@ -664,6 +675,9 @@ func (d *Driver) resolve(s *checkpoint.State, snap health.Snapshot, ours []check
 			}
 			if !admin && !d.devicePluginKnown() {
 				return nil, refuse(ReasonNotReady, "device %s: the kubelet's PodResources has not answered yet, so a device-plugin pod may hold LPU %s", dev.Device, id)
+			}
+			if !admin && dpErr != nil {
+				return nil, refuse(ReasonNotReady, "device %s: a device-plugin pod may hold LPU %s: %w", dev.Device, id, dpErr)
 			}
 			if h, ok := d.devicePluginHolder(id); ok && !admin {
 				return nil, refuse(ReasonHeld, "device %s: LPU %s is held by device-plugin pod %s/%s (container %s): the node moved to DRA while it runs; the LPU is published again once that pod ends",

@@ -72,6 +72,7 @@ type env struct {
 	d        *Driver
 	metrics  *Metrics
 	arcSizes []int
+	classes  []string    // the driver's Options.DeviceClasses
 	labels   LabelSetter // the driver's Options.NodeLabels
 }
 
@@ -86,7 +87,7 @@ func (e *env) restart() {
 	e.t.Helper()
 	e.metrics = NewMetrics(node)
 	d, err := New(e.devices, Options{NodeName: node, StateDir: e.stateDir, CDIDir: e.cdiDir,
-		Inject: inject.Options{Mounts: []inject.Mount{{HostPath: "/usr/lib/lpu"}}}, ArcSizes: e.arcSizes, Metrics: e.metrics, NodeLabels: e.labels})
+		Inject: inject.Options{Mounts: []inject.Mount{{HostPath: "/usr/lib/lpu"}}}, ArcSizes: e.arcSizes, DeviceClasses: e.classes, Metrics: e.metrics, NodeLabels: e.labels})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func NewMetrics(node string) *Metrics {
 		dpHeld: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricDevicePluginHeld,
 			Help: "LPUs the kubelet's PodResources shows held by device-plugin pods (a node moved to DRA while they run): not published, refused by Prepare.", ConstLabels: labels}),
 	}
-	for _, r := range []string{ReasonForeignPool, ReasonBadDevice, ReasonUnhealthy, ReasonHeld, ReasonNotReady, ReasonWrite, ReasonChanged, ReasonConfig} {
+	for _, r := range []string{ReasonForeignPool, ReasonBadDevice, ReasonUnhealthy, ReasonHeld, ReasonNotReady, ReasonWrite, ReasonChanged, ReasonConfig, ReasonForeignPod, ReasonClass} {
 		m.refusals.WithLabelValues(r)
 	}
 	reg.MustRegister(m.prepared, m.prepare, m.unprepare, m.refusals, m.republishes, m.stale, m.dpHeld,

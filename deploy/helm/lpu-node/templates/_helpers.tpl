@@ -96,7 +96,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- $cfg := .Values.config -}}
 {{- if has "dra" (include "lpu-node.modes" . | fromJsonArray) -}}
 {{- $cfg = deepCopy .Values.config -}}
-{{- $_ := set $cfg "dra" (dict "arcSizes" (ternary (list) .Values.dra.arcSizes .Values.dra.publishEveryArc) "nodeLabels" (include "lpu-node.prefilter" . | eq "true")) -}}
+{{- $classes := concat (list "lpu.hyperaccel.ai") .Values.runtimeGate.lpuDeviceClasses -}}
+{{- range .Values.dra.arcSizes }}{{ $classes = append $classes (printf "lpu-arc-%v.hyperaccel.ai" .) }}{{ end -}}
+{{- $_ := set $cfg "dra" (dict "arcSizes" (ternary (list) .Values.dra.arcSizes .Values.dra.publishEveryArc) "nodeLabels" (include "lpu-node.prefilter" . | eq "true") "deviceClasses" ($classes | uniq)) -}}
 {{- end -}}
 version: v1
 {{ toYaml $cfg }}
