@@ -2,7 +2,7 @@
 # check.sh — the project's test command (`make test`, called by .ci/run).
 # On a fresh Debian 12 machine with Go it installs what it needs itself.
 #
-# usage: test/check.sh [all|tools|lint|unit|release|fuzz|cluster|e2e]...
+# usage: test/check.sh [all|tools|lint|unit|bench|release|fuzz|cluster|e2e]...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PATH=/usr/local/go/bin:$PATH
@@ -141,12 +141,28 @@ do_cluster() {
   LPU_CLUSTER_SMOKE=1 go test -count=1 -timeout 20m -run '^TestSmoke$' ./test/cluster
 }
 
+# Every benchmark of the product once (-benchtime 1x), as a smoke: a broken
+# benchmark fails here instead of rotting unseen; the figures are not kept.
+# Only the root module's packages that have benchmarks (a nested go.mod
+# is another module). BenchmarkIdleRSS builds lpu-dra and runs it against
+# a real API server (skipped without test/e2e/tools.sh's binaries).
+do_bench() {
+  local d p inner pkgs=()
+  while read -r d; do
+    inner=; p=$d
+    while [ "$p" != . ]; do [ -f "$p/go.mod" ] && inner=1; p=$(dirname "$p"); done
+    [ -z "$inner" ] && pkgs+=("./$d")
+  done < <(git grep -l -E '^func Benchmark' -- '*_test.go' | xargs -n1 dirname | sort -u)
+  log "every benchmark once: ${pkgs[*]}"
+  go test -count=1 -run '^$' -bench . -benchtime 1x -timeout 15m "${pkgs[@]}"
+}
+
 [ $# -eq 0 ] && set -- all
 for step in "$@"; do
   case $step in
-    all) do_tools; do_lint; do_unit; do_release; do_fuzz; do_cluster; do_e2e ;;
+    all) do_tools; do_lint; do_unit; do_bench; do_release; do_fuzz; do_cluster; do_e2e ;;
     lint) do_lint_tools; do_lint ;;
-    tools|unit|release|fuzz|cluster|e2e) "do_$step" ;;
-    *) echo "usage: $0 [all|tools|lint|unit|release|fuzz|cluster|e2e]..." >&2; exit 2 ;;
+    tools|unit|bench|release|fuzz|cluster|e2e) "do_$step" ;;
+    *) echo "usage: $0 [all|tools|lint|unit|bench|release|fuzz|cluster|e2e]..." >&2; exit 2 ;;
   esac
 done

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
+	"github.com/hyperaccel/lpu-node/internal/podresources/podresourcestest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/test/clustertest"
 )
@@ -93,10 +94,15 @@ func idleRSS(b *testing.B, client kubernetes.Interface, kubeconfig, bin string, 
 	b.Helper()
 	dir := b.TempDir()
 	sock := daemontest.ShortDir(b)
+	// The kubelet's PodResources socket, serving no pods: lpu-dra keeps LPUs
+	// device-plugin pods still hold out of its pool and, without the socket,
+	// fails closed and publishes nothing.
+	pr := podresourcestest.Start(b, filepath.Join(sock, "pr.sock"))
 	// Its own kubelet device-plugin dir: the machine's may have a device
 	// plugin of another test serving, which lpu-dra refuses to run beside.
 	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte("version: v1\nkubelet:\n  devicePluginDir: "+filepath.Join(dir, "device-plugins")+"\n"), 0o600); err != nil {
+	conf := "version: v1\nkubelet:\n  devicePluginDir: " + filepath.Join(dir, "device-plugins") + "\n  podResourcesSocket: " + pr.Socket + "\n"
+	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(bin, "--config", cfg, "--simulate", "8", "--node-name", "n1", "--kubeconfig", kubeconfig,

@@ -4,15 +4,16 @@
 // # One model, two renderers
 //
 // ForDevices builds Edits (device nodes, read-only bind mounts, env) for a
-// set of devices in ring order. Edits.Adjustment renders them for NRI
-// (lpu-nri at CreateContainer); Spec renders the node's whole inventory as
-// a CDI spec for runtimes without NRI, from the same helpers, so the two
-// cannot drift (a golden test renders one set both ways and compares).
+// set of devices in ring order. lpu-nri renders them as an NRI adjustment
+// at CreateContainer (cmd/lpu-nri/internal/nriedit, so that no other
+// binary links the NRI API); Spec renders the node's whole inventory as a
+// CDI spec for runtimes without NRI, from the same helpers, so the two
+// cannot drift (nriedit's golden test renders one set both ways and
+// compares, against this package's golden CDI spec).
 //
-//	edits := inject.ForDevices(devs, inv.DriverVersion, inject.Options{
-//		Mounts: []inject.Mount{{HostPath: "/usr/lib/lpu"}},
-//	})
-//	adj := edits.Adjustment() // *api.ContainerAdjustment
+//	opts := inject.Options{Mounts: []inject.Mount{{HostPath: "/usr/lib/lpu"}}}
+//	edits := inject.ForDevices(devs, inv.DriverVersion, opts) // lpu-nri: nriedit.Adjustment(edits)
+//	spec, err := inject.Spec(inv, opts)                       // CDI mode: inject.WriteSpec(dir, spec)
 //
 // A container without a valid allocation gets Unallocated(): no nodes and
 // LPU_VISIBLE_DEVICES=none, which overrides whatever the image sets.

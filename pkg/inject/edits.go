@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/containerd/nri/pkg/api"
-
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
@@ -66,8 +64,9 @@ type Options struct {
 	Env    map[string]string // extra env for every LPU container
 }
 
-// Edits is the one model of what a container holding LPUs gets. Render it
-// with Adjustment (NRI) or use Spec (CDI); both come from the same helpers.
+// Edits is the one model of what a container holding LPUs gets. lpu-nri
+// renders it as an NRI adjustment (cmd/lpu-nri/internal/nriedit); Spec
+// renders the same helpers' output as a CDI spec.
 type Edits struct {
 	DeviceNodes []DeviceNode // ring order; each LPU's nodes together, primary first
 	Mounts      []Mount      // config order, ContainerPath filled in
@@ -147,36 +146,6 @@ func AllocationEnv(ids []string) (map[string]string, error) {
 // no device nodes, no mounts, only LPU_VISIBLE_DEVICES=none.
 func Unallocated() Edits {
 	return Edits{Env: []string{EnvVisibleDevices + "=" + VisibleNone}}
-}
-
-// Adjustment renders the edits as an NRI container adjustment. Each device
-// node becomes a LinuxDevice; the runtime's NRI spec generator adds the
-// matching device cgroup allow rule ("rw") for every added device, so no
-// separate LinuxResources device rule is needed.
-func (e Edits) Adjustment() *api.ContainerAdjustment {
-	adj := &api.ContainerAdjustment{}
-	for _, n := range e.DeviceNodes {
-		adj.AddDevice(&api.LinuxDevice{
-			Path:     n.Path,
-			Type:     n.Type,
-			Major:    n.Major,
-			Minor:    n.Minor,
-			FileMode: api.FileMode(n.FileMode),
-		})
-	}
-	for _, m := range e.Mounts {
-		adj.AddMount(&api.Mount{
-			Destination: m.ContainerPath,
-			Source:      m.HostPath,
-			Type:        MountType,
-			Options:     MountOptions(),
-		})
-	}
-	for _, kv := range e.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		adj.AddEnv(k, v)
-	}
-	return adj
 }
 
 // appendNodes appends every device node of d, primary first.

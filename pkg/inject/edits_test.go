@@ -123,44 +123,6 @@ func TestUnallocated(t *testing.T) {
 	if len(e.DeviceNodes) != 0 || len(e.Mounts) != 0 || !reflect.DeepEqual(e.Env, []string{"LPU_VISIBLE_DEVICES=none"}) {
 		t.Errorf("Unallocated = %+v", e)
 	}
-	adj := e.Adjustment()
-	if len(adj.GetLinux().GetDevices()) != 0 || len(adj.GetMounts()) != 0 {
-		t.Errorf("adjustment adds devices or mounts: %v", adj)
-	}
-	env := adj.GetEnv()
-	if len(env) != 1 || env[0].Key != "LPU_VISIBLE_DEVICES" || env[0].Value != "none" {
-		t.Errorf("adjustment env = %v", env)
-	}
-}
-
-func TestAdjustment(t *testing.T) {
-	e := ForDevices([]device.Device{dev(7), dev(0)}, "2.1.0", Options{Mounts: []Mount{{HostPath: "/usr/lib/lpu"}}, Env: map[string]string{"X": "a=b"}})
-	adj := e.Adjustment()
-	devs := adj.GetLinux().GetDevices()
-	if len(devs) != 2 {
-		t.Fatalf("devices = %v", devs)
-	}
-	for i, want := range []device.Device{dev(7), dev(0)} {
-		d := devs[i]
-		if d.Path != want.Path || d.Type != "c" || d.Major != want.Major || d.Minor != want.Minor || d.FileMode.GetValue() != 0o666 {
-			t.Errorf("device %d = %v", i, d)
-		}
-		if d.AccessString() != "rw" {
-			t.Errorf("device %d cgroup access %q, want rw", i, d.AccessString())
-		}
-	}
-	m := adj.GetMounts()
-	if len(m) != 1 || m[0].Source != "/usr/lib/lpu" || m[0].Destination != "/usr/lib/lpu" || m[0].Type != "bind" ||
-		!reflect.DeepEqual(m[0].Options, []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}) {
-		t.Errorf("mounts = %v", m)
-	}
-	var env []string
-	for _, kv := range adj.GetEnv() {
-		env = append(env, kv.Key+"="+kv.Value)
-	}
-	if !reflect.DeepEqual(env, []string{"LPU_VISIBLE_DEVICES=7,0", "NUM_LPU_DEVICES=2", "LPU_DRIVER_VERSION=2.1.0", "X=a=b"}) {
-		t.Errorf("env = %q", env)
-	}
 }
 
 func TestValidEnvKey(t *testing.T) {

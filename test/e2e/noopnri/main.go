@@ -3,10 +3,11 @@
 // default, answers every call with an empty adjustment, so the difference to
 // lpu-nri is the cost of lpu-nri's work plus the runtime applying its edits.
 //
-// With --device/--mount/--env it instead returns one fixed adjustment, built
-// with pkg/inject exactly as lpu-nri renders one (device nodes, read-only
-// bind mounts, env), for every container: the difference to lpu-nri is then
-// lpu-nri's own decision work alone.
+// With --device/--mount/--env it instead returns one fixed adjustment for
+// every container, built per call from pkg/inject's edits model the way
+// lpu-nri's nriedit renders one (device nodes, read-only bind mounts, env;
+// nriedit is lpu-nri's own, so this copy is local): the difference to
+// lpu-nri is then lpu-nri's own decision work alone.
 //
 //	noopnri --socket /tmp/lpu-e2e.x/nri.sock --idx 10
 //	noopnri --socket ... --name fixed --device /dev/lpu2:240:2 --mount /usr/lib/lpu:/usr/lib/lpu --env LPU_VISIBLE_DEVICES=2
@@ -36,7 +37,23 @@ func (p plugin) CreateContainer(context.Context, *api.PodSandbox, *api.Container
 	if p.edits == nil {
 		return nil, nil, nil
 	}
-	return p.edits.Adjustment(), nil, nil
+	return adjustment(*p.edits), nil, nil
+}
+
+// adjustment renders e as lpu-nri's nriedit.Adjustment does.
+func adjustment(e inject.Edits) *api.ContainerAdjustment {
+	adj := &api.ContainerAdjustment{}
+	for _, n := range e.DeviceNodes {
+		adj.AddDevice(&api.LinuxDevice{Path: n.Path, Type: n.Type, Major: n.Major, Minor: n.Minor, FileMode: api.FileMode(n.FileMode)})
+	}
+	for _, m := range e.Mounts {
+		adj.AddMount(&api.Mount{Destination: m.ContainerPath, Source: m.HostPath, Type: inject.MountType, Options: inject.MountOptions()})
+	}
+	for _, kv := range e.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		adj.AddEnv(k, v)
+	}
+	return adj
 }
 
 // list is a repeatable string flag.

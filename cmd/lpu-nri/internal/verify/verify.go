@@ -13,6 +13,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nriedit"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
@@ -138,7 +139,7 @@ func (v *Verifier) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Con
 	ids := alloc.IDs
 	switch {
 	case errors.Is(err, inject.ErrNoAllocation):
-		adj := inject.Unallocated().Adjustment()
+		adj := nriedit.Adjustment(inject.Unallocated())
 		if len(ctr.GetLinux().GetDevices()) == 0 && len(ctr.GetLinux().GetResources().GetDevices()) == 0 {
 			return adj, none, nil
 		}
@@ -166,7 +167,7 @@ func (v *Verifier) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Con
 	if err := v.checkHolder(ctx, snap, pod, ctr, alloc); err != nil {
 		return nil, none, err
 	}
-	return inject.ForDevices(devs, snap.DriverVersion(), v.opts).Adjustment(), alloc, nil
+	return nriedit.Adjustment(inject.ForDevices(devs, snap.DriverVersion(), v.opts)), alloc, nil
 }
 
 // allocated appends the devices of ids to devs (step 4 of Decide): each
