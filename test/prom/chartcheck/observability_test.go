@@ -1,4 +1,4 @@
-package deploy_test
+package chartcheck
 
 import (
 	"encoding/json"
@@ -91,16 +91,6 @@ func unexported(names, modes []string, emitted map[string]map[string]string) []s
 				out = append(out, n+" ("+mode+")")
 			}
 		}
-	}
-	return out
-}
-
-// renderOnly renders one template of the chart with --set values.
-func renderOnly(t *testing.T, helm, template string, sets ...string) []byte {
-	t.Helper()
-	out, err := runHelm(t, helm, append(templateArgs(sets...), "--show-only", template)...)
-	if err != nil {
-		t.Fatal(err)
 	}
 	return out
 }

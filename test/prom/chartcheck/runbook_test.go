@@ -1,4 +1,4 @@
-package deploy_test
+package chartcheck
 
 import (
 	"maps"
@@ -64,7 +64,7 @@ func TestRunbookAnchors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := os.ReadFile("../docs/observability.md")
+	doc, err := os.ReadFile("../../../docs/observability.md")
 	if err != nil {
 		t.Fatal(err)
 	}
