@@ -22,6 +22,7 @@ import (
 // What the benchmarks share with test/dravalidate's tests (copies of its
 // helpers: a test file of another module cannot be imported): lpu-dra's
 // inventory, the chart's objects, random node states.
+
 // inventory is devicetest.Inventory: rings × per healthy LPUs.
 var inventory = devicetest.Inventory
 
