@@ -13,7 +13,7 @@ BIN := bin
 # FUZZTIME= overrides each fuzz target's smoke budget (test/check.sh), e.g. 60s.
 FUZZTIME ?=
 
-.PHONY: all build version release test unit lint bench fuzz-smoke e2e e2e-dra e2e-security demo demo-dra demo-orion sim cluster-bench cluster-smoke clean
+.PHONY: all build version release test unit lint bench fuzz-smoke e2e e2e-dra e2e-security demo demo-dra demo-orion clean
 
 all: build
 
@@ -35,8 +35,8 @@ release: ## dist/: multi-arch OCI image, chart (.tgz and OCI artifact), manifest
 test: ## everything CI runs: tools, lint, unit tests with -race, fuzz smoke, end-to-end
 	bash test/check.sh all
 
-unit: ## unit and integration tests only
-	bash test/check.sh unit
+unit: ## unit and integration tests only (the product, test/prom's real Prometheus, the lab's unit tests)
+	bash test/check.sh unit prom lab
 
 lint: ## gofmt, go vet, staticcheck, golangci-lint (.golangci.yml), shellcheck (each installed when missing)
 	bash test/check.sh lint
@@ -68,18 +68,8 @@ demo-dra: ## DRA arcs on a real single-node cluster: what each pod sees, a ring 
 demo-orion: ## the Orion layout (8 Alveo U55C, xilinx backend) end to end (root)
 	bash test/e2e/run.sh orion
 
-sim: ## allocation-quality simulator
-	go run ./test/sim
-
-# NODES Node objects, PODS arrivals per arm; UNIT is one mean job lifetime.
-NODES ?= 100
-PODS ?= 1000
-UNIT ?= 15s
-cluster-bench: ## the real kube-scheduler placing LPU jobs on NODES nodes, every arm (NODES=100 PODS=1000)
-	go run ./test/cluster -nodes $(NODES) -pods $(PODS) -unit $(UNIT)
-
-cluster-smoke: ## the 10-node cluster smoke with its assertions (part of make test)
-	bash test/check.sh cluster
+# The scheduling lab (simulator, cluster harness, prototype scheduler) is
+# a module of its own with its own targets: make -C lab help.
 
 clean:
-	rm -rf $(BIN) dist test/sim/out
+	rm -rf $(BIN) dist

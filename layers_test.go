@@ -23,7 +23,9 @@ const module = "github.com/hyperaccel/lpu-node"
 //   - node services and plumbing (internal/...): never cmd/...; each used
 //     by at least two commands (else it belongs under that command);
 //   - daemons (cmd/...): a command's main and its internal/daemon wiring are
-//     the only importers of the start-up plumbing (startupPkgs).
+//     the only importers of the start-up plumbing (startupPkgs);
+//   - the lab (lab/, a module of its own): the product never imports it,
+//     and none of this module's packages lives there.
 //
 // Only production imports count: tests may reach across tiers.
 var (
@@ -124,8 +126,13 @@ func layerViolations(pkgs []pkgInfo) []string {
 		}
 	}
 	for _, p := range pkgs {
+		if under(p.Path, "lab") {
+			report("%s is in the product's module: lab/ is a module of its own (lab/go.mod)", p.Path)
+		}
 		for _, imp := range p.Imports {
 			switch {
+			case under(imp, "lab"):
+				report("%s imports %s: the product never imports the lab", p.Path, imp)
 			case slices.Contains(leaves, p.Path):
 				report("%s is a leaf but imports %s", p.Path, imp)
 			case under(p.Path, "pkg") && !under(imp, "pkg") && !slices.Contains(leaves, imp):
@@ -171,14 +178,18 @@ func TestLayerRules(t *testing.T) {
 		{Path: "internal/atomicfile", Imports: []string{"pkg/x"}},
 		{Path: "pkg/x", Imports: []string{"internal/statedir", "pkg/y", "internal/shared"}},
 		{Path: "config", Imports: []string{"pkg/x", "internal/shared"}},
+		{Path: "deploy", Imports: []string{"lab/churn"}},
+		{Path: "lab/sim"},
 	}
 	got := layerViolations(pkgs)
 	want := []string{
 		"cmd/a/internal/part imports internal/cmdline",
 		"config imports internal/shared",
+		"deploy imports lab/churn",
 		"internal/atomicfile is a leaf but imports pkg/x",
 		"internal/lonely is used by 1",
 		"internal/shared imports cmd/a/internal/part",
+		"lab/sim is in the product's module",
 		"pkg/x (domain) imports internal/shared",
 	}
 	if len(got) != len(want) {

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/hyperaccel/lpu-node/test/clustertest"
+	"github.com/hyperaccel/lpu-node/internal/clustertest"
 )
 
 // msgNoConfig is a substring of the dra-no-config policy's message.

@@ -20,9 +20,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/nodelabel"
-	"github.com/hyperaccel/lpu-node/test/clustertest"
 )
 
 // Substrings of the dra-node-labels policy's messages, one per rule.

@@ -18,10 +18,10 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"sigs.k8s.io/yaml"
 
+	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
-	"github.com/hyperaccel/lpu-node/test/clustertest"
 )
 
 // gangExample is the chart's optional gang manifest (docs/dra.md, "Jobs

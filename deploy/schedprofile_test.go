@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/hyperaccel/lpu-node/test/clustertest"
+	"github.com/hyperaccel/lpu-node/internal/clustertest"
 )
 
 // schedulerProfile is the shipped example of docs/dra.md, "Scale".

@@ -2,7 +2,7 @@
 # check.sh — the project's test command (`make test`, called by .ci/run).
 # On a fresh Debian 12 machine with Go it installs what it needs itself.
 #
-# usage: test/check.sh [all|tools|lint|unit|bench|release|fuzz|cluster|e2e]...
+# usage: test/check.sh [all|tools|lint|unit|bench|prom|lab|release|fuzz|e2e]...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PATH=/usr/local/go/bin:$PATH
@@ -38,20 +38,27 @@ do_tools() {
   # helm renders the chart in deploy tests; the rest runs the e2e node.
   # containerd17: the shipped 1.7 snippet is run on a real containerd 1.7 (deploy tests).
   # etcd and kube (apiserver, scheduler, controller-manager, kubectl) run the
-  # cluster tests: test/clustertest and the e2e DRA scenarios.
+  # cluster tests: internal/clustertest and the e2e DRA scenarios.
   # prometheus (and promtool) run the chart's alerts and dashboard (test/prom);
   # crio: the prebuilt CRI-O of ../shared/tools (run.sh crio, deploy tests);
   # nfd: the prebuilt Node Feature Discovery v0.19.0 there (run.sh install).
   bash test/e2e/tools.sh helm apt containerd containerd17 crictl kubelet kube etcd prometheus crio nfd
 }
 
+# The modules the linters run in, each on its own packages: the product,
+# the lab (the scheduling research) and test/prom (real Prometheus).
+# test/dravalidate is vetted where it runs (do_unit).
+LINT_MODULES=(. lab test/prom)
+
 do_lint() {
   log "gofmt"
-  local bad; bad=$(git ls-files -z '*.go' | xargs -0 gofmt -l)
+  local bad m; bad=$(git ls-files -z '*.go' | xargs -0 gofmt -l)
   if [ -n "$bad" ]; then printf 'gofmt would change:\n%s\n' "$bad" >&2; return 1; fi
-  log "go vet"; go vet ./...
-  log "staticcheck"; staticcheck ./...
-  log "golangci-lint (.golangci.yml)"; golangci-lint run --allow-parallel-runners ./...
+  for m in "${LINT_MODULES[@]}"; do
+    log "go vet ($m)"; (cd "$m" && go vet ./...)
+    log "staticcheck ($m)"; (cd "$m" && staticcheck ./...)
+    log "golangci-lint ($m, .golangci.yml)"; (cd "$m" && golangci-lint run --allow-parallel-runners ./...)
+  done
   log "deadcode (no unreachable production function)"; do_deadcode
   log "shellcheck"; git ls-files -z '*.sh' .ci/run | xargs -0 shellcheck
 }
@@ -60,9 +67,10 @@ do_lint() {
 # (packages named <what>test, as layers_test.go names them: the kubelet's
 # and the runtime's sides, daemontest, clustertest, devicetest, verifytest,
 # injecttest, ...) are reachable from tests only, by design.
+# The lab's commands (cluster, sim) reach its packages the same way.
 do_deadcode() {
   local dead
-  dead=$(deadcode ./cmd/... ./deploy/... ./test/... |
+  dead=$({ deadcode ./cmd/... ./deploy/... ./test/... && (cd lab && deadcode ./...); } |
     grep -vE '^([^:]*/)?[a-z0-9]+test/[^/:]+:' || true)
   if [ -n "$dead" ]; then printf 'unreachable production functions:\n%s\n' "$dead" >&2; return 1; fi
 }
@@ -77,6 +85,24 @@ do_unit() {
   # validation code): lpu-dra's slices and chart objects, validated for real.
   log "go test ./test/dravalidate (v1.37.2 API validation)"
   (cd test/dravalidate && go vet ./... && go test -count=1 ./...)
+}
+
+# test/prom, a module of its own (github.com/prometheus/prometheus stays
+# out of the product's): the chart's rules and dashboard through
+# Prometheus's parsers, promtool, and a real Prometheus scraping the
+# daemons.
+do_prom() {
+  log "go test ./test/prom (real Prometheus)"
+  (cd test/prom && go vet ./... &&
+    HELM=${HELM:-$(bash ../e2e/tools.sh path | tr ':' '\n' | grep helm)/helm} go test -race -count=1 -timeout 20m ./...)
+}
+
+# The lab (lab/, a module of its own): vet and its unit tests, which keeps
+# it building against the product; its long runs (the 10-node cluster
+# smoke, the benchmarks) are make -C lab targets.
+do_lab() {
+  log "go test ./lab (vet and unit tests; the long runs are make -C lab targets)"
+  (cd lab && go vet ./... && go test -count=1 -timeout 10m ./...)
 }
 
 # make release end to end (deploy's TestRelease: both daemons cross-built
@@ -134,13 +160,6 @@ do_e2e() {
   return "$rc"
 }
 
-# The 10-node cluster smoke (test/cluster): every arm on the real
-# control plane, Node objects without kubelets, with its assertions.
-do_cluster() {
-  log "cluster smoke: 10 nodes, every arm (test/cluster TestSmoke)"
-  LPU_CLUSTER_SMOKE=1 go test -count=1 -timeout 20m -run '^TestSmoke$' ./test/cluster
-}
-
 # Every benchmark of the product once (-benchtime 1x), as a smoke: a broken
 # benchmark fails here instead of rotting unseen; the figures are not kept.
 # Only the root module's packages that have benchmarks (a nested go.mod
@@ -160,9 +179,9 @@ do_bench() {
 [ $# -eq 0 ] && set -- all
 for step in "$@"; do
   case $step in
-    all) do_tools; do_lint; do_unit; do_bench; do_release; do_fuzz; do_cluster; do_e2e ;;
+    all) do_tools; do_lint; do_unit; do_bench; do_prom; do_lab; do_release; do_fuzz; do_e2e ;;
     lint) do_lint_tools; do_lint ;;
-    tools|unit|bench|release|fuzz|cluster|e2e) "do_$step" ;;
-    *) echo "usage: $0 [all|tools|lint|unit|bench|release|fuzz|cluster|e2e]..." >&2; exit 2 ;;
+    tools|unit|bench|prom|lab|release|fuzz|e2e) "do_$step" ;;
+    *) echo "usage: $0 [all|tools|lint|unit|bench|prom|lab|release|fuzz|e2e]..." >&2; exit 2 ;;
   esac
 done

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/hyperaccel/lpu-node/test/clustertest"
+	"github.com/hyperaccel/lpu-node/internal/clustertest"
 )
 
 // TestPodsShowGroupsFromAPIServer runs `kubectl lpu pods -o json` against

@@ -16,15 +16,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/internal/podresources/podresourcestest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
-	"github.com/hyperaccel/lpu-node/test/clustertest"
 )
 
 // BenchmarkIdleRSS runs the lpu-dra binary, built as each build below, on a
 // simulated node of 8 LPUs against a real v1.37.2 API server
-// (test/clustertest; skipped without its binaries) and reports its
+// (internal/clustertest; skipped without its binaries) and reports its
 // resident memory once it has published its slices and idled for
 // idleFor: rss-MiB in total, anon-MiB (heap, stacks) and file-MiB (mapped
 // pages of the binary), from /proc/PID/smaps_rollup. Run it with

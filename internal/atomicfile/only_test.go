@@ -11,7 +11,7 @@ import (
 // TestOnlyWriter keeps this package the module's one durable write: no
 // other production file renames files into place itself. Test kits
 // (packages named <what>test, as layers_test.go names them) write no
-// state a daemon reads back: test/clustertest keeps a restarted
+// state a daemon reads back: internal/clustertest keeps a restarted
 // scheduler's old log by renaming it.
 func TestOnlyWriter(t *testing.T) {
 	root := filepath.Join("..", "..")

@@ -24,7 +24,7 @@
 //	}, p)
 //
 // StartProc and Await are the same without a test, for harnesses such as
-// test/clustertest that also run outside `go test`.
+// internal/clustertest that also run outside `go test`.
 package daemontest
 
 import (

@@ -15,8 +15,8 @@
 // node, and the winner leaves the most power-of-two arcs (free space in the
 // shapes 1, 2, 4, 8 … requests take), then the longest free arc, then the
 // fewest free segments, then has a power-of-two aligned start, then the
-// lowest ring and position. The fragmentation simulator (test/sim) chose this order;
-// docs/benchmarks/sim.md has the numbers. When no arc fits,
+// lowest ring and position. The fragmentation simulator (lab/sim) chose this order;
+// lab/notebooks/sim.md has the numbers. When no arc fits,
 // Preferred still answers, with the available set that forms the fewest
 // segments (staying on one ring when possible); it returns nil only when the
 // request cannot be met at all.

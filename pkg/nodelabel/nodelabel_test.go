@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/hyperaccel/lpu-node/test/clustertest"
+	"github.com/hyperaccel/lpu-node/internal/clustertest"
 )
 
 const key = "lpu.hyperaccel.ai/largest-free-arc"

@@ -13,9 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apitypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	kubefeatures "k8s.io/kubernetes/pkg/features"
 
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
@@ -160,8 +163,8 @@ func TestFreeSlicesChooseLikeEveryArc(t *testing.T) {
 // republished pools on one Node object, and on one pool under a growing
 // allocation, the allocator must choose what it chooses on fresh objects.
 // Stock v0.37.2 rebuilds its pools on every call, so this holds there by
-// construction; it is what pins test/schedproto's per-node pool cache
-// (`bash test/schedproto/build.sh test -run OneNodeObject`).
+// construction; it is what pins lab/schedproto's per-node pool cache
+// (`bash lab/schedproto/build.sh test -run OneNodeObject`).
 func TestChoiceOnOneNodeObject(t *testing.T) {
 	classes, arc4 := arc4Claim(t)
 	b, err := arcslice.NewBuilder(inventory(1, 8), arcslice.Options{Sizes: []int{1, 2, 4, 8}})
@@ -324,4 +327,24 @@ func arc4Claim(t *testing.T) ([]*resourcev1.DeviceClass, *resourcev1.ResourceCla
 	}
 	t.Fatal("the chart has no lpu-arc-4 template")
 	return nil, nil
+}
+
+// schedulerFeatures is the allocator feature set kube-scheduler v1.37.2
+// derives from its default feature gates (dynamicresources.AllocatorFeatures;
+// that package is not imported for it, it drags in the whole scheduler).
+func schedulerFeatures() structured.Features {
+	on := func(f featuregate.Feature) bool { return utilfeature.DefaultFeatureGate.Enabled(f) }
+	return structured.Features{
+		AdminAccess:             on(kubefeatures.DRAAdminAccess),
+		PrioritizedList:         on(kubefeatures.DRAPrioritizedList),
+		PartitionableDevices:    on(kubefeatures.DRAPartitionableDevices),
+		DeviceTaints:            on(kubefeatures.DRADeviceTaints),
+		DeviceBindingAndStatus:  on(kubefeatures.DRADeviceBindingConditions) && on(kubefeatures.DRAResourceClaimDeviceStatus),
+		ConsumableCapacity:      on(kubefeatures.DRAConsumableCapacity),
+		FractionalCapacityRange: on(kubefeatures.DRAFractionalCapacityRange),
+		ListTypeAttributes:      on(kubefeatures.DRAListTypeAttributes),
+		OptionalNodeOperations:  on(kubefeatures.DRAOptionalNodeOperations),
+		DerivedAttributes:       on(kubefeatures.DRADerivedAttributes),
+		CompatibilityGroups:     on(kubefeatures.DRADeviceCompatibilityGroups),
+	}
 }

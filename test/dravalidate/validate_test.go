@@ -6,6 +6,7 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	"k8s.io/kubernetes/pkg/apis/resource"
 	_ "k8s.io/kubernetes/pkg/apis/resource/install"
@@ -76,4 +77,30 @@ func TestValidationRejectsOversizedCounterSet(t *testing.T) {
 	if errs := validation.ValidateResourceSlice(internal(t, v1)); len(errs) == 0 {
 		t.Fatal("a 33-counter set passed validation")
 	}
+}
+
+// build is what lpu-dra publishes for inv with held taken: its builder's
+// slices, inv's unhealthy LPUs tainted.
+func build(tb testing.TB, inv *device.Inventory, opts arcslice.Options, held []string) []resourceslice.Slice {
+	tb.Helper()
+	b, err := arcslice.NewBuilder(inv, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b.Slices(held, arcslice.Unhealthy(inv))
+}
+
+// poolSlices are the ResourceSlice objects of one node's pool as the
+// resourceslice controller stores them, named so that name order is
+// publication order.
+func poolSlices(node string, built []resourceslice.Slice) []*resourcev1.ResourceSlice {
+	out := make([]*resourcev1.ResourceSlice, len(built))
+	for j, s := range built {
+		out[j] = &resourcev1.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%02x", node, j)},
+			Spec: resourcev1.ResourceSliceSpec{Driver: inject.Driver, NodeName: &node, Devices: s.Devices, SharedCounters: s.SharedCounters,
+				Pool: resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: int64(len(built))}},
+		}
+	}
+	return out
 }

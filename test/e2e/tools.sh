@@ -174,7 +174,7 @@ do_kubelet() {
   rm -rf "$d" && mv "$d.tmp" "$d"
 }
 
-# The control plane for cluster tests (test/clustertest, lib/cluster.sh).
+# The control plane for cluster tests (internal/clustertest, lib/cluster.sh).
 # Built after the kubelet, most of k8s.io/* is already in the build cache.
 KUBE_CMDS="kube-apiserver kube-scheduler kube-controller-manager kubectl"
 do_kube() {

@@ -15,11 +15,11 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/hyperaccel/lpu-node/test/pngchart"
+	"github.com/hyperaccel/lpu-node/lab/pngchart"
 )
 
 // panelMode marks a dashboard panel that has data in one chart mode only
-// (as deploy/observability_test.go reads it).
+// (as chartcheck/observability_test.go reads it).
 var panelMode = regexp.MustCompile(`\bMode (devicePlugin|dra) only\.`)
 
 // grafanaVars stands in for Grafana's variables: a rate window of several

@@ -37,8 +37,9 @@ func Names(exposition string) []string {
 	return names
 }
 
-// File is deploy/metrics/<daemon>.txt in the module holding the working
-// directory.
+// File is deploy/metrics/<daemon>.txt in the checkout holding the working
+// directory: the nearest directory above it with a go.mod and a deploy/metrics
+// (test/prom is a module of its own inside the checkout).
 func File(t testing.TB, daemon string) string {
 	t.Helper()
 	dir, err := os.Getwd()
@@ -46,12 +47,13 @@ func File(t testing.TB, daemon string) string {
 		t.Fatal(err)
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		_, mod := os.Stat(filepath.Join(dir, "go.mod"))
+		if fi, err := os.Stat(filepath.Join(dir, "deploy", "metrics")); mod == nil && err == nil && fi.IsDir() {
 			return filepath.Join(dir, "deploy", "metrics", daemon+".txt")
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
+			t.Fatal("no go.mod with a deploy/metrics above the working directory")
 		}
 		dir = parent
 	}

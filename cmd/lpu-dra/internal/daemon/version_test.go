@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/hyperaccel/lpu-node/test/clustertest"
+	"github.com/hyperaccel/lpu-node/internal/clustertest"
 )
 
 func TestOlderThanMin(t *testing.T) {

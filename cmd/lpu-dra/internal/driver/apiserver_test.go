@@ -15,14 +15,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
+	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
-	"github.com/hyperaccel/lpu-node/test/clustertest"
 )
 
 // live is a driver publishing through the real kubelet plugin helper to a
-// real v1.37.2 API server (test/clustertest; skipped when its binaries
+// real v1.37.2 API server (internal/clustertest; skipped when its binaries
 // are not built).
 type live struct {
 	e      *env

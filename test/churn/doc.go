@@ -1,7 +1,0 @@
-// Package churn draws the seeded stream of LPU jobs (sizes from a mix,
-// Poisson arrivals, exponential lifetimes) that the allocation simulator
-// (test/sim) and the cluster harness (test/cluster) replay, so that both
-// measure the same workload.
-//
-//	jobs := churn.Generate(1, churn.MixDefault, 1000, 0.9, 800)
-package churn
