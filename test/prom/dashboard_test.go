@@ -2,8 +2,6 @@ package prom
 
 import (
 	"encoding/json"
-	"fmt"
-	"image/color"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,8 +12,6 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
-
-	"github.com/hyperaccel/lpu-node/lab/pngchart"
 )
 
 // panelMode marks a dashboard panel that has data in one chart mode only
@@ -79,46 +75,34 @@ func (n *node) checkDashboard(t *testing.T) {
 	}
 }
 
-// pngEnv set to 1 makes TestLiveAlertsDevicePlugin rewrite docs/prometheus-run.png.
-const pngEnv = "LPU_UPDATE_PNG"
+// chartEnv set to 1 makes TestLiveAlertsDevicePlugin rewrite docs/prometheus-run.svg.
+const chartEnv = "LPU_UPDATE_CHART"
 
-// plot draws healthy and allocated LPUs over the run from a range query of
-// the node's Prometheus, as docs/prometheus-run.png when pngEnv is 1 and
-// to the test's temporary directory otherwise (so the drawing is always
-// exercised).
+// plot draws healthy and allocated LPUs and allocate calls over the run
+// from range queries of the node's Prometheus, as docs/prometheus-run.svg
+// when chartEnv is 1 and to the test's temporary directory otherwise (so
+// the drawing is always exercised).
 func (n *node) plot(t *testing.T, begin time.Time) {
 	t.Helper()
 	end := time.Now()
-	lines := []struct {
-		label, expr string
-		col         color.RGBA
-	}{
-		{"HEALTHY LPUS", `sum(lpu_device_healthy)`, color.RGBA{26, 152, 80, 255}},
-		{"ALLOCATED LPUS", `sum(lpu_device_allocated)`, color.RGBA{33, 102, 172, 255}},
-		{"ALLOCATE CALLS", `sum(lpu_allocations_total)`, color.RGBA{215, 48, 39, 255}},
+	c := svgChart{
+		Title:  "LPU node from Prometheus (mode devicePlugin)",
+		XLabel: "seconds since the start of the run, 1 s steps",
+		XMax:   end.Sub(begin).Seconds(),
+		YMax:   10, YTick: 2,
+		Series: []svgSeries{
+			{Label: "healthy LPUs", Color: "#1a9850"},
+			{Label: "allocated LPUs", Color: "#2166ac"},
+			{Label: "allocate calls", Color: "#d73027"},
+		},
 	}
-	c := pngchart.New(720, 360, color.RGBA{255, 255, 255, 255})
-	ink := color.RGBA{40, 40, 40, 255}
-	const x0, x1, y0, y1 = 60, 700, 300, 60 // plot area: y0 is the bottom
-	c.Rect(x0, y1, x0+1, y0, ink)
-	c.Rect(x0, y0, x1, y0+1, ink)
-	c.Text(x0, 12, "LPU NODE FROM PROMETHEUS (DEVICEPLUGIN)", 2, ink)
-	const ymax = 10.0
-	for v := 0; v <= 10; v += 2 {
-		y := y0 - int(float64(v)/ymax*float64(y0-y1))
-		c.Rect(x0-4, y, x0, y+1, ink)
-		c.Text(x0-10-pngchart.TextWidth(strconv.Itoa(v), 1), y-3, strconv.Itoa(v), 1, ink)
-	}
-	span := end.Sub(begin).Seconds()
-	c.Text(x0, y0+8, "0 S", 1, ink)
-	c.Text(x1-pngchart.TextWidth(fmt.Sprintf("%.0f S", span), 1), y0+8, fmt.Sprintf("%.0f S", span), 1, ink)
+	exprs := []string{`sum(lpu_device_healthy)`, `sum(lpu_device_allocated)`, `sum(lpu_allocations_total)`}
 	points := 0
-	for i, l := range lines {
-		rs := n.prom.queryRange(t, l.expr, begin, end, time.Second)
+	for i, expr := range exprs {
+		rs := n.prom.queryRange(t, expr, begin, end, time.Second)
 		if len(rs) != 1 {
-			t.Fatalf("%s over the run: %d series", l.expr, len(rs))
+			t.Fatalf("%s over the run: %d series", expr, len(rs))
 		}
-		px, py := -1, 0
 		for _, v := range rs[0].Values {
 			ts, _ := v[0].(float64)
 			s, _ := v[1].(string)
@@ -126,33 +110,28 @@ func (n *node) plot(t *testing.T, begin time.Time) {
 			if err != nil || math.IsNaN(f) {
 				continue
 			}
-			x := x0 + int((ts-float64(begin.Unix()))/span*float64(x1-x0))
-			y := y0 - int(math.Min(f, ymax)/ymax*float64(y0-y1))
-			if px >= 0 { // a step line from the previous point
-				c.Rect(px, py-1, x, py+1, l.col)
-				c.Rect(x-1, min(py, y)-1, x+1, max(py, y)+1, l.col)
-			}
-			c.Rect(x-2, y-2, x+2, y+2, l.col)
-			px, py = x, y
+			c.Series[i].Points = append(c.Series[i].Points, [2]float64{ts - float64(begin.Unix()), f})
+			c.YMax = max(c.YMax, 2*math.Ceil(f/2)) // room for every value, on a tick
 			points++
 		}
-		c.Rect(x0+10+i*210, y0+30, x0+24+i*210, y0+44, l.col)
-		c.Text(x0+30+i*210, y0+34, l.label, 1, ink)
 	}
 	if points < 30 {
 		t.Fatalf("only %d points over the run", points)
 	}
-	path := filepath.Join(t.TempDir(), "prometheus-run.png")
-	if os.Getenv(pngEnv) == "1" {
-		path = filepath.Join(repoRoot(t), "docs", "prometheus-run.png")
+	path := filepath.Join(t.TempDir(), "prometheus-run.svg")
+	if os.Getenv(chartEnv) == "1" {
+		path = filepath.Join(repoRoot(t), "docs", "prometheus-run.svg")
 	}
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if err := c.Encode(f); err != nil {
-		t.Fatalf("encode %s: %v", path, err)
+	if err := c.write(f); err != nil {
+		f.Close()
+		t.Fatalf("write %s: %v", path, err)
 	}
-	t.Logf("wrote %s (%d points, %.0f s)", path, points, span)
+	if err := f.Close(); err != nil {
+		t.Fatalf("close %s: %v", path, err)
+	}
+	t.Logf("wrote %s (%d points, %.0f s)", path, points, c.XMax)
 }
