@@ -66,10 +66,7 @@ func bySize(in []*resourcev1.ResourceSlice) []*resourcev1.ResourceSlice {
 //   - node=empty, or node=no-fit: every other LPU held, so no 2-, 4- or
 //     8-arc fits and Allocate looks at every device and fails.
 func BenchmarkSchedulerAllocate(b *testing.B) {
-	classes, _ := dratest.ChartObjects(b)
-	for _, dc := range classes {
-		legacyscheme.Scheme.Default(dc)
-	}
+	classes, _ := dratest.DefaultedChart(b)
 	claimOf := func(req resourcev1.ExactDeviceRequest) []*resourcev1.ResourceClaim {
 		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default", UID: apitypes.UID("uid-c")},
 			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "lpus", Exactly: &req}}}}}

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
-	"k8s.io/kubernetes/pkg/api/legacyscheme"
 
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
@@ -90,10 +89,7 @@ func exactNodes() []exactNode {
 // device after it. slices=free is what lpu-dra publishes, slices=every
 // every arc of the chart's sizes. One op is one Allocate on one node.
 func BenchmarkExactCountFallback(b *testing.B) {
-	classes, templates := dratest.ChartObjects(b)
-	for _, dc := range classes {
-		legacyscheme.Scheme.Default(dc)
-	}
+	classes, templates := dratest.DefaultedChart(b)
 	claim := dratest.TemplateClaim(b, templates, "lpu-8-best-effort")
 	for _, n := range exactNodes() {
 		pub := "every"
@@ -165,14 +161,8 @@ const exactGolden = "testdata/exactcount.golden"
 // searches that cannot succeed (`bash lab/schedproto/build.sh test -run
 // ExactCountChoices`).
 func TestExactCountChoices(t *testing.T) {
-	classes, templates := dratest.ChartObjects(t)
-	for _, dc := range classes {
-		legacyscheme.Scheme.Default(dc)
-	}
-	var claims []*resourcev1.ResourceClaim
-	for _, rct := range templates {
-		claims = append(claims, dratest.TemplateClaim(t, templates, rct.Name))
-	}
+	classes, templates := dratest.DefaultedChart(t)
+	claims := dratest.TemplateClaims(t, templates)
 	nodes := exactNodes()
 	rng := rand.New(rand.NewPCG(34, 4))
 	for i := range 120 {

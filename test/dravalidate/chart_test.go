@@ -53,10 +53,7 @@ func TestChartObjectsPassAPIValidation(t *testing.T) {
 // The chart's classes and templates, defaulted like the API server does,
 // run through the scheduler's allocator on lpu-dra's slices of one ring of 8.
 func TestChartObjectsAllocate(t *testing.T) {
-	classes, templates := dratest.ChartObjects(t)
-	for _, dc := range classes {
-		legacyscheme.Scheme.Default(dc)
-	}
+	classes, templates := dratest.DefaultedChart(t)
 	claimOf := func(spec resourcev1.ResourceClaimSpec, name string) *resourcev1.ResourceClaim {
 		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: apitypes.UID("uid-" + name)}, Spec: *spec.DeepCopy()}
 		legacyscheme.Scheme.Default(c)

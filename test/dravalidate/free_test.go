@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
-	"k8s.io/kubernetes/pkg/api/legacyscheme"
 
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
@@ -66,14 +65,8 @@ func choiceOn(t *testing.T, n *corev1.Node, classes dratest.Lister, built []*res
 // the firstAvailable lpu-k-best-effort), every arc published and the
 // chart's sizes only.
 func TestFreeSlicesChooseLikeEveryArc(t *testing.T) {
-	classes, templates := dratest.ChartObjects(t)
-	for _, dc := range classes {
-		legacyscheme.Scheme.Default(dc)
-	}
-	var claims []*resourcev1.ResourceClaim
-	for _, rct := range templates {
-		claims = append(claims, dratest.TemplateClaim(t, templates, rct.Name))
-	}
+	classes, templates := dratest.DefaultedChart(t)
+	claims := dratest.TemplateClaims(t, templates)
 	if len(claims) < 7 {
 		t.Fatalf("%d shipped claim templates, want lpu-arc-1/2/4/8 and lpu-2/4/8-best-effort", len(claims))
 	}
@@ -212,10 +205,7 @@ func TestAllocatedArcKeepsItsCountersConsumed(t *testing.T) {
 // and on FreeSlices (free): one op is one Allocate per node. The Node
 // objects are made once, as the scheduler's informer keeps them.
 func BenchmarkFreeSlicesFilter(b *testing.B) {
-	classes, templates := dratest.ChartObjects(b)
-	for _, dc := range classes {
-		legacyscheme.Scheme.Default(dc)
-	}
+	classes, templates := dratest.DefaultedChart(b)
 	rng := rand.New(rand.NewPCG(1, 2))
 	sizes := []int{1, 2, 4, 8}
 	const nodes = 200
@@ -270,9 +260,6 @@ func BenchmarkFreeSlicesFilter(b *testing.B) {
 // lpu-arc-4 template, both defaulted as the API server would.
 func arc4Claim(t *testing.T) ([]*resourcev1.DeviceClass, *resourcev1.ResourceClaim) {
 	t.Helper()
-	classes, templates := dratest.ChartObjects(t)
-	for _, dc := range classes {
-		legacyscheme.Scheme.Default(dc)
-	}
+	classes, templates := dratest.DefaultedChart(t)
 	return classes, dratest.TemplateClaim(t, templates, "lpu-arc-4")
 }

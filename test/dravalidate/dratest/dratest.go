@@ -87,6 +87,28 @@ func ChartObjects(tb testing.TB) ([]*resourcev1.DeviceClass, []*resourcev1.Resou
 	return classes, templates
 }
 
+// DefaultedChart is ChartObjects with the DeviceClasses defaulted as the
+// API server would, as the scheduler's allocator gets them.
+func DefaultedChart(tb testing.TB) ([]*resourcev1.DeviceClass, []*resourcev1.ResourceClaimTemplate) {
+	tb.Helper()
+	classes, templates := ChartObjects(tb)
+	for _, dc := range classes {
+		legacyscheme.Scheme.Default(dc)
+	}
+	return classes, templates
+}
+
+// TemplateClaims is a claim from each of templates (TemplateClaim), in
+// their order.
+func TemplateClaims(tb testing.TB, templates []*resourcev1.ResourceClaimTemplate) []*resourcev1.ResourceClaim {
+	tb.Helper()
+	var claims []*resourcev1.ResourceClaim
+	for _, rct := range templates {
+		claims = append(claims, TemplateClaim(tb, templates, rct.Name))
+	}
+	return claims
+}
+
 // TemplateClaim is a claim from the chart's template name, defaulted as
 // the API server would.
 func TemplateClaim(tb testing.TB, templates []*resourcev1.ResourceClaimTemplate, name string) *resourcev1.ResourceClaim {
