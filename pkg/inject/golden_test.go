@@ -2,7 +2,6 @@ package inject_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -32,16 +31,7 @@ func testGolden(t *testing.T, setup func(testing.TB) (string, *device.Inventory,
 	}
 	for name, v := range outputs {
 		t.Run(name, func(t *testing.T) {
-			got, err := json.MarshalIndent(v, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, '\n')
-			for _, leak := range []string{root, os.TempDir() + "/", "/tmp/"} {
-				if bytes.Contains(got, []byte(leak)) {
-					t.Errorf("output contains temp path %q:\n%s", leak, got)
-				}
-			}
+			got := injecttest.GoldenJSON(t, root, v)
 			path := filepath.Join("testdata", name)
 			if *update {
 				if err := os.MkdirAll("testdata", 0o755); err != nil {

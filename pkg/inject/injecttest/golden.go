@@ -1,7 +1,10 @@
 package injecttest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"os"
 	"testing"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -88,4 +91,23 @@ func goldenSetup(tb testing.TB) (root string, inv *device.Inventory, devs []devi
 		Env:    map[string]string{"LPU_LOG_LEVEL": "info"},
 	}
 	return root, inv, devs, opts
+}
+
+// GoldenJSON is v as the golden files hold it (indented JSON, a final
+// newline). It fails tb where a temp-dir path, the layout's root or any
+// other, leaks into it: an output must not depend on where the node was
+// discovered.
+func GoldenJSON(tb testing.TB, root string, v any) []byte {
+	tb.Helper()
+	got, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	got = append(got, '\n')
+	for _, leak := range []string{root, os.TempDir() + "/", "/tmp/"} {
+		if bytes.Contains(got, []byte(leak)) {
+			tb.Errorf("output contains temp path %q:\n%s", leak, got)
+		}
+	}
+	return got
 }

@@ -2,7 +2,6 @@ package nriedit
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -52,16 +51,7 @@ func testGolden(t *testing.T, setup func(testing.TB) (string, *device.Inventory,
 	}
 	for name, o := range outputs {
 		t.Run(name, func(t *testing.T) {
-			got, err := json.MarshalIndent(o.v, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, '\n')
-			for _, leak := range []string{root, os.TempDir() + "/", "/tmp/"} {
-				if bytes.Contains(got, []byte(leak)) {
-					t.Errorf("output contains temp path %q:\n%s", leak, got)
-				}
-			}
+			got := injecttest.GoldenJSON(t, root, o.v)
 			path := filepath.Join(o.dir, name)
 			if *update && o.writable {
 				if err := os.WriteFile(path, got, 0o644); err != nil {
