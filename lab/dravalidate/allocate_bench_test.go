@@ -12,18 +12,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apitypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/component-base/featuregate"
 	"k8s.io/dynamic-resource-allocation/cel"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
-	kubefeatures "k8s.io/kubernetes/pkg/features"
 
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
-	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/test/dravalidate/dratest"
 )
 
 // clusterSlices is lpu-dra's slices for n nodes of one ring of 8, as the
@@ -32,34 +29,8 @@ func clusterSlices(b testing.TB, n int, sizes []int) []*resourcev1.ResourceSlice
 	b.Helper()
 	var out []*resourcev1.ResourceSlice
 	for i := 0; i < n; i++ {
-		built := build(b, inventory(1, 8), arcslice.Options{Sizes: sizes}, nil)
-		out = append(out, poolSlices(fmt.Sprintf("node-%04d", i), built)...)
-	}
-	return out
-}
-
-// build is what lpu-dra publishes for inv with held taken: its builder's
-// slices, inv's unhealthy LPUs tainted.
-func build(tb testing.TB, inv *device.Inventory, opts arcslice.Options, held []string) []resourceslice.Slice {
-	tb.Helper()
-	b, err := arcslice.NewBuilder(inv, opts)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return b.Slices(held, arcslice.Unhealthy(inv))
-}
-
-// poolSlices are the ResourceSlice objects of one node's pool as the
-// resourceslice controller stores them, named so that name order is
-// publication order.
-func poolSlices(node string, built []resourceslice.Slice) []*resourcev1.ResourceSlice {
-	out := make([]*resourcev1.ResourceSlice, len(built))
-	for j, s := range built {
-		out[j] = &resourcev1.ResourceSlice{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%02x", node, j)},
-			Spec: resourcev1.ResourceSliceSpec{Driver: inject.Driver, NodeName: &node, Devices: s.Devices, SharedCounters: s.SharedCounters,
-				Pool: resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: int64(len(built))}},
-		}
+		built := dratest.Build(b, devicetest.Inventory(1, 8), arcslice.Options{Sizes: sizes}, nil)
+		out = append(out, dratest.PoolSlices(fmt.Sprintf("node-%04d", i), built)...)
 	}
 	return out
 }
@@ -95,17 +66,14 @@ func bySize(in []*resourcev1.ResourceSlice) []*resourcev1.ResourceSlice {
 //   - node=empty, or node=no-fit: every other LPU held, so no 2-, 4- or
 //     8-arc fits and Allocate looks at every device and fails.
 func BenchmarkSchedulerAllocate(b *testing.B) {
-	classes, _ := chartObjects(b)
-	for _, dc := range classes {
-		legacyscheme.Scheme.Default(dc)
-	}
+	classes, _ := dratest.DefaultedChart(b)
 	claimOf := func(req resourcev1.ExactDeviceRequest) []*resourcev1.ResourceClaim {
 		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default", UID: apitypes.UID("uid-c")},
 			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "lpus", Exactly: &req}}}}}
 		legacyscheme.Scheme.Default(c)
 		return []*resourcev1.ResourceClaim{c}
 	}
-	features := schedulerFeatures()
+	features := dratest.SchedulerFeatures()
 	cache := cel.NewCache(10, cel.Features{})
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-0500"}}
 	newAllocator := func(b *testing.B, slices []*resourcev1.ResourceSlice, noFit bool) structured.Allocator {
@@ -117,7 +85,7 @@ func BenchmarkSchedulerAllocate(b *testing.B) {
 		}
 		a, err := structured.NewAllocator(context.Background(), features, structured.AllocatedState{AllocatedDevices: held,
 			AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](), AggregatedCapacity: structured.NewConsumedCapacityCollection()},
-			lister(classes), slices, cache)
+			dratest.Lister(classes), slices, cache)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -175,25 +143,5 @@ func BenchmarkSchedulerAllocate(b *testing.B) {
 				}
 			}
 		})
-	}
-}
-
-// schedulerFeatures is the allocator feature set kube-scheduler v1.37.2
-// derives from its default feature gates (dynamicresources.AllocatorFeatures;
-// that package is not imported for it, it drags in the whole scheduler).
-func schedulerFeatures() structured.Features {
-	on := func(f featuregate.Feature) bool { return utilfeature.DefaultFeatureGate.Enabled(f) }
-	return structured.Features{
-		AdminAccess:             on(kubefeatures.DRAAdminAccess),
-		PrioritizedList:         on(kubefeatures.DRAPrioritizedList),
-		PartitionableDevices:    on(kubefeatures.DRAPartitionableDevices),
-		DeviceTaints:            on(kubefeatures.DRADeviceTaints),
-		DeviceBindingAndStatus:  on(kubefeatures.DRADeviceBindingConditions) && on(kubefeatures.DRAResourceClaimDeviceStatus),
-		ConsumableCapacity:      on(kubefeatures.DRAConsumableCapacity),
-		FractionalCapacityRange: on(kubefeatures.DRAFractionalCapacityRange),
-		ListTypeAttributes:      on(kubefeatures.DRAListTypeAttributes),
-		OptionalNodeOperations:  on(kubefeatures.DRAOptionalNodeOperations),
-		DerivedAttributes:       on(kubefeatures.DRADerivedAttributes),
-		CompatibilityGroups:     on(kubefeatures.DRADeviceCompatibilityGroups),
 	}
 }

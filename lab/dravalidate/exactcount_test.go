@@ -13,16 +13,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	apitypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
-	"k8s.io/kubernetes/pkg/api/legacyscheme"
 
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/test/dravalidate/dratest"
 )
 
 // exactNode is one node of the ExactCount cases: its shape, the arcs its
@@ -40,7 +40,7 @@ type exactNode struct {
 // the allocated state the scheduler derives from the node's claims.
 func (n exactNode) slices(tb testing.TB, node string) ([]*resourcev1.ResourceSlice, structured.AllocatedState) {
 	tb.Helper()
-	inv := inventory(n.rings, 8)
+	inv := devicetest.Inventory(n.rings, 8)
 	for _, i := range n.sick {
 		inv.Devices[i].Health = device.Health{Reason: "test"}
 	}
@@ -57,9 +57,9 @@ func (n exactNode) slices(tb testing.TB, node string) ([]*resourcev1.ResourceSli
 	}
 	sick := arcslice.Unhealthy(inv)
 	if n.free {
-		return poolSlices(node, b.FreeSlices(held, n.allocated, sick)), state
+		return dratest.PoolSlices(node, b.FreeSlices(held, n.allocated, sick)), state
 	}
-	return poolSlices(node, b.Slices(held, sick)), state
+	return dratest.PoolSlices(node, b.Slices(held, sick)), state
 }
 
 // exactNodes are the nodes of BenchmarkExactCountFallback: for the chart's
@@ -80,22 +80,6 @@ func exactNodes() []exactNode {
 	return out
 }
 
-// templateClaim is a claim from the chart's template name, defaulted as
-// the API server would.
-func templateClaim(tb testing.TB, templates []*resourcev1.ResourceClaimTemplate, name string) *resourcev1.ResourceClaim {
-	tb.Helper()
-	for _, rct := range templates {
-		if rct.Name == name {
-			c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: apitypes.UID("uid-" + name)},
-				Spec: *rct.Spec.Spec.DeepCopy()}
-			legacyscheme.Scheme.Default(c)
-			return c
-		}
-	}
-	tb.Fatalf("the chart has no %s template", name)
-	return nil
-}
-
 // BenchmarkExactCountFallback is the scheduler's Filter (one Allocate, the
 // real allocator, kube-scheduler v1.37.2's default features) for the
 // chart's lpu-8-best-effort claim on one node: an 8-arc, else 8 single
@@ -105,11 +89,8 @@ func templateClaim(tb testing.TB, templates []*resourcev1.ResourceClaimTemplate,
 // device after it. slices=free is what lpu-dra publishes, slices=every
 // every arc of the chart's sizes. One op is one Allocate on one node.
 func BenchmarkExactCountFallback(b *testing.B) {
-	classes, templates := chartObjects(b)
-	for _, dc := range classes {
-		legacyscheme.Scheme.Default(dc)
-	}
-	claim := templateClaim(b, templates, "lpu-8-best-effort")
+	classes, templates := dratest.DefaultedChart(b)
+	claim := dratest.TemplateClaim(b, templates, "lpu-8-best-effort")
 	for _, n := range exactNodes() {
 		pub := "every"
 		if n.free {
@@ -118,7 +99,7 @@ func BenchmarkExactCountFallback(b *testing.B) {
 		b.Run(fmt.Sprintf("node=%s/slices=%s", n.name, pub), func(b *testing.B) {
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-" + n.name + "-" + pub}}
 			slices, state := n.slices(b, node.Name)
-			a, err := structured.NewAllocator(context.Background(), schedulerFeatures(), state, lister(classes), slices, cel.NewCache(10, cel.Features{}))
+			a, err := structured.NewAllocator(context.Background(), dratest.SchedulerFeatures(), state, dratest.Lister(classes), slices, cel.NewCache(10, cel.Features{}))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -180,37 +161,31 @@ const exactGolden = "testdata/exactcount.golden"
 // searches that cannot succeed (`bash lab/schedproto/build.sh test -run
 // ExactCountChoices`).
 func TestExactCountChoices(t *testing.T) {
-	classes, templates := chartObjects(t)
-	for _, dc := range classes {
-		legacyscheme.Scheme.Default(dc)
-	}
-	var claims []*resourcev1.ResourceClaim
-	for _, rct := range templates {
-		claims = append(claims, templateClaim(t, templates, rct.Name))
-	}
+	classes, templates := dratest.DefaultedChart(t)
+	claims := dratest.TemplateClaims(t, templates)
 	nodes := exactNodes()
 	rng := rand.New(rand.NewPCG(34, 4))
 	for i := range 120 {
 		rings := 1 + i%2
-		inv := inventory(rings, 8)
+		inv := devicetest.Inventory(rings, 8)
 		b, err := arcslice.NewBuilder(inv, arcslice.Options{Sizes: []int{1, 2, 4, 8}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Fuller nodes than randomState's: up to 14 arcs tried, so that
+		// Fuller nodes than dratest.RandomState's: up to 14 arcs tried, so that
 		// fallbacks meet nodes with too few LPUs free.
-		s := randomState(rng, b.Layout(), len(inv.Devices), []int{1, 2, 4, 8})
+		s := dratest.RandomState(rng, b.Layout(), len(inv.Devices), []int{1, 2, 4, 8})
 		for range rng.IntN(8) {
-			more := randomState(rng, b.Layout(), len(inv.Devices), []int{1, 2, 4, 8})
-			for _, a := range more.allocated {
+			more := dratest.RandomState(rng, b.Layout(), len(inv.Devices), []int{1, 2, 4, 8})
+			for _, a := range more.Allocated {
 				ids := b.Layout().ArcIDs(a)
-				if !overlaps(s.held, ids) {
-					s.held = append(s.held, ids...)
-					s.allocated = append(s.allocated, a)
+				if !overlaps(s.Held, ids) {
+					s.Held = append(s.Held, ids...)
+					s.Allocated = append(s.Allocated, a)
 				}
 			}
 		}
-		nodes = append(nodes, exactNode{name: fmt.Sprintf("random%03d", i), rings: rings, allocated: s.allocated, sick: s.sick, free: i%4 != 3})
+		nodes = append(nodes, exactNode{name: fmt.Sprintf("random%03d", i), rings: rings, allocated: s.Allocated, sick: s.Sick, free: i%4 != 3})
 	}
 	var lines []string
 	fits, none, fellBack := 0, 0, 0
@@ -219,7 +194,7 @@ func TestExactCountChoices(t *testing.T) {
 		slices, state := n.slices(t, node.Name)
 		for _, c := range claims {
 			// A fresh allocator per case, as the scheduler makes one per pod.
-			a, err := structured.NewAllocator(context.Background(), schedulerFeatures(), state, lister(classes), slices, cel.NewCache(10, cel.Features{}))
+			a, err := structured.NewAllocator(context.Background(), dratest.SchedulerFeatures(), state, dratest.Lister(classes), slices, cel.NewCache(10, cel.Features{}))
 			if err != nil {
 				t.Fatal(err)
 			}

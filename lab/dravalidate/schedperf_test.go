@@ -23,7 +23,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/test/dravalidate/dratest"
 )
 
 // schedPerfDir holds the scheduler_perf case we propose upstream
@@ -37,7 +39,7 @@ var updateSchedPerf = flag.Bool("update-schedperf", false, "rewrite the schedule
 // slice and the counter-set slice, {{.Index}} numbering the node.
 func schedPerfSlices(t *testing.T, sizes []int, what string) []byte {
 	t.Helper()
-	built := build(t, inventory(1, 8), arcslice.Options{Sizes: sizes}, nil)
+	built := dratest.Build(t, devicetest.Inventory(1, 8), arcslice.Options{Sizes: sizes}, nil)
 	if len(built) != 2 || len(built[0].Devices) == 0 || len(built[1].SharedCounters) == 0 {
 		t.Fatalf("%d slices for one ring of 8, want devices then counters", len(built))
 	}
@@ -123,12 +125,12 @@ func TestSchedPerfCase(t *testing.T) {
 		renderTemplate(t, data, 3, into)
 	}
 
-	classes, templates := chartObjects(t)
-	var ours lister
+	classes, templates := dratest.ChartObjects(t)
+	var ours dratest.Lister
 	for _, k := range []string{"1", "2", "4", "8"} {
 		dc := &resourcev1.DeviceClass{}
 		read("deviceclass-lpu-arc-"+k+".yaml", dc)
-		chart, err := lister(classes).Get(dc.Name)
+		chart, err := dratest.Lister(classes).Get(dc.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +144,7 @@ func TestSchedPerfCase(t *testing.T) {
 		t.Helper()
 		rct := &resourcev1.ResourceClaimTemplate{}
 		read(file, rct)
-		chart := templateClaim(t, templates, chartName)
+		chart := dratest.TemplateClaim(t, templates, chartName)
 		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: chartName, Namespace: "test", UID: apitypes.UID("uid-" + chartName)}, Spec: rct.Spec.Spec}
 		legacyscheme.Scheme.Default(c)
 		if !apiequality.Semantic.DeepEqual(c.Spec, chart.Spec) {
@@ -165,7 +167,7 @@ func TestSchedPerfCase(t *testing.T) {
 			for _, f := range []string{devices, "resourceslice-counters.yaml"} {
 				s := &resourcev1.ResourceSlice{}
 				read(f, s)
-				if errs := validation.ValidateResourceSlice(internal(t, s.DeepCopy())); len(errs) > 0 {
+				if errs := validation.ValidateResourceSlice(dratest.Internal(t, s.DeepCopy())); len(errs) > 0 {
 					t.Fatalf("%s rejected: %v", f, errs.ToAggregate())
 				}
 				if *s.Spec.NodeName != node.Name || s.Spec.Pool.Name != node.Name {
@@ -175,7 +177,7 @@ func TestSchedPerfCase(t *testing.T) {
 			}
 			allocate := func(state sets.Set[structured.DeviceID], c *resourcev1.ResourceClaim) string {
 				t.Helper()
-				a, err := structured.NewAllocator(context.Background(), schedulerFeatures(), structured.AllocatedState{AllocatedDevices: state,
+				a, err := structured.NewAllocator(context.Background(), dratest.SchedulerFeatures(), structured.AllocatedState{AllocatedDevices: state,
 					AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](), AggregatedCapacity: structured.NewConsumedCapacityCollection()},
 					ours, pool, cel.NewCache(10, cel.Features{}))
 				if err != nil {

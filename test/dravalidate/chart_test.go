@@ -3,8 +3,6 @@ package dravalidate
 import (
 	"context"
 	"fmt"
-	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -19,55 +17,15 @@ import (
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	"k8s.io/kubernetes/pkg/apis/resource"
 	"k8s.io/kubernetes/pkg/apis/resource/validation"
-	"sigs.k8s.io/yaml"
 
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/test/dravalidate/dratest"
 )
 
-const manifests = "../../deploy/manifests/lpu-node-dra.yaml"
-
-var docSep = regexp.MustCompile(`(?m)^---\s*$`)
-
-// chartObjects returns the DeviceClasses and ResourceClaimTemplates of the
-// rendered mode=dra chart.
-func chartObjects(t testing.TB) ([]*resourcev1.DeviceClass, []*resourcev1.ResourceClaimTemplate) {
-	t.Helper()
-	data, err := os.ReadFile(manifests)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var classes []*resourcev1.DeviceClass
-	var templates []*resourcev1.ResourceClaimTemplate
-	for _, doc := range docSep.Split(string(data), -1) {
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
-			t.Fatal(err)
-		}
-		switch tm.Kind {
-		case "DeviceClass":
-			var dc resourcev1.DeviceClass
-			if err := yaml.UnmarshalStrict([]byte(doc), &dc); err != nil {
-				t.Fatal(err)
-			}
-			classes = append(classes, &dc)
-		case "ResourceClaimTemplate":
-			var rct resourcev1.ResourceClaimTemplate
-			if err := yaml.UnmarshalStrict([]byte(doc), &rct); err != nil {
-				t.Fatal(err)
-			}
-			templates = append(templates, &rct)
-		}
-	}
-	if len(classes) < 2 || len(templates) < 2 {
-		t.Fatalf("%s: %d device classes, %d claim templates", manifests, len(classes), len(templates))
-	}
-	return classes, templates
-}
-
 func TestChartObjectsPassAPIValidation(t *testing.T) {
-	classes, templates := chartObjects(t)
+	classes, templates := dratest.ChartObjects(t)
 	for _, dc := range classes {
 		in := dc.DeepCopy()
 		legacyscheme.Scheme.Default(in)
@@ -92,25 +50,10 @@ func TestChartObjectsPassAPIValidation(t *testing.T) {
 	}
 }
 
-type lister []*resourcev1.DeviceClass
-
-func (l lister) List() ([]*resourcev1.DeviceClass, error) { return l, nil }
-func (l lister) Get(name string) (*resourcev1.DeviceClass, error) {
-	for _, c := range l {
-		if c.Name == name {
-			return c, nil
-		}
-	}
-	return nil, fmt.Errorf("no device class %q", name)
-}
-
 // The chart's classes and templates, defaulted like the API server does,
 // run through the scheduler's allocator on lpu-dra's slices of one ring of 8.
 func TestChartObjectsAllocate(t *testing.T) {
-	classes, templates := chartObjects(t)
-	for _, dc := range classes {
-		legacyscheme.Scheme.Default(dc)
-	}
+	classes, templates := dratest.DefaultedChart(t)
 	claimOf := func(spec resourcev1.ResourceClaimSpec, name string) *resourcev1.ResourceClaim {
 		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: apitypes.UID("uid-" + name)}, Spec: *spec.DeepCopy()}
 		legacyscheme.Scheme.Default(c)
@@ -176,9 +119,9 @@ func TestChartObjectsAllocate(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			inv := inventory(1, 8)
-			built := build(t, inv, arcslice.Options{}, tc.held)
+			built := dratest.Build(t, inv, arcslice.Options{}, tc.held)
 			node := "node-a"
-			slices := poolSlices(node, built)
+			slices := dratest.PoolSlices(node, built)
 			state := structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID]()}
 			for _, id := range tc.held {
 				var idx int
@@ -189,7 +132,7 @@ func TestChartObjectsAllocate(t *testing.T) {
 			}
 			a, err := structured.NewAllocator(context.Background(),
 				structured.Features{PartitionableDevices: true, DeviceTaints: true, PrioritizedList: true},
-				state, lister(classes), slices, cel.NewCache(10, cel.Features{}))
+				state, dratest.Lister(classes), slices, cel.NewCache(10, cel.Features{}))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,72 +11,36 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	apitypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/component-base/featuregate"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
-	"k8s.io/kubernetes/pkg/api/legacyscheme"
-	kubefeatures "k8s.io/kubernetes/pkg/features"
 
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/test/dravalidate/dratest"
 )
-
-// nodeState is one node as lpu-dra sees it: the arcs its prepared claims
-// hold and its unhealthy LPUs.
-type nodeState struct {
-	allocated []alloc.Arc
-	held      []string
-	sick      []int // indices into inv.Devices
-}
-
-// randomState places up to 7 random non-overlapping arcs of sizes (nil:
-// any) and, one time in four, marks an LPU unhealthy. (An allocated arc
-// of a size the full pool does not publish would make the comparison
-// meaningless: the allocator does not count the counters of a device it
-// cannot find, so on the full pool it hands out arcs overlapping it,
-// which is why FreeSlices keeps such an arc.)
-func randomState(rng *rand.Rand, layout *alloc.Layout, lpus int, sizes []int) nodeState {
-	var s nodeState
-	all := slices.DeleteFunc(layout.Arcs(), func(a alloc.Arc) bool { return sizes != nil && !slices.Contains(sizes, a.Size) })
-	for range rng.IntN(8) {
-		a := all[rng.IntN(len(all))]
-		ids := layout.ArcIDs(a)
-		if slices.ContainsFunc(ids, func(id string) bool { return slices.Contains(s.held, id) }) {
-			continue
-		}
-		s.held = append(s.held, ids...)
-		s.allocated = append(s.allocated, a)
-	}
-	if rng.IntN(4) == 0 {
-		s.sick = append(s.sick, rng.IntN(lpus))
-	}
-	return s
-}
 
 // choice runs the scheduler's allocator (v1.37.2, default features) for
 // claim on one node whose pool is built, with the state's arcs allocated,
 // and names what it chose: request=device for each result, "" when
 // nothing fits.
-func choice(t *testing.T, classes lister, built []*resourcev1.ResourceSlice, s nodeState, claim *resourcev1.ResourceClaim) string {
+func choice(t *testing.T, classes dratest.Lister, built []*resourcev1.ResourceSlice, s dratest.NodeState, claim *resourcev1.ResourceClaim) string {
 	t.Helper()
 	return choiceOn(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, classes, built, s, claim)
 }
 
 // choiceOn is choice on a given Node object.
-func choiceOn(t *testing.T, n *corev1.Node, classes lister, built []*resourcev1.ResourceSlice, s nodeState, claim *resourcev1.ResourceClaim) string {
+func choiceOn(t *testing.T, n *corev1.Node, classes dratest.Lister, built []*resourcev1.ResourceSlice, s dratest.NodeState, claim *resourcev1.ResourceClaim) string {
 	t.Helper()
 	node := n.Name
 	state := structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID](),
 		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](), AggregatedCapacity: structured.NewConsumedCapacityCollection()}
-	for _, a := range s.allocated {
+	for _, a := range s.Allocated {
 		state.AllocatedDevices.Insert(structured.MakeDeviceID(inject.Driver, node, arcslice.DeviceName(a)))
 	}
-	a, err := structured.NewAllocator(context.Background(), schedulerFeatures(), state, classes, built, cel.NewCache(10, cel.Features{}))
+	a, err := structured.NewAllocator(context.Background(), dratest.SchedulerFeatures(), state, classes, built, cel.NewCache(10, cel.Features{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,17 +65,8 @@ func choiceOn(t *testing.T, n *corev1.Node, classes lister, built []*resourcev1.
 // the firstAvailable lpu-k-best-effort), every arc published and the
 // chart's sizes only.
 func TestFreeSlicesChooseLikeEveryArc(t *testing.T) {
-	classes, templates := chartObjects(t)
-	for _, dc := range classes {
-		legacyscheme.Scheme.Default(dc)
-	}
-	var claims []*resourcev1.ResourceClaim
-	for _, rct := range templates {
-		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: rct.Name, Namespace: "default", UID: apitypes.UID("uid-" + rct.Name)},
-			Spec: *rct.Spec.Spec.DeepCopy()}
-		legacyscheme.Scheme.Default(c)
-		claims = append(claims, c)
-	}
+	classes, templates := dratest.DefaultedChart(t)
+	claims := dratest.TemplateClaims(t, templates)
 	if len(claims) < 7 {
 		t.Fatalf("%d shipped claim templates, want lpu-arc-1/2/4/8 and lpu-2/4/8-best-effort", len(claims))
 	}
@@ -125,20 +80,20 @@ func TestFreeSlicesChooseLikeEveryArc(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				s := randomState(rng, b.Layout(), len(inv.Devices), sizes)
-				for _, i := range s.sick {
+				s := dratest.RandomState(rng, b.Layout(), len(inv.Devices), sizes)
+				for _, i := range s.Sick {
 					inv.Devices[i].Health = device.Health{Reason: "test"}
 				}
 				sick := arcslice.Unhealthy(inv)
-				full := poolSlices("node-a", b.Slices(s.held, sick))
-				free := poolSlices("node-a", b.FreeSlices(s.held, s.allocated, sick))
+				full := dratest.PoolSlices("node-a", b.Slices(s.Held, sick))
+				free := dratest.PoolSlices("node-a", b.FreeSlices(s.Held, s.Allocated, sick))
 				for _, c := range claims {
 					want := choice(t, classes, full, s, c)
 					got := choice(t, classes, free, s, c)
 					cases++
 					if got != want {
 						t.Fatalf("%dx%d sizes %v, allocated %v, unhealthy %v, claim %s:\nfree slices chose %q, every arc %q",
-							shape[0], shape[1], sizes, s.allocated, s.sick, c.Name, got, want)
+							shape[0], shape[1], sizes, s.Allocated, s.Sick, c.Name, got, want)
 					}
 					if want != "" {
 						fitted++
@@ -175,12 +130,12 @@ func TestChoiceOnOneNodeObject(t *testing.T) {
 	rng := rand.New(rand.NewPCG(20, 12))
 	changed := 0
 	for range 300 {
-		s := randomState(rng, b.Layout(), 8, []int{1, 2, 4, 8})
-		s.sick = nil
-		pool := poolSlices("node-a", b.FreeSlices(s.held, s.allocated, nil))
+		s := dratest.RandomState(rng, b.Layout(), 8, []int{1, 2, 4, 8})
+		s.Sick = nil
+		pool := dratest.PoolSlices("node-a", b.FreeSlices(s.Held, s.Allocated, nil))
 		got, want := choiceOn(t, node, classes, pool, s, arc4), choice(t, classes, pool, s, arc4)
 		if got != want {
-			t.Fatalf("allocated %v: the reused node chose %q, a fresh one %q", s.allocated, got, want)
+			t.Fatalf("allocated %v: the reused node chose %q, a fresh one %q", s.Allocated, got, want)
 		}
 		if got == "" {
 			continue
@@ -192,10 +147,10 @@ func TestChoiceOnOneNodeObject(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.allocated = append(s.allocated, arc)
+		s.Allocated = append(s.Allocated, arc)
 		again, fresh := choiceOn(t, node, classes, pool, s, arc4), choice(t, classes, pool, s, arc4)
 		if again != fresh || again == got {
-			t.Fatalf("allocated %v: the reused node chose %q, a fresh one %q (before, %q)", s.allocated, again, fresh, got)
+			t.Fatalf("allocated %v: the reused node chose %q, a fresh one %q (before, %q)", s.Allocated, again, fresh, got)
 		}
 		changed++
 	}
@@ -212,13 +167,13 @@ func TestChoiceSeesADroppedArc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full := poolSlices("node-a", b.Slices(nil, nil))
-	want := choice(t, classes, full, nodeState{}, arc4)
+	full := dratest.PoolSlices("node-a", b.Slices(nil, nil))
+	want := choice(t, classes, full, dratest.NodeState{}, arc4)
 	first, _, _ := strings.Cut(want, " ")
 	_, name, _ := strings.Cut(first, "=")
-	cut := poolSlices("node-a", b.Slices(nil, nil))
+	cut := dratest.PoolSlices("node-a", b.Slices(nil, nil))
 	cut[0].Spec.Devices = slices.DeleteFunc(slices.Clone(cut[0].Spec.Devices), func(d resourcev1.Device) bool { return d.Name == name })
-	if got := choice(t, classes, cut, nodeState{}, arc4); got == want || got == "" {
+	if got := choice(t, classes, cut, dratest.NodeState{}, arc4); got == want || got == "" {
 		t.Fatalf("without %s the allocator chose %q (with it %q)", name, got, want)
 	}
 }
@@ -234,11 +189,11 @@ func TestAllocatedArcKeepsItsCountersConsumed(t *testing.T) {
 		t.Fatal(err)
 	}
 	five := alloc.Arc{Start: 3, Size: 5} // lpu3..lpu7
-	s := nodeState{allocated: []alloc.Arc{five}, held: b.Layout().ArcIDs(five)}
-	if got := choice(t, classes, poolSlices("node-a", b.Slices(s.held, nil)), s, arc4); got == "" {
+	s := dratest.NodeState{Allocated: []alloc.Arc{five}, Held: b.Layout().ArcIDs(five)}
+	if got := choice(t, classes, dratest.PoolSlices("node-a", b.Slices(s.Held, nil)), s, arc4); got == "" {
 		t.Fatal("the full pool without the 5-arc gave no 4-arc: the overlap this test is about is gone upstream")
 	}
-	if got := choice(t, classes, poolSlices("node-a", b.FreeSlices(s.held, s.allocated, nil)), s, arc4); got != "" {
+	if got := choice(t, classes, dratest.PoolSlices("node-a", b.FreeSlices(s.Held, s.Allocated, nil)), s, arc4); got != "" {
 		t.Fatalf("with the allocated 5-arc published the allocator still gave %s over it", got)
 	}
 }
@@ -250,10 +205,7 @@ func TestAllocatedArcKeepsItsCountersConsumed(t *testing.T) {
 // and on FreeSlices (free): one op is one Allocate per node. The Node
 // objects are made once, as the scheduler's informer keeps them.
 func BenchmarkFreeSlicesFilter(b *testing.B) {
-	classes, templates := chartObjects(b)
-	for _, dc := range classes {
-		legacyscheme.Scheme.Default(dc)
-	}
+	classes, templates := dratest.DefaultedChart(b)
 	rng := rand.New(rand.NewPCG(1, 2))
 	sizes := []int{1, 2, 4, 8}
 	const nodes = 200
@@ -267,13 +219,13 @@ func BenchmarkFreeSlicesFilter(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s := randomState(rng, bld.Layout(), 8, sizes)
-		held += len(s.held)
-		for _, a := range s.allocated {
+		s := dratest.RandomState(rng, bld.Layout(), 8, sizes)
+		held += len(s.Held)
+		for _, a := range s.Allocated {
 			state.AllocatedDevices.Insert(structured.MakeDeviceID(inject.Driver, name, arcslice.DeviceName(a)))
 		}
-		full = append(full, poolSlices(name, bld.Slices(s.held, nil))...)
-		free = append(free, poolSlices(name, bld.FreeSlices(s.held, s.allocated, nil))...)
+		full = append(full, dratest.PoolSlices(name, bld.Slices(s.Held, nil))...)
+		free = append(free, dratest.PoolSlices(name, bld.FreeSlices(s.Held, s.Allocated, nil))...)
 	}
 	b.Logf("%d of %d LPUs held", held, 8*nodes)
 	nodeObjects := make([]*corev1.Node, nodes)
@@ -281,19 +233,13 @@ func BenchmarkFreeSlicesFilter(b *testing.B) {
 		nodeObjects[i] = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%04d", i)}}
 	}
 	for _, tmpl := range []string{"lpu-arc-4", "lpu-4-best-effort", "lpu-8-best-effort"} {
-		var claim *resourcev1.ResourceClaim
-		for _, rct := range templates {
-			if rct.Name == tmpl {
-				claim = &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default", UID: "uid-c"}, Spec: *rct.Spec.Spec.DeepCopy()}
-				legacyscheme.Scheme.Default(claim)
-			}
-		}
+		claim := dratest.TemplateClaim(b, templates, tmpl)
 		for _, v := range []struct {
 			name   string
 			slices []*resourcev1.ResourceSlice
 		}{{"full", full}, {"free", free}} {
 			b.Run(fmt.Sprintf("claim=%s/slices=%s", tmpl, v.name), func(b *testing.B) {
-				a, err := structured.NewAllocator(context.Background(), schedulerFeatures(), state, lister(classes), v.slices, cel.NewCache(10, cel.Features{}))
+				a, err := structured.NewAllocator(context.Background(), dratest.SchedulerFeatures(), state, dratest.Lister(classes), v.slices, cel.NewCache(10, cel.Features{}))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -314,37 +260,6 @@ func BenchmarkFreeSlicesFilter(b *testing.B) {
 // lpu-arc-4 template, both defaulted as the API server would.
 func arc4Claim(t *testing.T) ([]*resourcev1.DeviceClass, *resourcev1.ResourceClaim) {
 	t.Helper()
-	classes, templates := chartObjects(t)
-	for _, dc := range classes {
-		legacyscheme.Scheme.Default(dc)
-	}
-	for _, rct := range templates {
-		if rct.Name == "lpu-arc-4" {
-			arc4 := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default", UID: "uid-c"}, Spec: *rct.Spec.Spec.DeepCopy()}
-			legacyscheme.Scheme.Default(arc4)
-			return classes, arc4
-		}
-	}
-	t.Fatal("the chart has no lpu-arc-4 template")
-	return nil, nil
-}
-
-// schedulerFeatures is the allocator feature set kube-scheduler v1.37.2
-// derives from its default feature gates (dynamicresources.AllocatorFeatures;
-// that package is not imported for it, it drags in the whole scheduler).
-func schedulerFeatures() structured.Features {
-	on := func(f featuregate.Feature) bool { return utilfeature.DefaultFeatureGate.Enabled(f) }
-	return structured.Features{
-		AdminAccess:             on(kubefeatures.DRAAdminAccess),
-		PrioritizedList:         on(kubefeatures.DRAPrioritizedList),
-		PartitionableDevices:    on(kubefeatures.DRAPartitionableDevices),
-		DeviceTaints:            on(kubefeatures.DRADeviceTaints),
-		DeviceBindingAndStatus:  on(kubefeatures.DRADeviceBindingConditions) && on(kubefeatures.DRAResourceClaimDeviceStatus),
-		ConsumableCapacity:      on(kubefeatures.DRAConsumableCapacity),
-		FractionalCapacityRange: on(kubefeatures.DRAFractionalCapacityRange),
-		ListTypeAttributes:      on(kubefeatures.DRAListTypeAttributes),
-		OptionalNodeOperations:  on(kubefeatures.DRAOptionalNodeOperations),
-		DerivedAttributes:       on(kubefeatures.DRADerivedAttributes),
-		CompatibilityGroups:     on(kubefeatures.DRADeviceCompatibilityGroups),
-	}
+	classes, templates := dratest.DefaultedChart(t)
+	return classes, dratest.TemplateClaim(t, templates, "lpu-arc-4")
 }

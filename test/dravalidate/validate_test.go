@@ -6,9 +6,6 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
-	"k8s.io/kubernetes/pkg/api/legacyscheme"
-	"k8s.io/kubernetes/pkg/apis/resource"
 	_ "k8s.io/kubernetes/pkg/apis/resource/install"
 	"k8s.io/kubernetes/pkg/apis/resource/validation"
 
@@ -16,29 +13,18 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/test/dravalidate/dratest"
 )
 
 // inventory is devicetest.Inventory: rings × per healthy LPUs.
 var inventory = devicetest.Inventory
-
-// internal converts a v1 object to the API server's internal type, as
-// the server does before validating.
-func internal(t *testing.T, in *resourcev1.ResourceSlice) *resource.ResourceSlice {
-	t.Helper()
-	legacyscheme.Scheme.Default(in)
-	out := &resource.ResourceSlice{}
-	if err := legacyscheme.Scheme.Convert(in, out, nil); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 func TestSlicesPassAPIValidation(t *testing.T) {
 	for _, shape := range [][2]int{{1, 8}, {2, 8}, {1, 16}, {32, 8}, {1, 32}} {
 		t.Run(fmt.Sprintf("%dx%d", shape[0], shape[1]), func(t *testing.T) {
 			inv := inventory(shape[0], shape[1])
 			inv.Devices[1].Health = device.Health{Reason: "test"} // taints on
-			built := build(t, inv, arcslice.Options{
+			built := dratest.Build(t, inv, arcslice.Options{
 				PCIeRoot: func(bus string) string { return "pci0000:" + bus[5:7] }}, []string{"lpu0"})
 			node := "node-a"
 			for i, s := range built {
@@ -52,7 +38,7 @@ func TestSlicesPassAPIValidation(t *testing.T) {
 						SharedCounters: s.SharedCounters,
 					},
 				}
-				if errs := validation.ValidateResourceSlice(internal(t, v1)); len(errs) > 0 {
+				if errs := validation.ValidateResourceSlice(dratest.Internal(t, v1)); len(errs) > 0 {
 					t.Fatalf("slice %d (%d devices, %d counter sets) rejected: %v", i, len(s.Devices), len(s.SharedCounters), errs.ToAggregate())
 				}
 			}
@@ -74,33 +60,7 @@ func TestValidationRejectsOversizedCounterSet(t *testing.T) {
 			Pool:           resourcev1.ResourcePool{Name: node, ResourceSliceCount: 1},
 			SharedCounters: []resourcev1.CounterSet{{Name: "ring0", Counters: counters}}},
 	}
-	if errs := validation.ValidateResourceSlice(internal(t, v1)); len(errs) == 0 {
+	if errs := validation.ValidateResourceSlice(dratest.Internal(t, v1)); len(errs) == 0 {
 		t.Fatal("a 33-counter set passed validation")
 	}
-}
-
-// build is what lpu-dra publishes for inv with held taken: its builder's
-// slices, inv's unhealthy LPUs tainted.
-func build(tb testing.TB, inv *device.Inventory, opts arcslice.Options, held []string) []resourceslice.Slice {
-	tb.Helper()
-	b, err := arcslice.NewBuilder(inv, opts)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return b.Slices(held, arcslice.Unhealthy(inv))
-}
-
-// poolSlices are the ResourceSlice objects of one node's pool as the
-// resourceslice controller stores them, named so that name order is
-// publication order.
-func poolSlices(node string, built []resourceslice.Slice) []*resourcev1.ResourceSlice {
-	out := make([]*resourcev1.ResourceSlice, len(built))
-	for j, s := range built {
-		out[j] = &resourcev1.ResourceSlice{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%02x", node, j)},
-			Spec: resourcev1.ResourceSliceSpec{Driver: inject.Driver, NodeName: &node, Devices: s.Devices, SharedCounters: s.SharedCounters,
-				Pool: resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: int64(len(built))}},
-		}
-	}
-	return out
 }

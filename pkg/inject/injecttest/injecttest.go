@@ -1,8 +1,10 @@
-// Package injecttest writes what no production code writes any more: the
-// legacy v1 allocation annotations of device plugins before node binding.
-// lpu-nri still opens them behind security.acceptLegacySeals until that
-// switch is removed (docs/security.md, "Legacy seals"); its tests, inject's
-// own and the e2e's sealtool make them here.
+// Package injecttest is pkg/inject's test kit. It writes what no production
+// code writes any more: the legacy v1 allocation annotations of device
+// plugins before node binding. lpu-nri still opens them behind
+// security.acceptLegacySeals until that switch is removed (docs/security.md,
+// "Legacy seals"); its tests, inject's own and the e2e's sealtool make them
+// here. It also holds the golden tests' device sets (GoldenLayouts), which
+// pkg/inject renders to CDI specs and lpu-nri's nriedit to NRI adjustments.
 //
 //	k, err := injecttest.NewKey(secret) // the node key's 32 bytes
 //	ann := k.AnnotationsV1([]string{"lpu0", "lpu1"})

@@ -2,8 +2,6 @@ package nriedit
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -16,99 +14,27 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
-	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
-	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
+	"github.com/hyperaccel/lpu-node/pkg/inject/injecttest"
 )
 
 var update = flag.Bool("update", false, "rewrite the NRI golden files in testdata")
 
-// injectTestdata holds pkg/inject's golden CDI specs: this package's
-// device sets must render to them byte for byte, which proves they are the
-// sets pkg/inject renders (never rewritten from here).
+// injectTestdata holds pkg/inject's golden CDI specs: the device sets
+// (injecttest.GoldenLayouts, pkg/inject's own) must render to them byte
+// for byte here too (never rewritten from here).
 const injectTestdata = "../../../../pkg/inject/testdata"
-
-// goldenIDs is a 4-LPU wrap-around arc on a ring of 8: ring order, arc start
-// first.
-var goldenIDs = []string{"lpu6", "lpu7", "lpu0", "lpu1"}
-
-// goldenOrionIDs is a 2-LPU wrap-around arc on the simulated Orion ring of
-// four (lpu0 lpu1 lpu3 lpu2): two LPUs of two nodes each.
-var goldenOrionIDs = []string{"lpu2", "lpu0"}
-
-// goldenLayouts are the node layouts the golden tests render: our own one
-// node per LPU, and Orion's two (render and management node), as
-// pkg/inject's golden test sets them up.
-var goldenLayouts = map[string]struct {
-	setup  func(t *testing.T) (string, *device.Inventory, []device.Device, inject.Options)
-	ids    []string
-	suffix string
-}{
-	"lpu":    {goldenSetup, goldenIDs, ""},
-	"xilinx": {goldenSetupOrion, goldenOrionIDs, "-xilinx"},
-}
-
-// goldenSetupOrion discovers a simulated Orion node of four cards under a
-// temp dir with the xilinx backend and picks goldenOrionIDs.
-func goldenSetupOrion(t *testing.T) (root string, inv *device.Inventory, devs []device.Device, opts inject.Options) {
-	t.Helper()
-	root = t.TempDir()
-	if err := devicesim.Write(root, devicesim.Spec{Devices: 4, Rings: 1, Backend: device.BackendXilinx}); err != nil {
-		t.Fatal(err)
-	}
-	inv, err := device.NewSysfs(root, device.WithDiscovery(device.Discovery{Backend: device.BackendXilinx}),
-		device.WithNetworkTable(device.DefaultNetworkTable)).Discover(context.Background())
-	if err != nil {
-		t.Fatalf("discover: %v", err)
-	}
-	for _, id := range goldenOrionIDs {
-		d, ok := inv.Device(id)
-		if !ok || len(d.Nodes) != 2 {
-			t.Fatalf("%s: %+v, want a discovered LPU with two nodes", id, d)
-		}
-		devs = append(devs, d)
-	}
-	return root, inv, devs, inject.Options{Mounts: []inject.Mount{{HostPath: "/opt/xilinx/xrt"}}}
-}
-
-// goldenSetup discovers a fake 8-LPU node (one ring) under a temp dir, so
-// any discovery-root path leaking into the output would show up.
-func goldenSetup(t *testing.T) (root string, inv *device.Inventory, devs []device.Device, opts inject.Options) {
-	t.Helper()
-	var rows []devicetest.Row
-	for i := range 8 {
-		rows = append(rows, devicetest.Row{Index: i})
-	}
-	root = devicetest.NewTree(t, rows...)
-	ring := []string{"lpu0", "lpu1", "lpu2", "lpu3", "lpu4", "lpu5", "lpu6", "lpu7"}
-	inv, err := device.NewSysfs(root, device.WithRings([][]string{ring})).Discover(context.Background())
-	if err != nil {
-		t.Fatalf("discover: %v", err)
-	}
-	for _, id := range goldenIDs {
-		d, ok := inv.Device(id)
-		if !ok {
-			t.Fatalf("%s not discovered", id)
-		}
-		devs = append(devs, d)
-	}
-	opts = inject.Options{
-		Mounts: []inject.Mount{{HostPath: "/usr/lib/lpu"}, {HostPath: "/opt/lpu/bin", ContainerPath: "/usr/local/lpu/bin"}},
-		Env:    map[string]string{"LPU_LOG_LEVEL": "info"},
-	}
-	return root, inv, devs, opts
-}
 
 // TestGolden renders one device set to the NRI adjustment (this package's
 // golden file) and to the CDI spec (pkg/inject's golden file), and fails
 // on a temp-dir path leaking into either.
 func TestGolden(t *testing.T) {
-	for layout, l := range goldenLayouts {
-		t.Run(layout, func(t *testing.T) { testGolden(t, l.setup, l.suffix) })
+	for layout, l := range injecttest.GoldenLayouts() {
+		t.Run(layout, func(t *testing.T) { testGolden(t, l.Setup, l.Suffix) })
 	}
 }
 
-func testGolden(t *testing.T, setup func(t *testing.T) (string, *device.Inventory, []device.Device, inject.Options), suffix string) {
+func testGolden(t *testing.T, setup func(testing.TB) (string, *device.Inventory, []device.Device, inject.Options), suffix string) {
 	root, inv, devs, opts := setup(t)
 	adj := Adjustment(inject.ForDevices(devs, inv.DriverVersion, opts))
 	spec, err := inject.Spec(inv, opts)
@@ -125,16 +51,7 @@ func testGolden(t *testing.T, setup func(t *testing.T) (string, *device.Inventor
 	}
 	for name, o := range outputs {
 		t.Run(name, func(t *testing.T) {
-			got, err := json.MarshalIndent(o.v, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, '\n')
-			for _, leak := range []string{root, os.TempDir() + "/", "/tmp/"} {
-				if bytes.Contains(got, []byte(leak)) {
-					t.Errorf("output contains temp path %q:\n%s", leak, got)
-				}
-			}
+			got := injecttest.GoldenJSON(t, root, o.v)
 			path := filepath.Join(o.dir, name)
 			if *update && o.writable {
 				if err := os.WriteFile(path, got, 0o644); err != nil {
@@ -157,8 +74,8 @@ func testGolden(t *testing.T, setup func(t *testing.T) (string, *device.Inventor
 // the CDI spec through a real CDI cache — and requires the same device
 // nodes, device numbers, cgroup access, mounts and env.
 func TestNRIAndCDIAgree(t *testing.T) {
-	for layout, l := range goldenLayouts {
-		t.Run(layout, func(t *testing.T) { testNRIAndCDIAgree(t, l.setup, l.ids) })
+	for layout, l := range injecttest.GoldenLayouts() {
+		t.Run(layout, func(t *testing.T) { testNRIAndCDIAgree(t, l.Setup, l.IDs) })
 	}
 }
 
@@ -181,7 +98,7 @@ func loadSpec(t *testing.T, inv *device.Inventory, opts inject.Options) *cdi.Cac
 	return cache
 }
 
-func testNRIAndCDIAgree(t *testing.T, setup func(t *testing.T) (string, *device.Inventory, []device.Device, inject.Options), ids []string) {
+func testNRIAndCDIAgree(t *testing.T, setup func(testing.TB) (string, *device.Inventory, []device.Device, inject.Options), ids []string) {
 	_, inv, devs, opts := setup(t)
 
 	// NRI side.
