@@ -15,9 +15,10 @@
 // less than AcceptGrace ago that has sent nothing yet keeps its slot
 // against other sources: it had no chance to send its request. The node's
 // own addresses, where the kubelet probes from (loopback, the gateways of
-// the pod's network namespace, the addresses in HOST_IPS), have HostConns
-// slots apart, which no pod can take: with more tenant sources than slots,
-// fairness alone would leave some source out at any moment.
+// the pod's network namespace, the addresses in HOST_IPS), take the shared
+// slots like any source and, once those are taken, HostConns more that no
+// pod can take: with more tenant sources than slots, fairness alone would
+// leave some source out at any moment.
 //
 // Endpoints:
 //

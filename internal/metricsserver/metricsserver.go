@@ -58,8 +58,9 @@ const (
 type Limits struct {
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout, AcceptGrace time.Duration
 	MaxHeaderBytes, MaxConns, HostConns                                    int
-	// Host are the node's own addresses: their connections share the
-	// HostConns slots, apart from the pod network's.
+	// Host are the node's own addresses: their connections take the
+	// shared slots like any source's and, once those are taken, the
+	// HostConns slots no other source can.
 	Host []netip.Addr
 }
 
@@ -192,9 +193,9 @@ func ServeLimited(ctx context.Context, ln net.Listener, h http.Handler, log *slo
 	}
 }
 
-// limitListener hands out at most max connections at a time to the pod
-// network, and hostMax more to the node's own addresses (host). When the
-// newcomer's pool is full, it takes the slot of a connection answered and
+// limitListener hands out at most max connections at a time, shared by
+// every source, and hostMax more to the node's own addresses (host) once
+// the shared ones are taken. When no slot is free, a newcomer takes the slot of a connection answered and
 // closing (see CloseWrite), else of a quiet connection (one that has sent
 // nothing since it was accepted, or has idled as a keep-alive connection
 // longer than idleGrace) of a source holding at least as many
@@ -240,13 +241,11 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		lc := &limitConn{Conn: c, l: l, state: http.StateNew, since: time.Now(), src: source(c)}
 		lc.host = l.host[lc.src]
 		l.mu.Lock()
-		var victim *limitConn
-		if l.full(lc.host) {
-			if victim = l.evictable(lc); victim == nil {
-				l.mu.Unlock()
-				reset(c)
-				continue
-			}
+		victim, ok := l.admit(lc)
+		if !ok {
+			l.mu.Unlock()
+			reset(c)
+			continue
 		}
 		l.conns = append(l.conns, lc)
 		done := victim != nil && victim.done
@@ -261,37 +260,63 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 }
 
-// full reports whether the pool of the node's addresses (host) or of the
-// pod network is full. l.mu is held.
-func (l *limitListener) full(host bool) bool {
+// admit finds newcomer n a slot: a free one of the shared pool, else (for
+// the node's addresses) a free one of the node's, else one it may take in
+// the shared pool, else (for the node's addresses) one it may take in the
+// node's. It returns the connection to close for it (nil for a free slot),
+// and false when n gets none. l.mu is held.
+func (l *limitListener) admit(n *limitConn) (*limitConn, bool) {
+	switch {
+	case !l.full(false):
+		return nil, true
+	case n.host && !l.full(true):
+		n.reserved = true
+		return nil, true
+	}
+	if victim := l.evictable(n, false); victim != nil {
+		return victim, true
+	}
+	if n.host {
+		if victim := l.evictable(n, true); victim != nil {
+			n.reserved = true
+			return victim, true
+		}
+	}
+	return nil, false
+}
+
+// full reports whether the node's slots (reserved) or the shared ones are
+// all taken. l.mu is held.
+func (l *limitListener) full(reserved bool) bool {
 	n, limit := 0, l.max
-	if host {
+	if reserved {
 		limit = l.hostMax
 	}
 	for _, c := range l.conns {
-		if c.host == host {
+		if c.reserved == reserved {
 			n++
 		}
 	}
 	return n >= limit
 }
 
-// evictable removes and returns the connection newcomer n may take the
-// slot of, nil when there is none (see limitListener): one answered and
-// closing, else a quiet one, else a fair share. l.mu is held.
-func (l *limitListener) evictable(n *limitConn) *limitConn {
-	held := make(map[netip.Addr]int, 4) // open slots by source, in n's pool
+// evictable removes and returns the connection of the node's slots
+// (reserved) or the shared ones that newcomer n may take the slot of, nil
+// when there is none (see limitListener): one answered and closing, else a
+// quiet one, else a fair share. l.mu is held.
+func (l *limitListener) evictable(n *limitConn, reserved bool) *limitConn {
+	held := make(map[netip.Addr]int, 4) // open slots by source, in that pool
 	for _, c := range l.conns {
-		if c.host == n.host && !c.done {
+		if c.reserved == reserved && !c.done {
 			held[c.src]++
 		}
 	}
-	best := slices.IndexFunc(l.conns, func(c *limitConn) bool { return c.host == n.host && c.done })
+	best := slices.IndexFunc(l.conns, func(c *limitConn) bool { return c.reserved == reserved && c.done })
 	if best < 0 {
-		best = l.quietest(n, held)
+		best = l.quietest(n, held, reserved)
 	}
 	if best < 0 {
-		best = l.fairShare(n, held)
+		best = l.fairShare(n, held, reserved)
 	}
 	if best < 0 {
 		return nil
@@ -301,14 +326,14 @@ func (l *limitListener) evictable(n *limitConn) *limitConn {
 	return c
 }
 
-// quietest is the index of the quiet connection of n's pool that n may
+// quietest is the index of the quiet connection of the pool (reserved: the node's slots) that n may
 // take the slot of: of a source holding at least as many slots as n's,
 // the one holding the most, and of its connections the one quiet longest;
 // -1 when there is none. l.mu is held.
-func (l *limitListener) quietest(n *limitConn, held map[netip.Addr]int) int {
+func (l *limitListener) quietest(n *limitConn, held map[netip.Addr]int, reserved bool) int {
 	best := -1
 	for i, c := range l.conns {
-		if c.host != n.host || c.done || held[c.src] < held[n.src] || !l.quiet(c, n, held) {
+		if c.reserved != reserved || c.done || held[c.src] < held[n.src] || !l.quiet(c, n, held) {
 			continue
 		}
 		if best < 0 {
@@ -323,12 +348,12 @@ func (l *limitListener) quietest(n *limitConn, held map[netip.Addr]int) int {
 }
 
 // fairShare is the index of the oldest connection, past its grace, of the
-// source holding the most slots in n's pool, when that is more than n's
+// source holding the most slots in the pool (reserved: the node's slots), when that is more than n's
 // source holds; -1 when there is none. l.mu is held.
-func (l *limitListener) fairShare(n *limitConn, held map[netip.Addr]int) int {
+func (l *limitListener) fairShare(n *limitConn, held map[netip.Addr]int, reserved bool) int {
 	best := -1
 	for i, c := range l.conns { // in accept order: the first is the oldest
-		if c.host == n.host && !c.done && held[c.src] > held[n.src] && !l.protected(c, n, held) &&
+		if c.reserved == reserved && !c.done && held[c.src] > held[n.src] && !l.protected(c, n, held) &&
 			(best < 0 || held[c.src] > held[l.conns[best].src]) {
 			best = i
 		}
@@ -404,7 +429,10 @@ type limitConn struct {
 	since time.Time      // when state was entered; guarded by l.mu
 	src   netip.Addr     // remote IP address
 	host  bool           // src is one of the node's addresses
-	done  bool           // answered, closing; guarded by l.mu
+	// reserved: c holds one of the node's slots (the shared ones were
+	// full when it came); guarded by l.mu
+	reserved bool
+	done     bool // answered, closing; guarded by l.mu
 }
 
 // CloseWrite is called by the server once it has written its last answer

@@ -325,3 +325,40 @@ func TestNodeAddrs(t *testing.T) {
 		t.Fatalf("without tables: %v, want loopback only", got)
 	}
 }
+
+// TestNodeTakesSharedSlotsFirst: the node's own connections are not
+// confined to its few slots. Busy connections from the node fill more
+// than HostConns shared slots, and one more (the kubelet's probe) still
+// gets a slot: the node's are the reserve once the shared ones are taken.
+// (Confined to its 4 slots, a node-side client with keep-alive connections
+// left the probe reset.)
+func TestNodeTakesSharedSlotsFirst(t *testing.T) {
+	node := netip.MustParseAddr("127.0.0.1")
+	h := newHarness(t, 8, time.Hour, node)
+	var held []net.Conn
+	for range 6 {
+		c, s := h.dial("127.0.0.1")
+		h.l.connState(s, http.StateActive)
+		held = append(held, c)
+	}
+	probe, probeSrv := h.dial("127.0.0.1")
+	if !h.holds(probeSrv) || closedWithin(probe, 10*time.Millisecond) {
+		t.Fatal("the probe was refused with shared slots free")
+	}
+	for i, c := range held {
+		if closedWithin(c, 10*time.Millisecond) {
+			t.Fatalf("node connection %d lost its slot", i)
+		}
+	}
+	h.l.mu.Lock()
+	reserved := 0
+	for _, c := range h.l.conns {
+		if c.reserved {
+			reserved++
+		}
+	}
+	h.l.mu.Unlock()
+	if reserved != 0 {
+		t.Fatalf("%d connections in the node's slots with shared ones free", reserved)
+	}
+}
