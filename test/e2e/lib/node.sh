@@ -47,8 +47,13 @@ record() { echo "$1 $2" >>"$BASE/created"; }
 # ---------------------------------------------------------------- preflight
 preflight() {
   [ "$(id -u)" = 0 ] || fatal "preflight" "run as root (mknod, cgroups, kubelet)"
+  # one run at a time on a host: a second one waits (bounded) rather than fails
   exec 9>/tmp/lpu-e2e.lock
-  flock -n 9 || fatal "preflight" "another e2e run holds /tmp/lpu-e2e.lock"
+  if ! flock -n 9; then
+    log "another e2e run holds /tmp/lpu-e2e.lock; waiting up to ${E2E_LOCK_WAIT:-3600}s"
+    flock -w "${E2E_LOCK_WAIT:-3600}" 9 || fatal "preflight" "another e2e run held /tmp/lpu-e2e.lock for ${E2E_LOCK_WAIT:-3600}s"
+  fi
+  reclaim_stale
   local p
   for p in $KUBELET_PORT 10248; do
     listening "$p" && fatal "preflight" "port $p is in use (another kubelet?)"
@@ -716,6 +721,75 @@ remove_cri_pods() {
   done
 }
 
+# undo_host_changes DIR: what the run with base dir DIR changed outside it:
+# mounts under DIR, the files it recorded (simulated /dev/lpuN nodes among
+# them), the kubelet's log links into DIR, device-plugin files and the
+# cgroups it created. Used by teardown and, for a run killed before its
+# teardown, by reclaim_stale.
+undo_host_changes() {
+  local d=$1 m i p kind path
+  # kubelet bind-mounts its root dir onto itself; container rootfs and shm mounts
+  for i in 1 2 3; do
+    for m in $(findmnt -rn -o TARGET | awk -v b="$d/" 'index($0, b) == 1' | sort -r); do
+      umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
+    done
+  done
+  if [ -f "$d/created" ]; then
+    while read -r kind path; do
+      case $kind in
+        node | file) rm -f "$path" ;;
+        mount) umount "$path" 2>/dev/null && rmdir "$path" 2>/dev/null ;;
+        emptydir) find "$path" -maxdepth 1 -type l -lname "$d/*" -delete 2>/dev/null; rmdir "$path" 2>/dev/null ;;
+        dir) rmdir "$path" 2>/dev/null ;;
+        tree-if-empty) rmdir "$path"/* "$path" 2>/dev/null ;;
+        # only trees a run may own whole: the kubelet's, the plain
+        # manifests' state dir (lib/install.sh), containers/image's cache
+        tree) case $path in /var/lib/kubelet | /var/lib/lpu | /var/lib/containers) rm -rf "$path" ;; esac ;;
+      esac
+    done < <(tac "$d/created")
+  fi
+  find /var/log/containers -maxdepth 1 -type l -lname "$d/*" -delete 2>/dev/null
+  if [ -d "$DP_DIR" ] && [ -f "$d/dp-before" ]; then
+    for p in "$DP_DIR"/* "$DP_DIR"/.[!.]*; do
+      [ -e "$p" ] || [ -L "$p" ] || continue
+      grep -qxF "$(basename "$p")" "$d/dp-before" || rm -f "$p"
+    done
+  fi
+  # cgroups it created: depth first, only empty ones go
+  if [ -f "$d/cgroups-ours" ]; then
+    while read -r p; do
+      [ -d "$p" ] && find "$p" -depth -type d -exec rmdir {} \; 2>/dev/null
+      [ -d "$p" ] && log "cgroup $p not removed (still in use?)"
+    done <"$d/cgroups-ours"
+  fi
+  return 0
+}
+
+# reclaim_stale: a run killed before its teardown (its session ended, a
+# SIGKILL) leaves its simulated /dev/lpuN nodes, mounts and maybe daemons
+# behind, and the next run would refuse to touch those nodes. Called with
+# the host lock held, so no other run is alive: undo what each such run
+# recorded. Its surviving processes are stopped only when their command
+# line names its base dir (they are the runs' own, by PID).
+reclaim_stale() {
+  local d f p
+  for d in /tmp/lpu-e2e.*/; do
+    d=${d%/}
+    [ "$d" != "$BASE" ] && [ -f "$d/created" ] && [ ! -e "$d/torn-down" ] || continue
+    log "reclaiming what a run killed before its teardown left: $d"
+    for f in "$d"/pids/*; do
+      p=$(cat "$f" 2>/dev/null) || continue
+      [ -n "$p" ] && grep -qF "$d/" "/proc/$p/cmdline" 2>/dev/null && kill -KILL "$p" 2>/dev/null
+    done
+    for p in $(ps -eo pid=,args= | awk -v b="$d/" '$2 ~ /containerd-shim|conmon|kubelet|containerd|crio/ && index($0, b) {print $1}'); do
+      kill -KILL "$p" 2>/dev/null
+    done
+    sleep 0.5
+    undo_host_changes "$d"
+    touch "$d/torn-down"
+  done
+}
+
 # our_shims: PIDs of shims started by our containerds and of conmons started
 # by our CRI-O (their arguments carry our paths).
 our_shims() { ps -eo pid=,args= | awk -v b="$BASE/ctd-" '$2 ~ /containerd-shim|conmon/ && index($0, b) {print $1}'; }
@@ -744,41 +818,7 @@ teardown() {
     log "leftover shim pid $p: killing it"
     kill -KILL "$p" 2>/dev/null
   done
-  # kubelet bind-mounts its root dir onto itself; container rootfs and shm mounts
-  for i in 1 2 3; do
-    for m in $(findmnt -rn -o TARGET | awk -v b="$BASE/" 'index($0, b) == 1' | sort -r); do
-      umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
-    done
-  done
+  undo_host_changes "$BASE"
   findmnt -rn -o TARGET | grep -F "$BASE/" | sed 's/^/# still mounted: /' >&2
-  # files this run made outside $BASE
-  if [ -f "$BASE/created" ]; then
-    while read -r kind path; do
-      case $kind in
-        node | file) rm -f "$path" ;;
-        mount) umount "$path" 2>/dev/null && rmdir "$path" 2>/dev/null ;;
-        emptydir) find "$path" -maxdepth 1 -type l -lname "$BASE/*" -delete 2>/dev/null; rmdir "$path" 2>/dev/null ;;
-        dir) rmdir "$path" 2>/dev/null ;;
-        tree-if-empty) rmdir "$path"/* "$path" 2>/dev/null ;;
-        # only trees a run may own whole: the kubelet's, the plain
-        # manifests' state dir (lib/install.sh), containers/image's cache
-        tree) case $path in /var/lib/kubelet | /var/lib/lpu | /var/lib/containers) rm -rf "$path" ;; esac ;;
-      esac
-    done < <(tac "$BASE/created")
-  fi
-  # the kubelet's container-log symlinks into our dirs, and our device-plugin files
-  find /var/log/containers -maxdepth 1 -type l -lname "$BASE/*" -delete 2>/dev/null
-  if [ -d "$DP_DIR" ] && [ -f "$BASE/dp-before" ]; then
-    for p in "$DP_DIR"/* "$DP_DIR"/.[!.]*; do
-      [ -e "$p" ] || [ -L "$p" ] || continue
-      grep -qxF "$(basename "$p")" "$BASE/dp-before" || rm -f "$p"
-    done
-  fi
-  # cgroups we created: depth first, only empty ones go
-  if [ -f "$BASE/cgroups-ours" ]; then
-    while read -r p; do
-      [ -d "$p" ] && find "$p" -depth -type d -exec rmdir {} \; 2>/dev/null
-      [ -d "$p" ] && log "cgroup $p not removed (still in use?)"
-    done <"$BASE/cgroups-ours"
-  fi
+  touch "$BASE/torn-down"
 }
