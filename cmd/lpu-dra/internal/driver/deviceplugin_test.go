@@ -26,24 +26,7 @@ func TestDevicePluginPodsKeepTheirLPUs(t *testing.T) {
 		Resource: "hyperaccel.ai/lpu", DeviceIDs: []string{"lpu2", "lpu3"}},
 		podresourcestest.Holding{Namespace: "team", Pod: "gpu-job", Container: "main",
 			Resource: "example.com/gpu", DeviceIDs: []string{"lpu5"}}) // another resource: not ours
-	client := podresources.New(sock, "hyperaccel.ai/lpu")
-	t.Cleanup(func() { client.Close() })
-	m := NewMetrics(node)
-	d, err := New(newStatic(t, ring8()), Options{NodeName: node, StateDir: t.TempDir(), CDIDir: filepath.Join(t.TempDir(), "cdi"),
-		Inject: inject.Options{}, Metrics: m, DevicePlugin: client, DevicePluginInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, d: d, metrics: m}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.WatchDevicePlugin(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("WatchDevicePlugin: %v", err)
-		}
-	})
+	e := watchedDriver(t, sock, 20*time.Millisecond)
 	daemontest.Eventually(t, 5*time.Second, "lpu2 and lpu3 leave the pool", func() bool { return len(publishedArcs(t, e)) == free8(2, 3) })
 	for _, a := range publishedArcs(t, e) {
 		for i := 0; i < a.Size; i++ {
@@ -59,7 +42,7 @@ func TestDevicePluginPodsKeepTheirLPUs(t *testing.T) {
 		t.Fatalf("Prepare of a free arc: %v", got.Err)
 	}
 	var g dto.Metric
-	if err := m.dpHeld.Write(&g); err != nil || g.GetGauge().GetValue() != 2 {
+	if err := e.metrics.dpHeld.Write(&g); err != nil || g.GetGauge().GetValue() != 2 {
 		v := g.GetGauge().GetValue()
 		t.Errorf("%s = %v, want 2", MetricDevicePluginHeld, v)
 	}
@@ -77,24 +60,7 @@ func TestDevicePluginPodsKeepTheirLPUs(t *testing.T) {
 // published and a free arc prepares.
 func TestUnreadPodResourcesFailsClosed(t *testing.T) {
 	sock := filepath.Join(daemontest.ShortDir(t), "pr.sock") // nobody serves it yet
-	client := podresources.New(sock, "hyperaccel.ai/lpu")
-	t.Cleanup(func() { client.Close() })
-	m := NewMetrics(node)
-	d, err := New(newStatic(t, ring8()), Options{NodeName: node, StateDir: t.TempDir(), CDIDir: filepath.Join(t.TempDir(), "cdi"),
-		Inject: inject.Options{}, Metrics: m, DevicePlugin: client, DevicePluginInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, d: d, metrics: m}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.WatchDevicePlugin(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("WatchDevicePlugin: %v", err)
-		}
-	})
+	e := watchedDriver(t, sock, 20*time.Millisecond)
 	time.Sleep(100 * time.Millisecond) // several failed reads
 	if arcs := publishedArcs(t, e); len(arcs) != 0 {
 		t.Fatalf("published %d arcs before PodResources answered, want none: %v", len(arcs), arcs)
@@ -120,25 +86,8 @@ func TestUnreadPodResourcesFailsClosed(t *testing.T) {
 func TestPrepareRereadsAStaleDevicePluginView(t *testing.T) {
 	sock := filepath.Join(daemontest.ShortDir(t), "pr.sock")
 	srv := podresourcestest.Start(t, sock)
-	client := podresources.New(sock, "hyperaccel.ai/lpu")
-	t.Cleanup(func() { client.Close() })
-	m := NewMetrics(node)
-	d, err := New(newStatic(t, ring8()), Options{NodeName: node, StateDir: t.TempDir(), CDIDir: filepath.Join(t.TempDir(), "cdi"),
-		Inject: inject.Options{}, Metrics: m, DevicePlugin: client, DevicePluginInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, d: d, metrics: m}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.WatchDevicePlugin(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("WatchDevicePlugin: %v", err)
-		}
-	})
-	daemontest.Eventually(t, 5*time.Second, "PodResources read once", d.devicePluginKnown)
+	e := watchedDriver(t, sock, time.Hour)
+	daemontest.Eventually(t, 5*time.Second, "PodResources read once", e.d.devicePluginKnown)
 	srv.SetPods(podresourcestest.Holding{Namespace: "team", Pod: "late-job", Container: "main",
 		Resource: "hyperaccel.ai/lpu", DeviceIDs: []string{"lpu2", "lpu3"}})
 	time.Sleep(DevicePluginMaxAge + 200*time.Millisecond)
@@ -148,4 +97,29 @@ func TestPrepareRereadsAStaleDevicePluginView(t *testing.T) {
 	if got := e.prepare(claim("c2", arc(4, 4))); got.Err != nil {
 		t.Fatalf("Prepare of a free arc: %v", got.Err)
 	}
+}
+
+// watchedDriver: a driver on the static 8-LPU ring whose device-plugin view
+// is the kubelet PodResources socket sock, read every interval by
+// WatchDevicePlugin until the test ends.
+func watchedDriver(t *testing.T, sock string, interval time.Duration) *env {
+	t.Helper()
+	client := podresources.New(sock, "hyperaccel.ai/lpu")
+	t.Cleanup(func() { client.Close() })
+	m := NewMetrics(node)
+	d, err := New(newStatic(t, ring8()), Options{NodeName: node, StateDir: t.TempDir(), CDIDir: filepath.Join(t.TempDir(), "cdi"),
+		Inject: inject.Options{}, Metrics: m, DevicePlugin: client, DevicePluginInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.WatchDevicePlugin(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("WatchDevicePlugin: %v", err)
+		}
+	})
+	return &env{t: t, d: d, metrics: m}
 }
