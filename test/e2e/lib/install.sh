@@ -95,6 +95,30 @@ four_lpu_pod() {
   delete_pod chart-four
 }
 
+# example_pod WHAT FILE STATE: the example pod docs/install.md runs ("Run an
+# LPU pod"), FILE as shipped, only made runnable here: the e2e registry's
+# busybox, host network and tolerations as every e2e pod. It completes, and
+# its log names 4 ring neighbours of the node under STATE, in ring order,
+# and shows their /dev nodes.
+example_pod() {
+  local what=$1 f=$2 state=$3 out env devs
+  sed -e "s|^      image: busybox:1.37\$|      image: $IMG:busybox\\n      imagePullPolicy: Never|" \
+    -e 's|^  restartPolicy: Never$|  restartPolicy: Never\n  hostNetwork: true\n  tolerations: [{operator: Exists}]|' "$f" |
+    kc apply -f - >>"$LOGS/kubectl.log" 2>&1
+  if wait_for 120 says Succeeded phase lpu-example; then
+    out=$(kc logs lpu-example 2>&1)
+    env=$(sed -n 's/^LPU_VISIBLE_DEVICES=\([^ ]*\) NUM_LPU_DEVICES=4$/\1/p' <<<"$out")
+    devs=$(awk '$NF ~ /^lpu[0-9]+$/ {sub(/^lpu/, "", $NF); print $NF}' <<<"$out" | sort -n | tr '\n' ' ' | sed 's/ $//')
+    sim_ring "$state" || nok "$what: ring of the simulated node" "no ring under $state/simulated-node"
+    expect "$what: the docs' example pod $(basename "$f") completes with 4 ring neighbours (/dev/lpu{$devs}, ring ${RING[*]})" \
+      "log: $(tr '\n' ' ' <<<"$out" | cut -c1-300)" is_arc_of 4 "$devs"
+    expect "$what: ... its log's LPU_VISIBLE_DEVICES=$env lists them in ring order" "log: $(head -1 <<<"$out")" ring_listed "$env" "$devs"
+  else
+    nok "$what: the docs' example pod $(basename "$f") completes" "$(pod_why lpu-example)"
+  fi
+  kc delete pod lpu-example --grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1
+}
+
 # injector_up STATE: the readiness socket under STATE says lpu-nri is
 # connected to the runtime (what the device plugin's PreStartContainer asks).
 injector_up() { e2e_ready "$1/nri-ready.sock"; }
@@ -276,6 +300,7 @@ install_helm() {
   [ "$nfd" = true ] && { nfd_feature_labels || true; }
   chart_check install "$helm" "$CHART_NS"
   four_lpu_pod install "$CHART_STATE"
+  example_pod install "$chart/examples/pod-device-plugin.yaml" "$CHART_STATE"
   helm_upgrade_roll "$helm" "$chart"
   out=$("$helm" uninstall lpu-node --kubeconfig "$CL/admin.kubeconfig" -n "$CHART_NS" --wait --timeout 60s 2>&1) ||
     nok "install: helm uninstall" "$(tail -3 <<<"$out")"
@@ -438,6 +463,7 @@ install_dra() {
     nok "dra: a pod with claim template $TPL_STRICT4 runs" "$(pod_why chart-arc)"
   fi
   delete_pod chart-arc
+  dra_slices_published && example_pod dra "$chart/examples/pod-dra.yaml" "$state"
   dra_other_vendor "$state"           # lib/install_dra_cases.sh
   dra_upgrade "$helm" "$chart" "$state" # lib/install_upgrade.sh
   dra_node_config "$helm" "$chart"    # lib/install_dra_cases.sh
