@@ -32,6 +32,11 @@ const TaintKey = inject.Driver + "/unhealthy"
 // PCIeRootAttribute is the standard attribute naming a device's PCIe root.
 const PCIeRootAttribute resourceapi.QualifiedName = "resource.kubernetes.io/pcieRoot"
 
+// NUMANodeAttribute is the standard attribute naming a device's NUMA node,
+// published beside our own numaNode so that one claim can match an arc
+// with another driver's device (a NIC, CPUs) on the same NUMA node.
+const NUMANodeAttribute resourceapi.QualifiedName = "resource.kubernetes.io/numaNode"
+
 // Options tunes NewBuilder.
 type Options struct {
 	// PCIeRoot returns the PCIe root ("pci0000:00") of a PCI bus ID, "" when
@@ -530,7 +535,7 @@ func (b *builder) template(s shared) map[resourceapi.QualifiedName]resourceapi.D
 	if t, ok := b.templates[s]; ok {
 		return t
 	}
-	t := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, 9)
+	t := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, 10)
 	t["size"], t["start"], t["lpus"] = resourceapi.DeviceAttribute{}, resourceapi.DeviceAttribute{}, resourceapi.DeviceAttribute{}
 	t["ring"] = b.intAttr(s.ring)
 	if b.inv.DriverVersion != "" {
@@ -544,6 +549,7 @@ func (b *builder) template(s shared) map[resourceapi.QualifiedName]resourceapi.D
 	}
 	if s.numa >= 0 {
 		t["numaNode"] = b.intAttr(s.numa)
+		t[NUMANodeAttribute] = t["numaNode"]
 	}
 	if s.root != "" {
 		t[PCIeRootAttribute] = b.strAttr(s.root)

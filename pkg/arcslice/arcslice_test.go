@@ -174,6 +174,9 @@ func TestBuildLayouts(t *testing.T) {
 					if *d.Attributes[PCIeRootAttribute].StringValue != fmt.Sprintf("pci0000:%02x", a.Ring) {
 						t.Fatalf("%s: pcieRoot %v", d.Name, *d.Attributes[PCIeRootAttribute].StringValue)
 					}
+					if std := d.Attributes[NUMANodeAttribute].IntValue; std == nil || *std != int64(a.Ring%2) {
+						t.Fatalf("%s: %s = %v, want %d", d.Name, NUMANodeAttribute, d.Attributes[NUMANodeAttribute], a.Ring%2)
+					}
 					if *d.Attributes["numaNode"].IntValue != int64(a.Ring%2) || *d.Attributes["model"].StringValue != "LPU-X1" ||
 						*d.Attributes["firmware"].StringValue != "2.0.1" || *d.Attributes["driverVersion"].StringValue != "1.4.2" {
 						t.Fatalf("%s: attributes %v", d.Name, d.Attributes)
@@ -206,10 +209,10 @@ func TestBuildMixedAttributes(t *testing.T) {
 		present []resourceapi.QualifiedName
 		absent  []resourceapi.QualifiedName
 	}{
-		"single LPU keeps all": {device: "ring0-start0-size1", present: []resourceapi.QualifiedName{"firmware", "numaNode", PCIeRootAttribute, "model"}, absent: []resourceapi.QualifiedName{"driverVersion"}},
-		"mixed firmware":       {device: "ring0-start0-size2", present: []resourceapi.QualifiedName{"numaNode", PCIeRootAttribute}, absent: []resourceapi.QualifiedName{"firmware"}},
-		"unknown NUMA":         {device: "ring0-start2-size1", present: []resourceapi.QualifiedName{"firmware"}, absent: []resourceapi.QualifiedName{"numaNode"}},
-		"unknown root":         {device: "ring0-start2-size2", absent: []resourceapi.QualifiedName{PCIeRootAttribute, "numaNode"}},
+		"single LPU keeps all": {device: "ring0-start0-size1", present: []resourceapi.QualifiedName{"firmware", "numaNode", NUMANodeAttribute, PCIeRootAttribute, "model"}, absent: []resourceapi.QualifiedName{"driverVersion"}},
+		"mixed firmware":       {device: "ring0-start0-size2", present: []resourceapi.QualifiedName{"numaNode", NUMANodeAttribute, PCIeRootAttribute}, absent: []resourceapi.QualifiedName{"firmware"}},
+		"unknown NUMA":         {device: "ring0-start2-size1", present: []resourceapi.QualifiedName{"firmware"}, absent: []resourceapi.QualifiedName{"numaNode", NUMANodeAttribute}},
+		"unknown root":         {device: "ring0-start2-size2", absent: []resourceapi.QualifiedName{PCIeRootAttribute, "numaNode", NUMANodeAttribute}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

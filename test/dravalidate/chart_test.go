@@ -157,3 +157,53 @@ func TestChartObjectsAllocate(t *testing.T) {
 		})
 	}
 }
+
+// TestStandardNUMANodeSelects: a claim from the chart's lpu-arc-4 template
+// with one more CEL selector on the standard resource.kubernetes.io/numaNode
+// attribute (how a claim pairs an arc with another driver's device on the
+// same NUMA node) gets a 4-arc of the ring on that NUMA node, and none
+// when no ring is on it.
+func TestStandardNUMANodeSelects(t *testing.T) {
+	classes, templates := dratest.DefaultedChart(t)
+	var spec *resourcev1.ResourceClaimSpec
+	for _, rct := range templates {
+		if rct.Name == "lpu-arc-4" {
+			spec = rct.Spec.Spec.DeepCopy()
+		}
+	}
+	if spec == nil || len(spec.Devices.Requests) != 1 || spec.Devices.Requests[0].Exactly == nil {
+		t.Fatal("the chart has no single-request lpu-arc-4 template")
+	}
+	node := "node-a"
+	slices := dratest.PoolSlices(node, dratest.Build(t, inventory(2, 8), arcslice.Options{}, nil)) // ring r on NUMA node r%2
+	for numa, wantRing := range map[int]int{0: 0, 1: 1, 2: -1} {
+		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("numa-%d", numa), Namespace: "default", UID: apitypes.UID(fmt.Sprintf("uid-numa-%d", numa))}, Spec: *spec.DeepCopy()}
+		req := c.Spec.Devices.Requests[0].Exactly
+		req.Selectors = append(req.Selectors, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{
+			Expression: fmt.Sprintf(`device.attributes["resource.kubernetes.io"].numaNode == %d`, numa)}})
+		legacyscheme.Scheme.Default(c)
+		a, err := structured.NewAllocator(context.Background(),
+			structured.Features{PartitionableDevices: true, DeviceTaints: true, PrioritizedList: true},
+			structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID]()}, dratest.Lister(classes), slices, cel.NewCache(10, cel.Features{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := a.Allocate(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, []*resourcev1.ResourceClaim{c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wantRing < 0 {
+			if len(res) != 0 {
+				t.Fatalf("numaNode == %d: allocated %v, want nothing (no LPU there)", numa, res[0].Devices.Results)
+			}
+			continue
+		}
+		if len(res) != 1 || len(res[0].Devices.Results) != 1 {
+			t.Fatalf("numaNode == %d: allocated %v, want one 4-arc", numa, res)
+		}
+		arc, err := arcslice.ParseDeviceName(res[0].Devices.Results[0].Device)
+		if err != nil || arc.Ring != wantRing || arc.Size != 4 {
+			t.Fatalf("numaNode == %d: got %v (%v), want a 4-arc of ring %d", numa, arc, err, wantRing)
+		}
+	}
+}
