@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/csv"
 	"fmt"
-	"image/color"
 	"io"
 	"os"
 	"strconv"
@@ -237,7 +236,7 @@ func writeGangResults(cfg config, res *results, suffix string) (gangOnly bool, e
 	return gangRows == len(res.Rows), nil
 }
 
-// replotGang draws cfg.Replot's gang rows as cluster-gang-<nodes>.png in
+// replotGang draws cfg.Replot's gang rows as cluster-gang-<nodes>.svg in
 // cfg.Out: for runs made before the harness drew the chart.
 func replotGang(cfg config) error {
 	fh, err := os.Open(cfg.Replot)
@@ -272,9 +271,9 @@ func replotGang(cfg config) error {
 	return writeGangChart(cfg, res, strconv.Itoa(res.Nodes))
 }
 
-// writeGangChart writes cluster-gang-<suffix>.png whole or not at all.
+// writeGangChart writes cluster-gang-<suffix>.svg whole or not at all.
 func writeGangChart(cfg config, res *results, suffix string) error {
-	path := outPath(cfg, "cluster-gang-"+suffix+".png")
+	path := outPath(cfg, "cluster-gang-"+suffix+".svg")
 	var buf bytes.Buffer
 	if err := gangChart(&buf, cfg, res); err != nil {
 		return fmt.Errorf("draw %s: %w", path, err)
@@ -291,15 +290,15 @@ func gangChart(w io.Writer, cfg config, res *results) error {
 		if g == nil || r.Side != g.Side {
 			continue
 		}
-		col := color.RGBA{33, 102, 172, 255}
+		col := "#2166ac"
 		if g.Gate == "off" {
-			col = color.RGBA{214, 96, 77, 255}
+			col = "#d6604d"
 		}
-		bars = append(bars, bar{fmt.Sprintf("%s+GATE %s+%d DEADLOCKS+%.0f LPU-S HELD PARTIAL", strings.ToUpper(g.Arm), strings.ToUpper(g.Gate), g.Deadlocks, g.PartialHoldLPUs),
+		bars = append(bars, bar{fmt.Sprintf("%s+gate %s+%d deadlocks+%.0f LPU-s held partial", g.Arm, g.Gate, g.Deadlocks, g.PartialHoldLPUs),
 			100 * share(g.Whole, g.Gangs), col})
 	}
-	return percentChart(w, "GANGS STARTED WHOLE (%)",
-		fmt.Sprintf("%d NODES, %d ARRIVALS, GANG SHARE %.2f, SEED %d, LOAD %.2f, REAL KUBE-SCHEDULER 1.37.2", res.Nodes, res.Pods, cfg.GangShare, cfg.Seed, cfg.Load), bars)
+	return percentChart(w, "Gangs started whole (%)",
+		fmt.Sprintf("%d nodes, %d arrivals, gang share %.2f, seed %d, load %.2f, real kube-scheduler 1.37.2", res.Nodes, res.Pods, cfg.GangShare, cfg.Seed, cfg.Load), bars)
 }
 
 // gangTable is the gang arms' rows as a markdown table ("" without any).
