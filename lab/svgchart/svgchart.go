@@ -100,8 +100,11 @@ func (p Panel) write(b *strings.Builder, y0 float64) float64 {
 		text(b, left, y0, headingSize, "start", p.Heading)
 		y0 += 12
 	}
-	text(b, left, y0+16, subSize, "start", p.Title)
-	top := y0 + 44 // room for the value over a full bar
+	if p.Title != "" {
+		text(b, left, y0+16, subSize, "start", p.Title)
+		y0 += 20
+	}
+	top := y0 + 24 // room for the value over a full bar
 	base := top + plotH
 	if p.Tick > 0 && p.Hi > p.Lo {
 		for v := p.Lo; v <= p.Hi+1e-9; v += p.Tick {
