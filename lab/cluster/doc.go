@@ -52,8 +52,9 @@
 //     wait from a gang's arrival to its last pod (p50/p99) and the share
 //     of multi-LPU pods on a contiguous arc; results-gang-N.csv and
 //     cluster-gang-N.svg (gangs whole per arm). Run
-//     them with -arms gang-on,gang-off,gang-dp-on,gang-dp-off; -replot CSV
-//     draws the chart again from a results-gang-N.csv and starts nothing.
+//     them with -arms gang-on,gang-off,gang-dp-on,gang-dp-off. -replot CSV
+//     draws a run's chart again from its results-N.csv or
+//     results-gang-N.csv and starts nothing.
 //
 // # Variants: the prefilter and the prototype scheduler
 //

@@ -148,9 +148,12 @@ func TestGangLoad(t *testing.T) {
 	}
 }
 
-// -replot draws the chart of an earlier run's CSV (without the later
-// short_gangs column) and names a bad file instead of drawing it.
-func TestReplotGang(t *testing.T) {
+// -replot draws the chart of an earlier run's gang CSV (without the later
+// short_gangs column) or results CSV (the bound from share_of_bound, the
+// file named -mixed for two-ring nodes) and names a bad file instead of
+// drawing it.
+func TestReplot(t *testing.T) {
+	runHeader := strings.Join(csvHeader[:8], ",")
 	dir := t.TempDir()
 	good := filepath.Join(dir, "results-gang-1000.csv")
 	if err := os.WriteFile(good, []byte("nodes,arm,gate,gangs,gangs_whole,partial_hold_lpu_s,deadlocks,gang_wait_p50_s,gang_wait_p99_s,contiguous_share\n"+
@@ -162,7 +165,7 @@ func TestReplotGang(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := replotGang(cfg); err != nil {
+	if err := replot(cfg); err != nil {
 		t.Fatal(err)
 	}
 	// One bar per CSV row, its arm, gate, deadlocks and partial holds
@@ -175,19 +178,38 @@ func TestReplotGang(t *testing.T) {
 			t.Errorf("cluster-gang-1000.svg: no text %q in %q", want, texts)
 		}
 	}
+	// 600 of 612 multi-LPU arrivals could start contiguous (the bound):
+	// 98.0 %; dp-least's kubelet side started 111, 18.1 %.
+	run := filepath.Join(dir, "results-100-mixed.csv")
+	if err := os.WriteFile(run, []byte(runHeader+"\n100,20,dra-dynamic,dra,612,600,0.9804,1.0000\n100,20,dp-least,kubelet-default,612,111,0.1814,0.1850\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Replot, cfg.Pods = run, 1000
+	if err := replot(cfg); err != nil {
+		t.Fatal(err)
+	}
+	texts = svgTexts(t, filepath.Join(out, "cluster-100-mixed.svg"))
+	for _, want := range []string{"Contiguous starts per multi-LPU arrival (%)", "100 nodes, 1000 arrivals, seed 1, load 0.90, real kube-scheduler 1.37.2",
+		"bound: 98.0", "dra-dynamic: 98.0", "dp-least, kubelet: 18.1"} {
+		if !slices.Contains(texts, want) {
+			t.Errorf("cluster-100-mixed.svg: no text %q in %q", want, texts)
+		}
+	}
 	for name, body := range map[string]string{
 		"empty":       "",
 		"header only": "nodes,arm,gate,gangs,gangs_whole,partial_hold_lpu_s,deadlocks\n",
 		"other csv":   "nodes,arm,contiguous\n1000,x,1\n",
 		"wide":        strings.Repeat("nodes,", 20) + "x\n" + strings.Repeat("1,", 20) + "1\n",
 		"bad number":  "nodes,arm,gate,gangs,gangs_whole,partial_hold_lpu_s,deadlocks\n1000,a,on,many,1,0,0\n",
+		"bad run":     runHeader + "\n100,0,a,dra,many,1,1,1\n",
+		"run header":  runHeader + "\n",
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".csv")
 		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		cfg.Replot = path
-		if err := replotGang(cfg); err == nil || !strings.Contains(err.Error(), path) {
+		if err := replot(cfg); err == nil || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: err = %v, want one naming %s", name, err, path)
 		}
 	}

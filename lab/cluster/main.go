@@ -36,7 +36,7 @@ type config struct {
 	Unit     time.Duration
 	Arms     []armSpec
 	Out      string
-	Replot   string // results-gang CSV to draw again, no run
+	Replot   string // results or results-gang CSV to draw again, no run
 	Manifest string
 	Burst    int
 	Score    int
@@ -81,7 +81,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.Coalesce, "coalesce", 0, "delay each node's republish after a change by this much, one publication for every change within it (0: publish at once)")
 	fs.IntVar(&c.Score, "nodes-to-score", 0, "kube-scheduler percentageOfNodesToScore (0: the scheduler's adaptive default)")
 	fs.Float64Var(&c.GangShare, "gang-share", 0.3, "gang arms: share of the churn's arrivals that are gangs")
-	fs.StringVar(&c.Replot, "replot", "", "draw cluster-gang-<nodes>.svg into -out from `CSV`, a results-gang-<nodes>.csv of an earlier run (give that run's -pods, -gang-share, -seed, -load for the caption), and start nothing")
+	fs.StringVar(&c.Replot, "replot", "", "draw the chart of an earlier run from `CSV`, its results-<nodes>.csv or results-gang-<nodes>.csv, as cluster-<nodes>.svg or cluster-gang-<nodes>.svg in -out (give that run's -pods, -seed, -load and -gang-share for the caption), and start nothing")
 	mix := fs.String("gang-mix", "2x8,4x4,2x4", "gang arms: the gangs, PODSxARC[mMINCOUNT], comma-separated, drawn evenly")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -210,7 +210,7 @@ func run(args []string) error {
 		return err
 	}
 	if cfg.Replot != "" {
-		return replotGang(cfg)
+		return replot(cfg)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

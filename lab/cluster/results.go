@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/csv"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/hyperaccel/lpu-node/internal/atomicfile"
 	"github.com/hyperaccel/lpu-node/lab/svgchart"
 )
 
@@ -324,10 +326,7 @@ func (w row) labelCell(s string) string {
 // writeResults writes results-N.csv (appending to nothing: one file per
 // node count) and cluster-N.svg.
 func writeResults(cfg config, res *results) error {
-	suffix := strconv.Itoa(res.Nodes)
-	if res.TwoRing > 0 {
-		suffix += "-mixed"
-	}
+	suffix := res.suffix()
 	gangOnly, err := writeGangResults(cfg, res, suffix)
 	if err != nil || gangOnly {
 		return err
@@ -342,15 +341,25 @@ func writeResults(cfg config, res *results) error {
 	if err := fcsv.Close(); err != nil {
 		return err
 	}
-	fsvg, err := os.Create(outPath(cfg, "cluster-"+suffix+".svg"))
-	if err != nil {
-		return err
+	return writeRunChart(cfg, res)
+}
+
+// suffix names a run's files: the node count, "-mixed" with two-ring nodes.
+func (res *results) suffix() string {
+	if res.TwoRing > 0 {
+		return strconv.Itoa(res.Nodes) + "-mixed"
 	}
-	if err := chart(fsvg, cfg, res); err != nil {
-		_ = fsvg.Close()
-		return err
+	return strconv.Itoa(res.Nodes)
+}
+
+// writeRunChart writes cluster-<suffix>.svg whole or not at all.
+func writeRunChart(cfg config, res *results) error {
+	path := outPath(cfg, "cluster-"+res.suffix()+".svg")
+	var buf bytes.Buffer
+	if err := chart(&buf, cfg, res); err != nil {
+		return fmt.Errorf("draw %s: %w", path, err)
 	}
-	return fsvg.Close()
+	return atomicfile.Write(path, buf.Bytes(), atomicfile.WithMode(0o644), atomicfile.WithoutSync())
 }
 
 // table is the run as a markdown table.
