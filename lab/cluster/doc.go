@@ -51,9 +51,10 @@
 //     are one bind round), deadlocks (gangs not whole at the end), the
 //     wait from a gang's arrival to its last pod (p50/p99) and the share
 //     of multi-LPU pods on a contiguous arc; results-gang-N.csv and
-//     cluster-gang-N.png (gangs whole per arm). Run
-//     them with -arms gang-on,gang-off,gang-dp-on,gang-dp-off; -replot CSV
-//     draws the chart again from a results-gang-N.csv and starts nothing.
+//     cluster-gang-N.svg (gangs whole per arm). Run
+//     them with -arms gang-on,gang-off,gang-dp-on,gang-dp-off. -replot CSV
+//     draws a run's chart again from its results-N.csv or
+//     results-gang-N.csv and starts nothing.
 //
 // # Variants: the prefilter and the prototype scheduler
 //
@@ -107,7 +108,7 @@
 // published view at the end; in every arm the pods created and those
 // given the prefilter's affinity, the harness's own CPU per 1,000 pods
 // and RSS (what the keepers cost it), and the -coalesce window. Output:
-// a table on stdout, results-N.csv and cluster-N.png in -out; with
+// a table on stdout, results-N.csv and cluster-N.svg in -out; with
 // -profile DIR also a CPU profile of the scheduler over each burst.
 //
 // # Bad input

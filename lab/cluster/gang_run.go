@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/csv"
 	"fmt"
-	"image/color"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -237,9 +237,10 @@ func writeGangResults(cfg config, res *results, suffix string) (gangOnly bool, e
 	return gangRows == len(res.Rows), nil
 }
 
-// replotGang draws cfg.Replot's gang rows as cluster-gang-<nodes>.png in
-// cfg.Out: for runs made before the harness drew the chart.
-func replotGang(cfg config) error {
+// replot draws cfg.Replot, a results-N.csv or results-gang-N.csv of an
+// earlier run, as its chart in cfg.Out and starts nothing: for runs made
+// before the harness drew the chart, or drew it as it does now.
+func replot(cfg config) error {
 	fh, err := os.Open(cfg.Replot)
 	if err != nil {
 		return fmt.Errorf("replot: %w", err)
@@ -249,15 +250,51 @@ func replotGang(cfg config) error {
 	if err != nil {
 		return fmt.Errorf("read %s: %w", cfg.Replot, err)
 	}
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", cfg.Out, err)
+	}
+	// The first 8 columns of results-N.csv are what its chart needs.
+	if len(recs) >= 2 && len(recs[0]) >= 8 && len(recs[0]) <= len(csvHeader) &&
+		strings.Join(recs[0], ",") == strings.Join(csvHeader[:len(recs[0])], ",") {
+		return replotRun(cfg, recs)
+	}
+	return replotGang(cfg, recs)
+}
+
+// replotRun draws a results-N.csv's rows as cluster-N.svg. The count
+// bound is not a column: it is contiguous / share_of_bound of a row.
+func replotRun(cfg config, recs [][]string) error {
+	res := &results{Pods: cfg.Pods}
+	for i, rec := range recs[1:] {
+		var nums [4]float64 // nodes, two_ring_nodes, multi_arrivals, contiguous
+		for j, col := range []int{0, 1, 4, 5} {
+			var err error
+			if nums[j], err = strconv.ParseFloat(rec[col], 64); err != nil {
+				return fmt.Errorf("read %s: row %d, %s: %w", cfg.Replot, i+1, csvHeader[col], err)
+			}
+		}
+		res.Nodes, res.TwoRing, res.Multi = int(nums[0]), int(nums[1]), int(nums[2])
+		if ofBound, err := strconv.ParseFloat(rec[7], 64); err == nil && ofBound > 0 && res.Bound == 0 {
+			res.Bound = int(math.Round(nums[3] / ofBound))
+		}
+		res.Rows = append(res.Rows, row{Arm: rec[2], Side: rec[3], Multi: int(nums[2]), Contiguous: int(nums[3])})
+	}
+	return writeRunChart(cfg, res)
+}
+
+// replotGang draws a results-gang-N.csv's rows as cluster-gang-N.svg.
+func replotGang(cfg config, recs [][]string) error {
 	// Older runs lack the trailing columns (short_gangs); the first 7 are needed.
 	if len(recs) < 2 || len(recs[0]) < 7 || len(recs[0]) > len(gangCSVHeader) ||
 		strings.Join(recs[0], ",") != strings.Join(gangCSVHeader[:len(recs[0])], ",") {
-		return fmt.Errorf("read %s: not a results-gang CSV with rows (want the header %s)", cfg.Replot, strings.Join(gangCSVHeader, ","))
+		return fmt.Errorf("read %s: not a results or results-gang CSV with rows (want the header %s or %s)",
+			cfg.Replot, strings.Join(csvHeader, ","), strings.Join(gangCSVHeader, ","))
 	}
 	res := &results{Pods: cfg.Pods}
 	for i, rec := range recs[1:] {
 		var nums [5]float64
 		for j, col := range []int{0, 3, 4, 5, 6} {
+			var err error
 			if nums[j], err = strconv.ParseFloat(rec[col], 64); err != nil {
 				return fmt.Errorf("read %s: row %d, %s: %w", cfg.Replot, i+1, gangCSVHeader[col], err)
 			}
@@ -266,15 +303,12 @@ func replotGang(cfg config) error {
 		g := &gangRow{Arm: rec[1], Gate: rec[2], Gangs: int(nums[1]), Whole: int(nums[2]), PartialHoldLPUs: nums[3], Deadlocks: int(nums[4])}
 		res.Rows = append(res.Rows, row{Arm: g.Arm, Gang: g})
 	}
-	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", cfg.Out, err)
-	}
 	return writeGangChart(cfg, res, strconv.Itoa(res.Nodes))
 }
 
-// writeGangChart writes cluster-gang-<suffix>.png whole or not at all.
+// writeGangChart writes cluster-gang-<suffix>.svg whole or not at all.
 func writeGangChart(cfg config, res *results, suffix string) error {
-	path := outPath(cfg, "cluster-gang-"+suffix+".png")
+	path := outPath(cfg, "cluster-gang-"+suffix+".svg")
 	var buf bytes.Buffer
 	if err := gangChart(&buf, cfg, res); err != nil {
 		return fmt.Errorf("draw %s: %w", path, err)
@@ -291,15 +325,15 @@ func gangChart(w io.Writer, cfg config, res *results) error {
 		if g == nil || r.Side != g.Side {
 			continue
 		}
-		col := color.RGBA{33, 102, 172, 255}
+		col := "#2166ac"
 		if g.Gate == "off" {
-			col = color.RGBA{214, 96, 77, 255}
+			col = "#d6604d"
 		}
-		bars = append(bars, bar{fmt.Sprintf("%s+GATE %s+%d DEADLOCKS+%.0f LPU-S HELD PARTIAL", strings.ToUpper(g.Arm), strings.ToUpper(g.Gate), g.Deadlocks, g.PartialHoldLPUs),
+		bars = append(bars, bar{fmt.Sprintf("%s+gate %s+%d deadlocks+%.0f LPU-s held partial", g.Arm, g.Gate, g.Deadlocks, g.PartialHoldLPUs),
 			100 * share(g.Whole, g.Gangs), col})
 	}
-	return percentChart(w, "GANGS STARTED WHOLE (%)",
-		fmt.Sprintf("%d NODES, %d ARRIVALS, GANG SHARE %.2f, SEED %d, LOAD %.2f, REAL KUBE-SCHEDULER 1.37.2", res.Nodes, res.Pods, cfg.GangShare, cfg.Seed, cfg.Load), bars)
+	return percentChart(w, "Gangs started whole (%)",
+		fmt.Sprintf("%d nodes, %d arrivals, gang share %.2f, seed %d, load %.2f, real kube-scheduler 1.37.2", res.Nodes, res.Pods, cfg.GangShare, cfg.Seed, cfg.Load), bars)
 }
 
 // gangTable is the gang arms' rows as a markdown table ("" without any).

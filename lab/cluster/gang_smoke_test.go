@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"encoding/csv"
-	"image/png"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,13 +81,8 @@ func smokeGang(t *testing.T) {
 	if err != nil || len(recs) != 3 || strings.Join(recs[0], ",") != strings.Join(gangCSVHeader, ",") {
 		t.Fatalf("results-gang-6.csv: %v %v", recs, err)
 	}
-	if img, err := os.Open(filepath.Join(out, "cluster-gang-6.png")); err != nil {
-		t.Error(err)
-	} else {
-		if _, err := png.Decode(img); err != nil {
-			t.Errorf("cluster-gang-6.png: %v", err)
-		}
-		_ = img.Close()
+	if texts := svgTexts(t, filepath.Join(out, "cluster-gang-6.svg")); !slices.Contains(texts, "Gangs started whole (%)") {
+		t.Errorf("cluster-gang-6.svg: no title in %q", texts)
 	}
 	if _, err := os.Stat(filepath.Join(out, "results-6.csv")); err == nil {
 		t.Error("a gang-only run wrote results-6.csv")

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"image/png"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -148,9 +148,12 @@ func TestGangLoad(t *testing.T) {
 	}
 }
 
-// -replot draws the chart of an earlier run's CSV (without the later
-// short_gangs column) and names a bad file instead of drawing it.
-func TestReplotGang(t *testing.T) {
+// -replot draws the chart of an earlier run's gang CSV (without the later
+// short_gangs column) or results CSV (the bound from share_of_bound, the
+// file named -mixed for two-ring nodes) and names a bad file instead of
+// drawing it.
+func TestReplot(t *testing.T) {
+	runHeader := strings.Join(csvHeader[:8], ",")
 	dir := t.TempDir()
 	good := filepath.Join(dir, "results-gang-1000.csv")
 	if err := os.WriteFile(good, []byte("nodes,arm,gate,gangs,gangs_whole,partial_hold_lpu_s,deadlocks,gang_wait_p50_s,gang_wait_p99_s,contiguous_share\n"+
@@ -162,16 +165,35 @@ func TestReplotGang(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := replotGang(cfg); err != nil {
+	if err := replot(cfg); err != nil {
 		t.Fatal(err)
 	}
-	fh, err := os.Open(filepath.Join(out, "cluster-gang-1000.png"))
-	if err != nil {
+	// One bar per CSV row, its arm, gate, deadlocks and partial holds
+	// under it; 1037 of 1181 gangs whole is 87.8 %.
+	texts := svgTexts(t, filepath.Join(out, "cluster-gang-1000.svg"))
+	for _, want := range []string{"Gangs started whole (%)", "1000 nodes, 4000 arrivals, gang share 0.30, seed 1, load 0.90, real kube-scheduler 1.37.2",
+		"gang-on", "gate on", "144 deadlocks", "0 LPU-s held partial", "gang-off", "664 LPU-s held partial", "87.8", "88.9",
+		"gang-on, gate on, 144 deadlocks, 0 LPU-s held partial: 87.8"} {
+		if !slices.Contains(texts, want) {
+			t.Errorf("cluster-gang-1000.svg: no text %q in %q", want, texts)
+		}
+	}
+	// 600 of 612 multi-LPU arrivals could start contiguous (the bound):
+	// 98.0 %; dp-least's kubelet side started 111, 18.1 %.
+	run := filepath.Join(dir, "results-100-mixed.csv")
+	if err := os.WriteFile(run, []byte(runHeader+"\n100,20,dra-dynamic,dra,612,600,0.9804,1.0000\n100,20,dp-least,kubelet-default,612,111,0.1814,0.1850\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	defer fh.Close()
-	if _, err := png.Decode(fh); err != nil {
-		t.Errorf("cluster-gang-1000.png: %v", err)
+	cfg.Replot, cfg.Pods = run, 1000
+	if err := replot(cfg); err != nil {
+		t.Fatal(err)
+	}
+	texts = svgTexts(t, filepath.Join(out, "cluster-100-mixed.svg"))
+	for _, want := range []string{"Contiguous starts per multi-LPU arrival (%)", "100 nodes, 1000 arrivals, seed 1, load 0.90, real kube-scheduler 1.37.2",
+		"bound: 98.0", "dra-dynamic: 98.0", "dp-least, kubelet: 18.1"} {
+		if !slices.Contains(texts, want) {
+			t.Errorf("cluster-100-mixed.svg: no text %q in %q", want, texts)
+		}
 	}
 	for name, body := range map[string]string{
 		"empty":       "",
@@ -179,13 +201,15 @@ func TestReplotGang(t *testing.T) {
 		"other csv":   "nodes,arm,contiguous\n1000,x,1\n",
 		"wide":        strings.Repeat("nodes,", 20) + "x\n" + strings.Repeat("1,", 20) + "1\n",
 		"bad number":  "nodes,arm,gate,gangs,gangs_whole,partial_hold_lpu_s,deadlocks\n1000,a,on,many,1,0,0\n",
+		"bad run":     runHeader + "\n100,0,a,dra,many,1,1,1\n",
+		"run header":  runHeader + "\n",
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".csv")
 		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		cfg.Replot = path
-		if err := replotGang(cfg); err == nil || !strings.Contains(err.Error(), path) {
+		if err := replot(cfg); err == nil || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: err = %v, want one naming %s", name, err, path)
 		}
 	}

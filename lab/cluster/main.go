@@ -36,7 +36,7 @@ type config struct {
 	Unit     time.Duration
 	Arms     []armSpec
 	Out      string
-	Replot   string // results-gang CSV to draw again, no run
+	Replot   string // results or results-gang CSV to draw again, no run
 	Manifest string
 	Burst    int
 	Score    int
@@ -71,7 +71,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.Unit, "unit", 10*time.Second, "wall time of one mean job lifetime")
 	arms := fs.String("arms", "all", "arms to run, comma-separated, or all: "+armNames()+
 		"; a DRA arm that republishes may end in "+suffixPrefilter+" (node labels and the chart's prefilter policy), then any arm in "+suffixProto+" (run by -proto-scheduler)")
-	fs.StringVar(&c.Out, "out", "notebooks/cluster", "directory for results.csv and cluster.png")
+	fs.StringVar(&c.Out, "out", "notebooks/cluster", "directory for results-N.csv and cluster-N.svg")
 	fs.StringVar(&c.Manifest, "manifest", "../deploy/manifests/lpu-node-dra.yaml", "rendered DRA manifest holding the shipped DeviceClasses and ResourceClaimTemplates")
 	fs.IntVar(&c.Burst, "burst", 0, "pods created at once to measure scheduler throughput (0: 1.5 per node)")
 	fs.BoolVar(&c.EveryArc, "every-arc", false, "publish every arc of every ring (57 per ring of 8), not the manifest config's dra.arcSizes")
@@ -81,7 +81,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.Coalesce, "coalesce", 0, "delay each node's republish after a change by this much, one publication for every change within it (0: publish at once)")
 	fs.IntVar(&c.Score, "nodes-to-score", 0, "kube-scheduler percentageOfNodesToScore (0: the scheduler's adaptive default)")
 	fs.Float64Var(&c.GangShare, "gang-share", 0.3, "gang arms: share of the churn's arrivals that are gangs")
-	fs.StringVar(&c.Replot, "replot", "", "draw cluster-gang-<nodes>.png into -out from `CSV`, a results-gang-<nodes>.csv of an earlier run (give that run's -pods, -gang-share, -seed, -load for the caption), and start nothing")
+	fs.StringVar(&c.Replot, "replot", "", "draw the chart of an earlier run from `CSV`, its results-<nodes>.csv or results-gang-<nodes>.csv, as cluster-<nodes>.svg or cluster-gang-<nodes>.svg in -out (give that run's -pods, -seed, -load and -gang-share for the caption), and start nothing")
 	mix := fs.String("gang-mix", "2x8,4x4,2x4", "gang arms: the gangs, PODSxARC[mMINCOUNT], comma-separated, drawn evenly")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -210,7 +210,7 @@ func run(args []string) error {
 		return err
 	}
 	if cfg.Replot != "" {
-		return replotGang(cfg)
+		return replot(cfg)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -1,12 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"image/color"
 	"io"
 	"math"
 	"os"
@@ -20,7 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/hyperaccel/lpu-node/lab/pngchart"
+	"github.com/hyperaccel/lpu-node/internal/atomicfile"
+	"github.com/hyperaccel/lpu-node/lab/svgchart"
 )
 
 // results are one run's rows.
@@ -323,12 +324,9 @@ func (w row) labelCell(s string) string {
 }
 
 // writeResults writes results-N.csv (appending to nothing: one file per
-// node count) and cluster-N.png.
+// node count) and cluster-N.svg.
 func writeResults(cfg config, res *results) error {
-	suffix := strconv.Itoa(res.Nodes)
-	if res.TwoRing > 0 {
-		suffix += "-mixed"
-	}
+	suffix := res.suffix()
 	gangOnly, err := writeGangResults(cfg, res, suffix)
 	if err != nil || gangOnly {
 		return err
@@ -343,15 +341,25 @@ func writeResults(cfg config, res *results) error {
 	if err := fcsv.Close(); err != nil {
 		return err
 	}
-	fpng, err := os.Create(outPath(cfg, "cluster-"+suffix+".png"))
-	if err != nil {
-		return err
+	return writeRunChart(cfg, res)
+}
+
+// suffix names a run's files: the node count, "-mixed" with two-ring nodes.
+func (res *results) suffix() string {
+	if res.TwoRing > 0 {
+		return strconv.Itoa(res.Nodes) + "-mixed"
 	}
-	if err := chart(fpng, cfg, res); err != nil {
-		_ = fpng.Close()
-		return err
+	return strconv.Itoa(res.Nodes)
+}
+
+// writeRunChart writes cluster-<suffix>.svg whole or not at all.
+func writeRunChart(cfg config, res *results) error {
+	path := outPath(cfg, "cluster-"+res.suffix()+".svg")
+	var buf bytes.Buffer
+	if err := chart(&buf, cfg, res); err != nil {
+		return fmt.Errorf("draw %s: %w", path, err)
 	}
-	return fpng.Close()
+	return atomicfile.Write(path, buf.Bytes(), atomicfile.WithMode(0o644), atomicfile.WithoutSync())
 }
 
 // table is the run as a markdown table.
@@ -389,79 +397,37 @@ func table(cfg config, res *results) string {
 // chart draws contiguous starts per multi-LPU arrival, one bar per row,
 // with the count bound as the first bar.
 func chart(w io.Writer, cfg config, res *results) error {
-	bars := []bar{{"BOUND", 100 * share(res.Bound, res.Multi), color.RGBA{150, 150, 150, 255}}}
+	bars := []bar{{"bound", 100 * share(res.Bound, res.Multi), "#969696"}}
 	for _, r := range res.Rows {
-		col := color.RGBA{33, 102, 172, 255}
+		col := "#2166ac" // DRA
 		if r.Side == "kubelet-default" {
-			col = color.RGBA{214, 96, 77, 255}
+			col = "#d6604d"
 		} else if r.Side != "dra" {
-			col = color.RGBA{244, 165, 60, 255}
+			col = "#f4a53c"
 		}
-		bars = append(bars, bar{strings.ToUpper(strings.ReplaceAll(r.name(), "kubelet-default", "kubelet")), 100 * share(r.Contiguous, r.Multi), col})
+		bars = append(bars, bar{strings.ReplaceAll(r.name(), "kubelet-default", "kubelet"), 100 * share(r.Contiguous, r.Multi), col})
 	}
-	return percentChart(w, "CONTIGUOUS STARTS PER MULTI-LPU ARRIVAL (%)",
-		fmt.Sprintf("%d NODES, %d ARRIVALS, SEED %d, LOAD %.2f, REAL KUBE-SCHEDULER 1.37.2", res.Nodes, res.Pods, cfg.Seed, cfg.Load), bars)
+	return percentChart(w, "Contiguous starts per multi-LPU arrival (%)",
+		fmt.Sprintf("%d nodes, %d arrivals, seed %d, load %.2f, real kube-scheduler 1.37.2", res.Nodes, res.Pods, cfg.Seed, cfg.Load), bars)
 }
 
 // bar is one bar of percentChart: a value in percent; the label is
-// wrapped under the bar on "+".
+// broken into lines under the bar at each "+".
 type bar struct {
 	label string
 	v     float64
-	col   color.RGBA
+	col   string // an SVG colour
 }
 
-// percentChart draws bars on a 0..100 axis under a title and a subtitle.
+// percentChart draws bars on a 0..100 axis under a title and a subtitle
+// as SVG.
 func percentChart(w io.Writer, title, sub string, bars []bar) error {
-	const W, H, left, top, bottom = 1200, 460, 90, 90, 90
-	bg, axis, text := color.RGBA{255, 255, 255, 255}, color.RGBA{60, 60, 60, 255}, color.RGBA{20, 20, 20, 255}
-	c := pngchart.New(W, H, bg)
-	c.Text(left, 14, title, 3, text)
-	c.Text(left, 44, sub, 2, text)
-	plotH := H - top - bottom
-	y1 := top + plotH
-	for g := 0; g <= 100; g += 25 {
-		y := y1 - g*plotH/100
-		c.Rect(left, y, W-30, y+1, color.RGBA{225, 225, 225, 255})
-		l := strconv.Itoa(g)
-		c.Text(left-12-pngchart.TextWidth(l, 2), y-7, l, 2, axis)
+	p := svgchart.Panel{Lo: 0, Hi: 100, Tick: 25, Digits: 1}
+	for _, b := range bars {
+		p.Groups = append(p.Groups, svgchart.Group{
+			Label: strings.ReplaceAll(b.label, "+", "\n"),
+			Bars:  []svgchart.Bar{{Name: strings.ReplaceAll(b.label, "+", ", "), Value: b.v, Color: b.col}},
+		})
 	}
-	c.Rect(left, top, left+2, y1+1, axis)
-	c.Rect(left, y1, W-30, y1+2, axis)
-	bw := (W - 30 - left) / max(len(bars), 1)
-	for i, b := range bars {
-		x := left + i*bw
-		v := b.v
-		if math.IsNaN(v) {
-			v = 0
-		}
-		h := max(int(v*float64(plotH)/100+0.5), 2)
-		c.Rect(x+6, y1-h, x+bw-6, y1, b.col)
-		l := f(b.v, 1)
-		c.Text(x+bw/2-pngchart.TextWidth(l, 2)/2, y1-h-18, l, 2, text)
-		for j, p := range wrapLabel(b.label, bw-8) {
-			c.Text(x+bw/2-pngchart.TextWidth(p, 1)/2, y1+12+j*12, p, 1, text)
-		}
-	}
-	return c.Encode(w)
-}
-
-// wrapLabel breaks a bar's label into lines: at every "+", and after a
-// "-" where a line would be wider than width pixels, so that long arm
-// names (dra-best-effort-prefilter-proto) do not run into their
-// neighbours. A part without a "-" that is still too wide stays whole.
-func wrapLabel(label string, width int) []string {
-	var lines []string
-	for _, part := range strings.FieldsFunc(label, func(r rune) bool { return r == '+' }) {
-		line := ""
-		for _, tok := range strings.SplitAfter(part, "-") {
-			if line != "" && pngchart.TextWidth(line+tok, 1) > width {
-				lines = append(lines, line)
-				line = ""
-			}
-			line += tok
-		}
-		lines = append(lines, line)
-	}
-	return lines
+	return svgchart.Chart{Title: title, Subtitle: sub, Panels: []svgchart.Panel{p}}.Write(w)
 }

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
 	"math"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hyperaccel/lpu-node/lab/pngchart"
 )
 
 // A pod's wait splits into claim, bind and admit legs at its marks; a
@@ -116,26 +121,64 @@ func csvCell(t *testing.T, r []string, name string) string {
 	return r[i]
 }
 
-func TestWrapLabel(t *testing.T) {
-	const w = 100 // 16 characters of 6 px at scale 1
-	for _, c := range []struct {
-		label string
-		want  []string
-	}{
-		{"DRA-DYNAMIC", []string{"DRA-DYNAMIC"}},
-		{"DP-LEAST+PKG/ALLOC", []string{"DP-LEAST", "PKG/ALLOC"}},
-		{"DRA-BEST-EFFORT-PREFILTER", []string{"DRA-BEST-EFFORT-", "PREFILTER"}},
-		{"DRA-DYNAMIC-PREFILTER-PROTO", []string{"DRA-DYNAMIC-", "PREFILTER-PROTO"}},
-		{"AVERYLONGNAMEWITHOUTHYPHENS", []string{"AVERYLONGNAMEWITHOUTHYPHENS"}},
-	} {
-		got := wrapLabel(c.label, w)
-		if strings.Join(got, "|") != strings.Join(c.want, "|") {
-			t.Errorf("wrapLabel(%q) = %q, want %q", c.label, got, c.want)
+// The run's chart is SVG with the count bound first, then one bar per
+// row in the row's colour, labelled with its arm and node side on their
+// own lines ("kubelet" for kubelet-default) and its share of contiguous
+// starts.
+func TestChart(t *testing.T) {
+	res := &results{Nodes: 10, Pods: 100, Multi: 40, Bound: 38, Rows: []row{
+		{Arm: "dra-dynamic", Side: "dra", Multi: 40, Contiguous: 38},
+		{Arm: "dp-least", Side: "pkg/alloc", Multi: 40, Contiguous: 36},
+		{Arm: "dp-least", Side: "kubelet-default", Multi: 40, Contiguous: 11},
+		{Arm: "dra-static", Side: "dra"}, // no multi-LPU arrival: no value
+	}}
+	path := filepath.Join(t.TempDir(), "cluster-10.svg")
+	var b strings.Builder
+	if err := chart(&b, config{Seed: 3, Load: 0.9}, res); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	texts := svgTexts(t, path)
+	for _, want := range []string{"Contiguous starts per multi-LPU arrival (%)", "10 nodes, 100 arrivals, seed 3, load 0.90, real kube-scheduler 1.37.2",
+		"bound", "dra-dynamic", "dp-least", "pkg/alloc", "kubelet", "95.0", "90.0", "27.5", "n/a",
+		"bound: 95.0", "dra-dynamic: 95.0", "dp-least, pkg/alloc: 90.0", "dp-least, kubelet: 27.5", "dra-static: n/a"} {
+		if !slices.Contains(texts, want) {
+			t.Errorf("no text %q in %q", want, texts)
 		}
-		for _, l := range got {
-			if pngchart.TextWidth(l, 1) > w && strings.Contains(l, "-") {
-				t.Errorf("wrapLabel(%q): line %q is %d px wide, over %d", c.label, l, pngchart.TextWidth(l, 1), w)
-			}
+	}
+	fills := regexp.MustCompile(`class="bar"[^>]* fill="(#[0-9a-f]{6})"`).FindAllStringSubmatch(b.String(), -1)
+	var got []string
+	for _, m := range fills {
+		got = append(got, m[1])
+	}
+	if want := []string{"#969696", "#2166ac", "#f4a53c", "#d6604d", "#2166ac"}; !slices.Equal(got, want) {
+		t.Errorf("bar colours %q, want %q", got, want)
+	}
+}
+
+// svgTexts reads the SVG at path with encoding/xml, failing the test if
+// it is not well-formed, and returns the character data of its elements
+// (texts and bar titles), trimmed, in order.
+func svgTexts(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := xml.NewDecoder(bytes.NewReader(data))
+	var out []string
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("%s is not well-formed XML: %v", path, err)
+		}
+		if c, ok := tok.(xml.CharData); ok && strings.TrimSpace(string(c)) != "" {
+			out = append(out, strings.TrimSpace(string(c)))
 		}
 	}
 }

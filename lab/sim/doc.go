@@ -9,7 +9,7 @@
 //
 // Every policy sees the same pre-generated jobs (size, arrival time and
 // lifetime drawn once from the seed). Output: a table on stdout, and
-// results.csv, sizes.csv and rates.png in the output directory
+// results.csv, sizes.csv and rates.svg in the output directory
 // (lab/sim/out by default). The same flags give the same bytes.
 // lab/notebooks/sim.md explains the metrics and holds the results.
 package main

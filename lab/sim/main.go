@@ -60,7 +60,7 @@ func parseFlags(args []string) (Config, error) {
 	strict := fs.Bool("strict", false, "refuse non-contiguous picks (the strict policy) instead of admitting them (best-effort)")
 	ablation := fs.String("ablation", "", `also run scoring variants by brute force (slow): "all", or names such as LSAP,CLSAP (L largest arc, S segments, A alignment, P position, C power-of-two capacity, W area, V segment vector, B best fit, T oracle end times, +F brute-force fallback)`)
 	dra := fs.Bool("dra", false, "also run the DRA allocator on lpu-dra's published arc order: dra-static (the empty node's order) and dra-dynamic (republished after every change)")
-	out := fs.String("out", filepath.Join("sim", "out"), "output directory for results.csv, sizes.csv and rates.png")
+	out := fs.String("out", filepath.Join("sim", "out"), "output directory for results.csv, sizes.csv and rates.svg")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -112,14 +112,14 @@ func run(args []string, stdout io.Writer) error {
 	if err := writeFile(filepath.Join(cfg.OutDir, "sizes.csv"), func(w io.Writer) error { return WriteSizesCSV(w, results) }); err != nil {
 		return err
 	}
-	if err := writeFile(filepath.Join(cfg.OutDir, "rates.png"), func(w io.Writer) error { return WriteChart(w, cfg, results) }); err != nil {
+	if err := writeFile(filepath.Join(cfg.OutDir, "rates.svg"), func(w io.Writer) error { return WriteChart(w, cfg, results) }); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "seed %d, %d arrivals per node and mix, offered load %.2f, %s mode\n\n", cfg.Seed, cfg.Arrivals, cfg.Load, cfg.Mode())
 	if err := WriteTable(stdout, cfg, results); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nwrote %s/{results.csv,sizes.csv,rates.png} in %.1fs\n", cfg.OutDir, elapsed.Seconds())
+	fmt.Fprintf(stdout, "\nwrote %s/{results.csv,sizes.csv,rates.svg} in %.1fs\n", cfg.OutDir, elapsed.Seconds())
 	return nil
 }
 

@@ -81,7 +81,7 @@ func TestReproducible(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, name := range []string{"results.csv", "sizes.csv", "rates.png"} {
+	for _, name := range []string{"results.csv", "sizes.csv", "rates.svg"} {
 		a, err := os.ReadFile(filepath.Join(outs[0], name))
 		if err != nil {
 			t.Fatal(err)
