@@ -775,7 +775,7 @@ reclaim_stale() {
   local d f p
   for d in /tmp/lpu-e2e.*/; do
     d=${d%/}
-    [ "$d" != "$BASE" ] && [ -f "$d/created" ] && [ ! -e "$d/torn-down" ] || continue
+    if [ "$d" = "$BASE" ] || [ ! -f "$d/created" ] || [ -e "$d/torn-down" ]; then continue; fi
     log "reclaiming what a run killed before its teardown left: $d"
     for f in "$d"/pids/*; do
       p=$(cat "$f" 2>/dev/null) || continue
