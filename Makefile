@@ -22,7 +22,7 @@ all: build
 # build's defaults (docs/benchmarks/dra.md). grpcnotrace keeps gRPC from
 # linking golang.org/x/net/trace, whose html/template makes the linker keep
 # every exported method of every linked type: lpu-dra is 26 MiB smaller and
-# idles 13 MiB smaller (docs/benchmarks/binaries.md).
+# idles 14 MiB smaller (docs/benchmarks/binaries.md).
 build: ## build the daemons and the kubectl lpu plugin into bin/
 	CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/ ./cmd/lpu-device-plugin ./cmd/lpu-nri ./cmd/lpu-dra ./cmd/kubectl-lpu
 
