@@ -30,7 +30,7 @@ import (
 // pages of the binary), from /proc/PID/smaps_rollup. Run it with
 // -benchtime 1x.
 func BenchmarkIdleRSS(b *testing.B) {
-	release := []string{"-trimpath", "-ldflags=-s -w"}
+	release := []string{"-trimpath", "-tags=grpcnotrace", "-ldflags=-s -w"}
 	builds := map[string]struct {
 		cgo   bool     // go build's default where a C compiler is installed
 		flags []string // go build flags

@@ -85,14 +85,16 @@ umoci init --layout "$layout"
 
 # image ARCH REF: cross-builds both daemons for linux/ARCH (CGO_ENABLED=0, so
 # no C toolchain or foreign base layer is needed: the image is FROM scratch)
-# and adds them as the single-platform image REF of the layout.
+# and adds them as the single-platform image REF of the layout. grpcnotrace:
+# gRPC without golang.org/x/net/trace, which the daemons never serve and
+# whose templates would keep every method linked (see the Makefile).
 image() {
   local arch=$1 ref=$2 bundle=$work/bundle-$1 rootfs
   log "building lpu-device-plugin, lpu-nri and lpu-dra $version (linux/$arch, static)"
   (
     cd "$repo"
     CGO_ENABLED=0 GOOS=linux GOARCH=$arch GOFLAGS='' \
-      go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$version" \
+      go build -trimpath -buildvcs=false -tags grpcnotrace -ldflags "-s -w -X main.version=$version" \
       -o "$work/bin-$arch/" ./cmd/lpu-device-plugin ./cmd/lpu-nri ./cmd/lpu-dra
   )
   log "assembling the OCI image $image:$ref (linux/$arch)"

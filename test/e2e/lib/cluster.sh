@@ -115,7 +115,7 @@ build_lpu_dra() {
   ls "$REPO"/cmd/lpu-dra/*.go >/dev/null 2>&1 || return 1
   local out
   # Built as the image is (static, no symbol tables): a node's idle RSS.
-  out=$(CGO_ENABLED=0 go_build cmd/lpu-dra -trimpath -ldflags '-s -w') ||
+  out=$(CGO_ENABLED=0 go_build cmd/lpu-dra -trimpath -tags grpcnotrace -ldflags '-s -w') ||
     fatal "build ./cmd/lpu-dra" "$out"
 }
 
