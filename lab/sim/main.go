@@ -39,6 +39,7 @@ type Config struct {
 	Strict   bool
 	Ablation string // "", "all", or comma-separated variant names such as LSAP,CLSAP
 	DRA      bool   // also run dra-static and dra-dynamic (lpu-dra's published order)
+	Count    bool   // also run count-static and count-dynamic (hyperaccel.ai/lpu: k over single-LPU devices)
 	OutDir   string
 }
 
@@ -60,11 +61,12 @@ func parseFlags(args []string) (Config, error) {
 	strict := fs.Bool("strict", false, "refuse non-contiguous picks (the strict policy) instead of admitting them (best-effort)")
 	ablation := fs.String("ablation", "", `also run scoring variants by brute force (slow): "all", or names such as LSAP,CLSAP (L largest arc, S segments, A alignment, P position, C power-of-two capacity, W area, V segment vector, B best fit, T oracle end times, +F brute-force fallback)`)
 	dra := fs.Bool("dra", false, "also run the DRA allocator on lpu-dra's published arc order: dra-static (the empty node's order) and dra-dynamic (republished after every change)")
+	count := fs.Bool("count-path", false, "also run the count path on a DRA node (hyperaccel.ai/lpu: k served by a DeviceClass over single-LPU devices, the first k free in published order): count-static (ring order) and count-dynamic (longest free run first, republished after every change)")
 	out := fs.String("out", filepath.Join("sim", "out"), "output directory for results.csv, sizes.csv and rates.svg")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
-	cfg := Config{Arrivals: *arrivals, Seed: *seed, Load: *load, Strict: *strict, Ablation: *ablation, DRA: *dra, OutDir: *out}
+	cfg := Config{Arrivals: *arrivals, Seed: *seed, Load: *load, Strict: *strict, Ablation: *ablation, DRA: *dra, Count: *count, OutDir: *out}
 	if cfg.Arrivals < 1 || cfg.Arrivals > 10_000_000 {
 		return Config{}, fmt.Errorf("-arrivals %d: want 1..10000000", cfg.Arrivals)
 	}
@@ -217,6 +219,10 @@ func runCase(cfg Config, node Node, mix churn.Mix) ([]Result, error) {
 		l, _ := alloc.NewLayout(node.Rings) // Policies checked the rings
 		policies = append(policies, newDRA(l, false), newDRA(l, true))
 	}
+	if err == nil && cfg.Count {
+		l, _ := alloc.NewLayout(node.Rings)
+		policies = append(policies, countPath{l: l}, countPath{l: l, dynamic: true})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -248,14 +254,15 @@ func f6(x float64) string { return strconv.FormatFloat(x, 'f', 6, 64) }
 func WriteCSV(w io.Writer, cfg Config, cases []Case) error {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"node", "mix", "mix_weights", "policy", "mode", "seed", "load", "arrivals", "admitted",
-		"contiguous", "contiguous_rate", "ratio_to_count_bound", "non_contiguous", "mean_largest_free_arc", "utilisation"})
+		"contiguous", "contiguous_rate", "ratio_to_count_bound", "non_contiguous", "mean_largest_free_arc", "utilisation", "arc_free", "contiguous_when_arc_free"})
 	for _, c := range cases {
 		b := c.Bound()
 		for _, r := range c.Results {
 			cw.Write([]string{c.Node.Name, c.Mix.Name, c.Mix.String(), r.Policy, cfg.Mode(),
 				strconv.FormatUint(cfg.Seed, 10), f6(cfg.Load), strconv.Itoa(r.Arrivals), strconv.Itoa(r.Admitted),
 				strconv.Itoa(r.Contiguous), f6(r.Rate()), f6(ratio(r.Contiguous, b.Contiguous)),
-				strconv.Itoa(r.NonContiguous), f6(r.MeanLargestArc()), f6(r.Utilisation(c.Node.Capacity()))})
+				strconv.Itoa(r.NonContiguous), f6(r.MeanLargestArc()), f6(r.Utilisation(c.Node.Capacity())),
+				strconv.Itoa(r.ArcFree), strconv.Itoa(r.ContiguousWhenArcFree)})
 		}
 	}
 	cw.Flush()
@@ -288,14 +295,18 @@ func WriteTable(w io.Writer, cfg Config, cases []Case) error {
 	if cfg.Strict {
 		nonContig = "refused"
 	}
-	fmt.Fprintf(tw, "node\tmix\tpolicy\tadmitted\tcontiguous\trate\tvs bound\t%s\tmean arc\tutil\t\n", nonContig)
+	fmt.Fprintf(tw, "node\tmix\tpolicy\tadmitted\tcontiguous\trate\tvs bound\t%s\tmean arc\tutil\tarc found\t\n", nonContig)
 	for _, c := range cases {
 		b := c.Bound()
 		for _, r := range c.Results {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.2f%%\t%.2f%%\t%d\t%.2f\t%.0f%%\t\n",
+			found := "-"
+			if r.ArcFree > 0 {
+				found = fmt.Sprintf("%.2f%%", 100*ratio(r.ContiguousWhenArcFree, r.ArcFree))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.2f%%\t%.2f%%\t%d\t%.2f\t%.0f%%\t%s\t\n",
 				c.Node.Name, c.Mix.Name, r.Policy, r.Admitted, r.Contiguous, 100*r.Rate(),
 				100*ratio(r.Contiguous, b.Contiguous), r.NonContiguous, r.MeanLargestArc(),
-				100*r.Utilisation(c.Node.Capacity()))
+				100*r.Utilisation(c.Node.Capacity()), found)
 		}
 	}
 	return tw.Flush()

@@ -178,6 +178,10 @@ type Result struct {
 	SumLargestArc float64 // sum over arrivals of the node's largest free arc after the arrival
 	SumBusy       float64 // sum over arrivals of busy LPUs at the arrival
 	BySize        map[int][2]int
+	// ArcFree counts arrivals that found a free arc of their size, and
+	// ContiguousWhenArcFree those of them the policy placed on one: how
+	// often it finds an arc that exists.
+	ArcFree, ContiguousWhenArcFree int
 }
 
 // Rate is contiguous admissions per arrival.
@@ -241,8 +245,15 @@ func Simulate(node Node, jobs []churn.Job, p Policy, strict bool) (Result, error
 			if p == nil {
 				admitted, contiguous = true, true
 			} else {
+				arcFree := r.largestArc() >= job.Size
 				if pick, contiguous, err = r.pick(job); err != nil {
 					return Result{}, err
+				}
+				if arcFree {
+					res.ArcFree++
+					if contiguous {
+						res.ContiguousWhenArcFree++
+					}
 				}
 				admitted = contiguous || !strict
 				if !contiguous {
