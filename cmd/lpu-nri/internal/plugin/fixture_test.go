@@ -26,10 +26,14 @@ var discard = verifytest.Discard
 
 // The kit's pods, containers and seals under the names the tests use.
 var (
-	pod     = verifytest.Pod
-	ctr     = verifytest.Ctr
-	seal    = verifytest.Seal
-	testKey = verifytest.Key
+	pod             = verifytest.Pod
+	ctr             = verifytest.Ctr
+	seal            = verifytest.Seal
+	testKey         = verifytest.Key
+	lpuDev          = verifytest.LPUDev
+	claimCtr        = verifytest.ClaimCtr
+	cgroupRule      = verifytest.CgroupRule
+	containerdRules = verifytest.ContainerdRules
 )
 
 // fixture is a plugin over a fake tree of n devices, lpu5 unhealthy when
