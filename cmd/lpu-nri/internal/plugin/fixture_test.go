@@ -19,7 +19,6 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
-	"github.com/hyperaccel/lpu-node/pkg/inject/injecttest"
 )
 
 var discard = verifytest.Discard
@@ -39,17 +38,16 @@ var (
 // fixture is a plugin over a fake tree of n devices, lpu5 unhealthy when
 // sick is set.
 type fixture struct {
-	root   string
-	key    *inject.Key
-	legacy *injecttest.Key // key's secret, writing the v1 form
-	store  *inventory.Store
-	p      *Plugin
+	root  string
+	key   *inject.Key
+	store *inventory.Store
+	p     *Plugin
 }
 
 func newFixture(t testing.TB, n int, sick bool, opts ...func(*Config)) *fixture {
 	t.Helper()
 	nd := verifytest.NewNode(t, n, sick)
-	f := &fixture{root: nd.Root, key: nd.Key, legacy: nd.Legacy, store: nd.Store}
+	f := &fixture{root: nd.Root, key: nd.Key, store: nd.Store}
 	cfg := Config{Config: nd.Config()}
 	for _, o := range opts {
 		o(&cfg)
