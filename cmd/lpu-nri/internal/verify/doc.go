@@ -9,7 +9,7 @@
 // This is the one list of the rules: docs/trust-model.md and
 // docs/security.md refer to them by name. Each rule is one function
 // (rules.go), named here, which Decide calls in this order; its Refusal
-// wraps the rule's error (errors.Is) and carries the reason named here
+// is the rule's error under errors.Is and carries the reason named here
 // (the reason label of lpu_nri_refusals_total).
 //
 //  1. Pod annotations (checkPodAnnotations, ErrPodAnnotations). Any

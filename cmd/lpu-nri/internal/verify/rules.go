@@ -15,9 +15,9 @@ import (
 // Decide applies the trust rules (package doc) in order and returns the
 // adjustment with the verified allocation (IDs in ring order, and its
 // allocation ID when the device plugin wrote one), an empty allocation for
-// a container without one, or a *Refusal wrapping the refusing rule's
-// error. Apart from the optional cross-check and the claims read it does
-// no I/O.
+// a container without one, or a *Refusal that is the refusing rule's
+// error under errors.Is. Apart from the optional cross-check and the
+// claims read it does no I/O.
 func (v *Verifier) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, inject.Allocation, error) {
 	var none inject.Allocation
 	if err := checkPodAnnotations(pod); err != nil {

@@ -98,9 +98,9 @@ func (v *Verifier) CheckTimeout() time.Duration { return v.checkTimeout }
 // Key is the node's seal key.
 func (v *Verifier) Key() *inject.Key { return v.key }
 
-// The rules' errors: a Refusal wraps the one of the rule that refused
-// (package doc), so a caller tells the rules apart with errors.Is; the
-// Reason is the metrics label, shared by several rules.
+// The rules' errors: a Refusal is (errors.Is) the one of the rule that
+// refused (package doc), so a caller tells the rules apart; the Reason is
+// the metrics label, shared by several rules.
 var (
 	ErrPodAnnotations    = errors.New("trust rule: pod annotations")
 	ErrOneVisibleDevices = errors.New("trust rule: one LPU_VISIBLE_DEVICES")
@@ -123,8 +123,12 @@ type Refusal struct {
 
 func (r *Refusal) Error() string { return "lpu-nri refused the container: " + r.Err.Error() }
 
-// Unwrap returns the rule and the cause.
-func (r *Refusal) Unwrap() []error { return []error{r.Rule, r.Err} }
+// Unwrap returns the cause.
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// Is reports whether target is the refusing rule's error, so errors.Is
+// tells the rules apart (the cause's chain is Unwrap's).
+func (r *Refusal) Is(target error) bool { return target == r.Rule }
 
 func refuse(rule error, reason string, format string, args ...any) *Refusal {
 	return &Refusal{Reason: reason, Rule: rule, Err: fmt.Errorf(format, args...)}
