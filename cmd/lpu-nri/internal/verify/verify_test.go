@@ -99,6 +99,21 @@ func TestPodResourcesCrossCheck(t *testing.T) {
 	}
 }
 
+// TestCrossCheckTimeoutCapped: the runtime gives a plugin 2s per request,
+// so the cross-check's bound defaults to and is capped at
+// MaxCrossCheckTimeout.
+func TestCrossCheckTimeoutCapped(t *testing.T) {
+	for in, want := range map[time.Duration]time.Duration{
+		0:                      verify.MaxCrossCheckTimeout,
+		200 * time.Millisecond: 200 * time.Millisecond,
+		10 * time.Second:       verify.MaxCrossCheckTimeout,
+	} {
+		if _, v := newVerifier(t, 1, false, func(c *verify.Config) { c.CheckTimeout = in }); v.CheckTimeout() != want {
+			t.Errorf("CheckTimeout %v: effective %v, want %v", in, v.CheckTimeout(), want)
+		}
+	}
+}
+
 // checkFunc is a verify.CrossChecker honouring ctx.
 type checkFunc func(ids []string) error
 
