@@ -98,21 +98,6 @@ func BenchmarkRoundTrip(b *testing.B) {
 	reportCPU(b, cpu) // both sides: the runtime and the plugin share the process
 }
 
-// BenchmarkDecideValid4 is the decision alone: no metrics, no log record.
-func BenchmarkDecideValid4(b *testing.B) {
-	f := benchFixture(b)
-	p, c := pod("b", nil), ctr("b", seal(b, f.key, "lpu6", "lpu7", "lpu0", "lpu1"))
-	ctx := context.Background()
-	b.ReportAllocs()
-	cpu := cpuTime()
-	for b.Loop() {
-		if _, _, err := f.p.verifier.Decide(ctx, p, c); err != nil {
-			b.Fatal(err)
-		}
-	}
-	reportCPU(b, cpu)
-}
-
 // BenchmarkValidate8 is the validator's check for a container of 8 LPUs:
 // the pristine container carries /dev/null and friends, the merged
 // adjustment the 8 nodes lpu-nri added.
@@ -124,7 +109,7 @@ func BenchmarkValidate8(b *testing.B) {
 		{Path: "/dev/null", Type: "c", Major: 1, Minor: 3}, {Path: "/dev/zero", Type: "c", Major: 1, Minor: 5},
 		{Path: "/dev/random", Type: "c", Major: 1, Minor: 8}, {Path: "/dev/tty", Type: "c", Major: 5, Minor: 0},
 	}}
-	adj, _, err := f.p.verifier.Decide(context.Background(), p, c)
+	adj, _, err := f.p.CreateContainer(context.Background(), p, c)
 	if err != nil {
 		b.Fatal(err)
 	}

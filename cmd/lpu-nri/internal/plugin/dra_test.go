@@ -2,150 +2,24 @@ package plugin
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
-	"github.com/hyperaccel/lpu-node/internal/dracheckpoint"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify/verifytest"
 	"github.com/hyperaccel/lpu-node/internal/nritest"
-	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
-
-// A container whose LPUs came from a claim lpu-dra prepared for its pod
-// gets nothing added (the runtime applied the claim's CDI spec); a claim
-// device in another pod's container, or any pod annotation claiming LPUs,
-// is refused; a container without LPUs still gets LPU_VISIBLE_DEVICES=none.
-func TestDRAClaimContainers(t *testing.T) {
-	stateDir := t.TempDir()
-	state := &dracheckpoint.State{Claims: map[string]dracheckpoint.Claim{"c1": {
-		UID: "c1", Namespace: "team", Name: "lpus", LPUs: []string{"lpu4", "lpu5", "lpu6", "lpu7"},
-		Devices:   []dracheckpoint.Device{{Request: "lpus", Pool: "node-a", Device: "ring0-start4-size4"}},
-		CDIDevice: inject.ClaimDeviceID("c1"), SpecName: "lpu.hyperaccel.ai-claim_c1.json", Pods: []string{"uid-x"},
-	}}}
-	if err := dracheckpoint.Save(stateDir, state); err != nil {
-		t.Fatal(err)
-	}
-	withClaims := func(c *Config) {
-		c.Claims = func(pod string, claims []string) ([]string, error) {
-			return dracheckpoint.PodLPUs(stateDir, pod, claims)
-		}
-	}
-	withClaim := func(name string, ann map[string]string) *api.Container {
-		c := ctr(name, ann)
-		c.CDIDevices = []*api.CDIDevice{{Name: "vendor.example/gpu=0"}, {Name: inject.ClaimDeviceID("c1")}}
-		return c
-	}
-	tests := map[string]struct {
-		opts   []func(*Config)
-		pod    *api.PodSandbox
-		ctr    *api.Container
-		reason string // "" means admitted
-		none   bool   // admitted with LPU_VISIBLE_DEVICES=none
-	}{
-		"claim prepared for the pod": {opts: []func(*Config){withClaims}, pod: pod("x", nil), ctr: withClaim("x", nil)},
-		"claim of another pod":       {opts: []func(*Config){withClaims}, pod: pod("y", nil), ctr: withClaim("y", nil), reason: verify.ReasonBadValue},
-		"no verifier":                {pod: pod("x", nil), ctr: withClaim("x", nil), reason: verify.ReasonBadValue},
-		"forged pod annotation": {opts: []func(*Config){withClaims}, pod: pod("x", map[string]string{"lpu.hyperaccel.ai/devices": "lpu0"}),
-			ctr: withClaim("x", nil), reason: verify.ReasonPodAnnotation},
-		"no LPUs at all": {opts: []func(*Config){withClaims}, pod: pod("z", nil), ctr: ctr("z", nil), none: true},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, 8, false, tc.opts...)
-			adj, _, err := f.p.verifier.Decide(context.Background(), tc.pod, tc.ctr)
-			var r *verify.Refusal
-			switch {
-			case tc.reason != "":
-				if !errors.As(err, &r) || r.Reason != tc.reason {
-					t.Fatalf("Decide error = %v, want refusal %q", err, tc.reason)
-				}
-			case err != nil:
-				t.Fatalf("Decide: %v", err)
-			case tc.none:
-				if v := viewOf(adj); !slices.Contains(v.Env, "LPU_VISIBLE_DEVICES=none") || len(v.Devices) != 0 {
-					t.Fatalf("adjustment %+v, want only LPU_VISIBLE_DEVICES=none", v)
-				}
-			case adj != nil:
-				t.Fatalf("adjustment %+v for a claim container, want none", viewOf(adj))
-			}
-		})
-	}
-}
-
-// The Synchronize audit does not count a container holding LPUs from a
-// claim lpu-dra prepared for its pod, and does count one whose claim
-// belongs to another pod.
-func TestAuditDRAClaims(t *testing.T) {
-	stateDir := t.TempDir()
-	if err := dracheckpoint.Save(stateDir, &dracheckpoint.State{Claims: map[string]dracheckpoint.Claim{"c1": {
-		UID: "c1", Namespace: "team", Name: "lpus", LPUs: []string{"lpu4"},
-		Devices:   []dracheckpoint.Device{{Request: "lpus", Pool: "node-a", Device: "ring0-start4-size1"}},
-		CDIDevice: inject.ClaimDeviceID("c1"), SpecName: "lpu.hyperaccel.ai-claim_c1.json", Pods: []string{"uid-mine"},
-	}}}); err != nil {
-		t.Fatal(err)
-	}
-	f := newFixture(t, 8, false, func(c *Config) {
-		c.Claims = func(pod string, claims []string) ([]string, error) {
-			return dracheckpoint.PodLPUs(stateDir, pod, claims)
-		}
-	})
-	var pods []*api.PodSandbox
-	var ctrs []*api.Container
-	for _, name := range []string{"mine", "theirs"} {
-		pods = append(pods, pod(name, nil))
-		c := ctr(name, nil)
-		c.State = api.ContainerState_CONTAINER_RUNNING
-		c.CDIDevices = []*api.CDIDevice{{Name: inject.ClaimDeviceID("c1")}}
-		c.Linux = &api.LinuxContainer{Devices: []*api.LinuxDevice{{Path: "/dev/lpu4", Type: "c", Major: device.DefaultMajor, Minor: 4}}}
-		ctrs = append(ctrs, c)
-	}
-	if got := f.p.Audit(pods, ctrs); got != 1 {
-		t.Fatalf("Audit = %d unallocated holders, want 1 (the other pod's)", got)
-	}
-}
 
 // draFixture is a plugin whose Claims reads a checkpoint where lpu-dra
 // prepared claim c1 (lpu4..lpu7) and c2 (lpu1) for pod uid-x.
 func draFixture(t *testing.T) *fixture {
 	t.Helper()
-	stateDir := t.TempDir()
-	claim := func(uid string, lpus ...string) dracheckpoint.Claim {
-		return dracheckpoint.Claim{UID: uid, Namespace: "team", Name: "lpus-" + uid, LPUs: lpus,
-			Devices:   []dracheckpoint.Device{{Request: "lpus", Pool: "node-a", Device: "ring0-" + uid}},
-			CDIDevice: inject.ClaimDeviceID(uid), SpecName: "lpu.hyperaccel.ai-claim_" + uid + ".json", Pods: []string{"uid-x"}}
-	}
-	if err := dracheckpoint.Save(stateDir, &dracheckpoint.State{Claims: map[string]dracheckpoint.Claim{
-		"c1": claim("c1", "lpu4", "lpu5", "lpu6", "lpu7"), "c2": claim("c2", "lpu1"),
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	return newFixture(t, 8, false, func(c *Config) {
-		c.Claims = func(pod string, claims []string) ([]string, error) {
-			return dracheckpoint.PodLPUs(stateDir, pod, claims)
-		}
-	})
-}
-
-// claimCtr is a container of pod name whose CDI devices name the claims
-// and whose pristine devices (the claims' CDI specs, applied by the
-// runtime) are the LPU nodes of minors.
-func claimCtr(name string, claims []string, minors ...int64) *api.Container {
-	c := ctr(name, nil)
-	for _, uid := range claims {
-		c.CDIDevices = append(c.CDIDevices, &api.CDIDevice{Name: inject.ClaimDeviceID(uid)})
-	}
-	c.Linux = &api.LinuxContainer{}
-	for _, m := range minors {
-		c.Linux.Devices = append(c.Linux.Devices, lpuDev(fmt.Sprintf("/dev/lpu%d", m), m))
-	}
-	return c
+	claims := verifytest.WriteClaims(t, t.TempDir(),
+		verifytest.Claim("c1", []string{"lpu4", "lpu5", "lpu6", "lpu7"}, "uid-x"), verifytest.Claim("c2", []string{"lpu1"}, "uid-x"))
+	return newFixture(t, 8, false, func(c *Config) { c.Claims = claims })
 }
 
 // TestDRAValidator: through the NRI adaptation with lpu-nri as validator
@@ -219,64 +93,5 @@ func TestDRAValidator(t *testing.T) {
 				t.Fatalf("CreateContainer = %v, %v; want error containing %q", viewOf(rsp.GetAdjust()), err, tc.errHas)
 			}
 		})
-	}
-}
-
-// The validator on its own (a CreateContainer of lpu-nri the runtime lost)
-// treats verified claims as the allocation and refuses unverified ones.
-func TestValidateDRAClaims(t *testing.T) {
-	f := draFixture(t)
-	tests := map[string]struct {
-		pod    string
-		claims []string
-		minors []int64
-		errHas string
-	}{
-		"prepared for the pod":      {pod: "x", claims: []string{"c1"}, minors: []int64{4, 5, 6, 7}},
-		"forged claim":              {pod: "x", claims: []string{"nope"}, minors: []int64{4, 5, 6, 7}, errHas: "(none): not allocated /dev/lpu4"},
-		"pod not in the checkpoint": {pod: "y", claims: []string{"c1"}, minors: []int64{4, 5, 6, 7}, errHas: "(none): not allocated /dev/lpu4"},
-		"final set short of claims": {pod: "x", claims: []string{"c1", "c2"}, minors: []int64{4, 5, 6, 7}, errHas: "missing lpu1 (509:1)"},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			err := f.p.verifier.Validate(pod(tc.pod, nil), claimCtr(tc.pod, tc.claims, tc.minors...), &api.ContainerAdjustment{})
-			if tc.errHas == "" {
-				if err != nil {
-					t.Fatalf("Validate: %v", err)
-				}
-				return
-			}
-			var r *verify.Refusal
-			if !errors.As(err, &r) || r.Reason != verify.ReasonMismatch || !strings.Contains(err.Error(), tc.errHas) {
-				t.Fatalf("Validate = %v, want a mismatch refusal containing %q", err, tc.errHas)
-			}
-		})
-	}
-}
-
-// The audit counts the LPUs of verified claims as the container's
-// allocation: a container holding them is neither an unallocated holder
-// nor uninjected, one holding fewer is uninjected, and one whose claim is
-// forged or another pod's is an unallocated holder.
-func TestAuditCountsDRAClaims(t *testing.T) {
-	f := draFixture(t)
-	var pods []*api.PodSandbox
-	var ctrs []*api.Container
-	add := func(podName, id string, claims []string, minors ...int64) {
-		p := pod(podName, nil)
-		p.Id = "pod-" + id
-		c := claimCtr(podName, claims, minors...)
-		c.Id, c.PodSandboxId, c.State = "ctr-"+id, p.Id, api.ContainerState_CONTAINER_RUNNING
-		pods, ctrs = append(pods, p), append(ctrs, c)
-	}
-	add("x", "ok", []string{"c1"}, 4, 5, 6, 7)
-	add("x", "two", []string{"c1", "c2"}, 1, 4, 5, 6, 7)
-	add("x", "short", []string{"c1"}, 4, 5)        // uninjected: lpu6, lpu7 missing
-	add("x", "forged", []string{"forged"}, 4)      // holder
-	add("y", "theirs", []string{"c1"}, 4, 5, 6, 7) // holder
-	add("x", "beyond", []string{"c2"}, 1, 0)       // holder: lpu0 is no claim's
-	holders, uninjected := f.p.AuditCounts(pods, ctrs)
-	if holders != 3 || uninjected != 1 {
-		t.Fatalf("AuditCounts = %d holders, %d uninjected; want 3, 1", holders, uninjected)
 	}
 }

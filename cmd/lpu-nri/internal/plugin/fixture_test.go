@@ -19,33 +19,35 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
-	"github.com/hyperaccel/lpu-node/pkg/inject/injecttest"
 )
 
 var discard = verifytest.Discard
 
 // The kit's pods, containers and seals under the names the tests use.
 var (
-	pod     = verifytest.Pod
-	ctr     = verifytest.Ctr
-	seal    = verifytest.Seal
-	testKey = verifytest.Key
+	pod             = verifytest.Pod
+	ctr             = verifytest.Ctr
+	seal            = verifytest.Seal
+	testKey         = verifytest.Key
+	lpuDev          = verifytest.LPUDev
+	claimCtr        = verifytest.ClaimCtr
+	cgroupRule      = verifytest.CgroupRule
+	containerdRules = verifytest.ContainerdRules
 )
 
 // fixture is a plugin over a fake tree of n devices, lpu5 unhealthy when
 // sick is set.
 type fixture struct {
-	root   string
-	key    *inject.Key
-	legacy *injecttest.Key // key's secret, writing the v1 form
-	store  *inventory.Store
-	p      *Plugin
+	root  string
+	key   *inject.Key
+	store *inventory.Store
+	p     *Plugin
 }
 
 func newFixture(t testing.TB, n int, sick bool, opts ...func(*Config)) *fixture {
 	t.Helper()
 	nd := verifytest.NewNode(t, n, sick)
-	f := &fixture{root: nd.Root, key: nd.Key, legacy: nd.Legacy, store: nd.Store}
+	f := &fixture{root: nd.Root, key: nd.Key, store: nd.Store}
 	cfg := Config{Config: nd.Config()}
 	for _, o := range opts {
 		o(&cfg)

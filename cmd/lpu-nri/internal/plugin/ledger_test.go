@@ -39,7 +39,7 @@ func TestReplayAfterChurn(t *testing.T) {
 	ctx := context.Background()
 	for i := range ledger.MaxEntries + 8 {
 		p := pod(fmt.Sprintf("churn-%d", i), nil)
-		if _, _, err := f.p.verifier.Decide(ctx, p, ctr(p.GetName(), seal(t, f.key, "lpu0"))); err != nil {
+		if _, _, err := f.p.CreateContainer(ctx, p, ctr(p.GetName(), seal(t, f.key, "lpu0"))); err != nil {
 			t.Fatalf("churn pod %d: %v", i, err)
 		}
 		if err := f.p.RemovePodSandbox(ctx, p); err != nil {
@@ -166,7 +166,7 @@ func TestLedgerShares(t *testing.T) {
 	// Their IDs go before any running pod's.
 	for i := range ledger.MaxEntries + 10 {
 		job := &api.PodSandbox{Id: fmt.Sprintf("pod-job-%d", i), Name: fmt.Sprintf("job-%d", i), Uid: fmt.Sprintf("uid-job-%d", i), Namespace: fmt.Sprintf("ci-%d", i%8)}
-		if _, _, err := f.p.verifier.Decide(ctx, job, &api.Container{Id: "c-" + job.Id, PodSandboxId: job.Id, Name: "main", Annotations: seal(t, f.key, "lpu2")}); err != nil {
+		if _, _, err := f.p.CreateContainer(ctx, job, &api.Container{Id: "c-" + job.Id, PodSandboxId: job.Id, Name: "main", Annotations: seal(t, f.key, "lpu2")}); err != nil {
 			t.Fatalf("job %d: %v", i, err)
 		}
 		if i%512 == 0 { // some over the real runtime side, the rest direct

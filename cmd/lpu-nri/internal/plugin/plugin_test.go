@@ -15,18 +15,14 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/ready"
 )
 
+// TestCreateContainerThroughRuntime: over the real NRI adaptation, a
+// verified allocation comes back as the adjustment (nodes in ring order,
+// env, driver mount) and is counted, an unallocated container gets
+// LPU_VISIBLE_DEVICES=none, and each refusal fails the creation with the
+// verifier's message and counts its reason. The rules themselves are
+// verify's tests.
 func TestCreateContainerThroughRuntime(t *testing.T) {
 	f := newFixture(t, 8, true)
-	other := testKey(t, 9)
-	otherNode, err := inject.NewKey(slices.Repeat([]byte{7}, inject.KeySize)) // f.key's secret
-	if err != nil {
-		t.Fatal(err)
-	}
-	if otherNode, err = otherNode.ForNode("node-2"); err != nil {
-		t.Fatal(err)
-	}
-	sealed := func(v string) map[string]string { return seal(t, f.key, v) }
-	valid := seal(t, f.key, "lpu7", "lpu0", "lpu1") // wraps around the ring
 	tests := map[string]struct {
 		podAnn, ctrAnn map[string]string
 		env            []string
@@ -35,103 +31,32 @@ func TestCreateContainerThroughRuntime(t *testing.T) {
 		errHas         string
 	}{
 		"valid allocation in ring order": {
-			ctrAnn: valid,
+			ctrAnn: seal(t, f.key, "lpu7", "lpu0", "lpu1"), // wraps around the ring
 			want: view{
 				Devices: []string{dev(7), dev(0), dev(1)},
 				Env:     []string{"LPU_VISIBLE_DEVICES=7,0,1", "NUM_LPU_DEVICES=3", driverEnv},
 				Mounts:  []string{libMount},
 			},
 		},
-		"valid allocation overrides image env": {
-			ctrAnn: seal(t, f.key, "lpu3"),
-			env:    []string{"LPU_VISIBLE_DEVICES=0,1,2,3,4,5,6,7", "PATH=/bin"},
-			want:   view{Devices: []string{dev(3)}, Env: []string{"LPU_VISIBLE_DEVICES=3", "NUM_LPU_DEVICES=1", driverEnv}, Mounts: []string{libMount}},
+		"no allocation but LPU_VISIBLE_DEVICES in image env": {
+			env:  []string{"LPU_VISIBLE_DEVICES=0,1", "HOME=/root"},
+			want: view{Env: []string{"LPU_VISIBLE_DEVICES=none"}},
 		},
 		"forged annotation without seal": {
 			ctrAnn: map[string]string{inject.AnnotationDevices: "lpu0,lpu1"},
 			reason: verify.ReasonBadSeal, errHas: "seal missing",
 		},
-		"seal made with another key": {
-			ctrAnn: seal(t, other, "lpu0", "lpu1"),
-			reason: verify.ReasonBadSeal, errHas: "does not match",
-		},
-		"seal without devices": {
-			ctrAnn: map[string]string{inject.AnnotationSeal: f.legacy.SealV1("lpu0")},
-			reason: verify.ReasonBadSeal, errHas: "without",
-		},
-		"validly sealed value also in pod annotations": {
-			podAnn: valid, ctrAnn: valid,
-			reason: verify.ReasonPodAnnotation, errHas: `pod annotation "lpu.hyperaccel.ai/allocation"`,
-		},
-		"reserved key in another letter case in pod annotations": {
-			podAnn: map[string]string{"LPU.hyperaccel.ai/devices": "lpu0"},
-			ctrAnn: valid,
-			reason: verify.ReasonPodAnnotation, errHas: `pod annotation "LPU.hyperaccel.ai/devices"`,
-		},
-		"sealed on another node with the same key": {
-			ctrAnn: seal(t, otherNode, "lpu0"),
-			reason: verify.ReasonBadSeal, errHas: `on node "node-1" (sealed on another node, or forged)`,
-		},
-		"legacy v1 seal while the switch is off": {
-			ctrAnn: f.legacy.AnnotationsV1([]string{"lpu0"}),
-			reason: verify.ReasonLegacySeal, errHas: "security.acceptLegacySeals",
-		},
 		"key in pod annotations only": {
 			podAnn: map[string]string{inject.AnnotationDevices: "lpu0"},
 			reason: verify.ReasonPodAnnotation, errHas: "a pod cannot claim LPUs",
-		},
-		"any reserved key in pod annotations": {
-			podAnn: map[string]string{"lpu.hyperaccel.ai/anything": "x"},
-			ctrAnn: valid,
-			reason: verify.ReasonPodAnnotation, errHas: "lpu.hyperaccel.ai/anything",
-		},
-		"unknown ID": {
-			ctrAnn: sealed("lpu1,lpu42"),
-			reason: verify.ReasonUnknownDevice, errHas: `"lpu42" is not on this node`,
-		},
-		"path-like ID": {
-			ctrAnn: sealed("../lpu0"),
-			reason: verify.ReasonBadValue, errHas: "want lpuN",
-		},
-		"absolute path ID": {
-			ctrAnn: sealed("/dev/lpu0"),
-			reason: verify.ReasonBadValue, errHas: "want lpuN",
-		},
-		"duplicate IDs": {
-			ctrAnn: sealed("lpu1,lpu2,lpu1"),
-			reason: verify.ReasonBadValue, errHas: "duplicates",
-		},
-		"oversized value": {
-			ctrAnn: sealed(strings.Repeat("lpu1,", 1000) + "lpu1"),
-			reason: verify.ReasonBadValue, errHas: "limit",
 		},
 		"unhealthy device": {
 			ctrAnn: seal(t, f.key, "lpu4", "lpu5"),
 			reason: verify.ReasonUnhealthyDevice, errHas: `lpu5 is unhealthy: status "ECC_ERROR"`,
 		},
-		"no allocation but LPU_VISIBLE_DEVICES in image env": {
-			env:  []string{"LPU_VISIBLE_DEVICES=0,1", "HOME=/root"},
-			want: view{Env: []string{"LPU_VISIBLE_DEVICES=none"}},
-		},
-		// containerd appends image and pod-spec env without merging them,
-		// and NRI's env adjustment replaces only the first copy: the runtime
-		// then rewrites it with the last, so the override would be lost.
-		"no allocation, LPU_VISIBLE_DEVICES in image and pod env": {
+		"LPU_VISIBLE_DEVICES twice in env": {
 			env:    []string{"LPU_VISIBLE_DEVICES=0,1", "HOME=/root", "LPU_VISIBLE_DEVICES=2"},
 			reason: verify.ReasonBadValue, errHas: "sets LPU_VISIBLE_DEVICES 2 times",
-		},
-		"valid allocation, LPU_VISIBLE_DEVICES twice in env": {
-			ctrAnn: seal(t, f.key, "lpu3"),
-			env:    []string{"LPU_VISIBLE_DEVICES=0", "LPU_VISIBLE_DEVICES=1"},
-			reason: verify.ReasonBadValue, errHas: "sets LPU_VISIBLE_DEVICES 2 times",
-		},
-		"no allocation, other-case and unset names are other variables": {
-			env:  []string{"lpu_visible_devices=0", "LPU_VISIBLE_DEVICES", "LPU_VISIBLE_DEVICES =1", "LPU_VISIBLE_DEVICES=2"},
-			want: view{Env: []string{"LPU_VISIBLE_DEVICES=none"}},
-		},
-		"no allocation, clean image": {
-			ctrAnn: map[string]string{"other.example.com/x": "y"},
-			want:   view{Env: []string{"LPU_VISIBLE_DEVICES=none"}},
 		},
 	}
 

@@ -193,7 +193,7 @@ func TestRestartFinishedPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again := &fixture{root: n.f.root, key: n.f.key, legacy: n.f.legacy, store: n.f.store, p: p}
+	again := &fixture{root: n.f.root, key: n.f.key, store: n.f.store, p: p}
 	again.connect(t, n.rt)
 	n.rt.WaitPlugins(t, 1)
 	accepted, tried, refusal := newAllocations(t, again, n.rt)

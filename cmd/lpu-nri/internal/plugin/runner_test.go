@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
 	"github.com/hyperaccel/lpu-node/internal/backoff"
 	"github.com/hyperaccel/lpu-node/internal/nritest"
 )
@@ -66,24 +65,6 @@ func TestRunnerWaitsForRuntime(t *testing.T) {
 	}
 	if f.p.Connected() {
 		t.Fatal("still connected after Run returned")
-	}
-}
-
-func TestCrossCheckTimeoutCapped(t *testing.T) {
-	tests := map[string]struct {
-		in, want time.Duration
-	}{
-		"default":         {0, verify.MaxCrossCheckTimeout},
-		"short kept":      {200 * time.Millisecond, 200 * time.Millisecond},
-		"too long capped": {10 * time.Second, verify.MaxCrossCheckTimeout},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, 1, false, func(c *Config) { c.CheckTimeout = tc.in })
-			if f.p.verifier.CheckTimeout() != tc.want {
-				t.Fatalf("check timeout %v, want %v", f.p.verifier.CheckTimeout(), tc.want)
-			}
-		})
 	}
 }
 

@@ -9,10 +9,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
 	"github.com/hyperaccel/lpu-node/internal/nritest"
-	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
 // slowCheck is a PodResources cross-check that hangs past the runtime's
@@ -69,10 +66,6 @@ func runOther(t *testing.T, rt *nritest.Runtime, o *other) {
 		s.Stop()
 		<-done
 	})
-}
-
-func lpuDev(path string, minor int64) *api.LinuxDevice {
-	return &api.LinuxDevice{Path: path, Type: "c", Major: device.DefaultMajor, Minor: minor}
 }
 
 // TestValidator: with another plugin or the pristine container adding LPU
@@ -172,10 +165,6 @@ func TestValidator(t *testing.T) {
 	}
 }
 
-// TestPeriodicAudit: the audit runs between Synchronizes over the
-// containers the runtime started, and counts both unallocated holders and
-// containers running without their allocated LPUs.
-
 func TestHasValidators(t *testing.T) {
 	tests := map[string]struct {
 		runtime, version string
@@ -215,28 +204,10 @@ func TestSynchronizeSeedsLedger(t *testing.T) {
 	rt.Start(t)
 	f.connect(t, rt)
 	rt.WaitPlugins(t, 1)
-	if _, _, err := f.p.verifier.Decide(context.Background(), pod("thief", nil), ctr("thief", ann)); err == nil || !strings.Contains(err.Error(), "already used by another pod") {
+	if _, _, err := f.p.CreateContainer(context.Background(), pod("thief", nil), ctr("thief", ann)); err == nil || !strings.Contains(err.Error(), "already used by another pod") {
 		t.Fatalf("a running pod's allocation in another pod: %v, want refused", err)
 	}
-	if _, _, err := f.p.verifier.Decide(context.Background(), victim, ctr("victim", ann)); err != nil {
+	if _, _, err := f.p.CreateContainer(context.Background(), victim, ctr("victim", ann)); err != nil {
 		t.Fatalf("the running pod's own restart: %v", err)
-	}
-}
-
-// TestValidateWithoutInventory: before discovery succeeds, containers
-// without an allocation pass the validator (the node keeps running its
-// agents); one with an allocation is refused.
-func TestValidateWithoutInventory(t *testing.T) {
-	f := newFixture(t, 8, false)
-	empty := inventory.New(device.NewSysfs(t.TempDir(), device.WithLogger(discard)), inventory.Options{Logger: discard})
-	p, err := New(Config{Config: verify.Config{Key: f.key, Store: empty, Log: discard}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.verifier.Validate(pod("a", nil), ctr("a", nil), &api.ContainerAdjustment{}); err != nil {
-		t.Errorf("unallocated container refused without inventory: %v", err)
-	}
-	if err := p.verifier.Validate(pod("b", nil), ctr("b", seal(t, f.key, "lpu0")), &api.ContainerAdjustment{}); err == nil {
-		t.Error("allocated container validated without inventory")
 	}
 }

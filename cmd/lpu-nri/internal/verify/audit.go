@@ -60,12 +60,12 @@ func (v *Verifier) holderWhy(snap *inventory.Snapshot, pod *api.PodSandbox, c *a
 }
 
 // coverage returns "" when the container's verified allocation (sealed, or
-// its DRA claims') covers every
-// held node, else why not. A node is judged by what it opens, its device
-// number, not by its path: /dev/accel with lpu3's number is lpu3, and
-// /dev/lpu3 with lpu5's number is lpu5. Only an allocated ID the inventory
-// no longer knows falls back to its path. snap is the audit's one view of
-// the inventory, the same it found the held nodes with.
+// its DRA claims') covers every held node, else why not. A node is judged
+// by what it opens, its device number, not by its path: /dev/accel with
+// lpu3's number is lpu3, and /dev/lpu3 with lpu5's number is lpu5. Only an
+// allocated ID the inventory no longer knows falls back to its path. snap
+// is the audit's one view of the inventory, the same it found the held
+// nodes with.
 func (v *Verifier) coverage(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.Container, held []node) string {
 	if key, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {
 		return fmt.Sprintf("pod annotation %q", key)

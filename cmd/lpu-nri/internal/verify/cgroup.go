@@ -110,7 +110,7 @@ func (v *Verifier) cgroupRefusal(snap *inventory.Snapshot, pod *api.PodSandbox, 
 	if alloc == "" {
 		alloc = "none"
 	}
-	return refuse(ReasonDeviceCgroup,
+	return refuse(ErrNoOtherLPU, ReasonDeviceCgroup,
 		"container's device cgroup admits LPUs it was not allocated (allocation %s): %s; a container may open only its allocated LPUs (privileged_without_host_devices_all_devices_allowed, a device cgroup rule or another plugin must not admit others); node agents that need them belong in a namespace listed in security.allowNamespaces",
 		alloc, strings.Join(why, ", "))
 }

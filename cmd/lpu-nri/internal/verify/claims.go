@@ -8,7 +8,6 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/hyperaccel/lpu-node/internal/dracheckpoint"
-	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
 // DefaultClaimWait is how long CreateContainer waits, at most, for lpu-dra
@@ -51,32 +50,6 @@ func (v *Verifier) awaitClaimLPUs(pod *api.PodSandbox, claims []string) ([]strin
 		}
 		time.Sleep(claimPoll)
 	}
-}
-
-// (nodes, mounts, LPU_VISIBLE_DEVICES), so nothing is added once lpu-dra's
-// checkpoint says the claims were prepared for this pod; their LPUs are
-// then the container's verified allocation, under the same rules as a
-// sealed one: known and healthy, and no LPU node carried beyond them.
-func (v *Verifier) decideClaims(pod *api.PodSandbox, ctr *api.Container, claims []string) error {
-	ids, err := v.awaitClaimLPUs(pod, claims)
-	if err != nil {
-		return refuse(ReasonBadValue, "lpu-dra claim device: %w", err)
-	}
-	snap := v.store.Load()
-	if !snap.Ready() {
-		return refuse(ReasonNoInventory, "no LPU inventory yet (%v); cannot verify claim LPUs %s", snap.Err, inject.EncodeIDs(ids))
-	}
-	for _, id := range ids {
-		d, ok := snap.Device(id)
-		if !ok {
-			v.store.Kick()
-			return refuse(ReasonUnknownDevice, "claimed device %q is not on this node (known: %d LPUs)", id, len(snap.Inventory.Devices))
-		}
-		if !d.Health.Healthy {
-			return refuse(ReasonUnhealthyDevice, "claimed device %s is unhealthy: %s", id, d.Health.Reason)
-		}
-	}
-	return v.checkCarried(snap, pod, ctr, ids)
 }
 
 // claimLPUs returns the LPUs of the claims when lpu-dra prepared every one

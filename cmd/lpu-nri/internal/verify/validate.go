@@ -149,13 +149,13 @@ func (v *Verifier) Validate(pod *api.PodSandbox, ctr *api.Container, adj *api.Co
 		// must keep starting (a node whose driver is not loaded still runs
 		// its CNI and agents).
 		if _, ok := ctr.GetAnnotations()[inject.AnnotationDevices]; ok || len(claimUIDs(ctr.GetCDIDevices())) > 0 {
-			return refuse(ReasonNoInventory, "no LPU inventory yet (%v); cannot validate the container's devices", snap.Err)
+			return refuse(ErrKnownHealthy, ReasonNoInventory, "no LPU inventory yet (%v); cannot validate the container's devices", snap.Err)
 		}
 		return nil
 	}
 	for _, c := range adj.GetCDIDevices() {
 		if strings.HasPrefix(c.GetName(), cdiKindPrefix) || strings.HasPrefix(c.GetName(), inject.ClaimKind+"=") {
-			return refuse(ReasonMismatch, "CDI device %q injected by a plugin: LPUs reach a container only through lpu-nri's verified allocation or a claim in its pod spec", c.GetName())
+			return refuse(ErrFinalDevices, ReasonMismatch, "CDI device %q injected by a plugin: LPUs reach a container only through lpu-nri's verified allocation or a claim in its pod spec", c.GetName())
 		}
 	}
 	ids := v.verified(snap, pod, ctr)
@@ -163,7 +163,7 @@ func (v *Verifier) Validate(pod *api.PodSandbox, ctr *api.Container, adj *api.Co
 	granted := want(snap, ids, gbuf[:0])
 	held := finalNodes(snap, ctr.GetLinux().GetDevices(), adj)
 	if why := mismatch(snap, ids, granted, held, v.allowed(pod.GetNamespace())); why != "" {
-		return refuse(ReasonMismatch, "%s", why)
+		return refuse(ErrFinalDevices, ReasonMismatch, "%s", why)
 	}
 	return v.cgroupRefusal(snap, pod, finalRules(ctr.GetLinux().GetResources().GetDevices(), adj), ids)
 }
@@ -207,7 +207,7 @@ func (v *Verifier) foreignNodes(snap *inventory.Snapshot, pod *api.PodSandbox, c
 	if privileged(ctr) {
 		kind = "privileged container"
 	}
-	return refuse(ReasonUnallocatedNodes,
+	return refuse(ErrNoOtherLPU, ReasonUnallocatedNodes,
 		"%s carries LPU device nodes it was not allocated (%s): LPUs reach a container only through an allocation from the device plugin (another device plugin, a CDI device or privileged mode must not hand them out); node agents that need them belong in a namespace listed in security.allowNamespaces",
 		kind, strings.Join(extra, ", "))
 }

@@ -13,8 +13,6 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
-	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/nriedit"
-	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -100,10 +98,26 @@ func (v *Verifier) CheckTimeout() time.Duration { return v.checkTimeout }
 // Key is the node's seal key.
 func (v *Verifier) Key() *inject.Key { return v.key }
 
+// The rules' errors: a Refusal is (errors.Is) the one of the rule that
+// refused (package doc), so a caller tells the rules apart; the Reason is
+// the metrics label, shared by several rules.
+var (
+	ErrPodAnnotations    = errors.New("trust rule: pod annotations")
+	ErrOneVisibleDevices = errors.New("trust rule: one LPU_VISIBLE_DEVICES")
+	ErrSealedAllocation  = errors.New("trust rule: sealed allocation")
+	ErrKnownHealthy      = errors.New("trust rule: known, healthy LPUs")
+	ErrPodResources      = errors.New("trust rule: PodResources agree")
+	ErrNoOtherLPU        = errors.New("trust rule: no other LPU")
+	ErrReplayLedger      = errors.New("trust rule: replay ledger")
+	ErrPreparedClaims    = errors.New("trust rule: prepared claims")
+	ErrFinalDevices      = errors.New("validator: final LPU devices")
+)
+
 // Refusal is the error CreateContainer returns when it refuses a container:
 // the runtime fails the creation and shows the message to the user.
 type Refusal struct {
 	Reason string // a Reason* value
+	Rule   error  // the refusing rule's Err* value
 	Err    error
 }
 
@@ -112,108 +126,13 @@ func (r *Refusal) Error() string { return "lpu-nri refused the container: " + r.
 // Unwrap returns the cause.
 func (r *Refusal) Unwrap() error { return r.Err }
 
-func refuse(reason string, format string, args ...any) *Refusal {
-	return &Refusal{Reason: reason, Err: fmt.Errorf(format, args...)}
-}
+// Is reports whether target is the refusing rule's error, so errors.Is
+// tells the rules apart (the cause's chain is Unwrap's).
+func (r *Refusal) Is(target error) bool { return target == r.Rule }
 
-// Decide applies the trust rules (package doc) in order and returns the
-// adjustment with the verified allocation (IDs in ring order, and its
-// allocation ID when the device plugin wrote one), an empty allocation for
-// a container without one, or a *Refusal. Apart from the optional cross-check
-// and the claims read it does no I/O.
-func (v *Verifier) Decide(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, inject.Allocation, error) {
-	var none inject.Allocation
-	if key, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {
-		return nil, none, refuse(ReasonPodAnnotation,
-			"pod annotation %q is reserved for the LPU device plugin; a pod cannot claim LPUs through annotations (runtimes copy pod annotations into containers): remove it from the pod", key)
-	}
-	if n := visibleDevicesCopies(ctr.GetEnv()); n > 1 {
-		return nil, none, refuse(ReasonBadValue,
-			"container env sets %s %d times (image and pod spec both set it?): the runtime would keep the last copy instead of the value lpu-nri sets, so set it at most once (lpu-nri overrides it anyway)",
-			inject.EnvVisibleDevices, n)
-	}
-	if claims := claimUIDs(ctr.GetCDIDevices()); len(claims) > 0 {
-		return nil, none, v.decideClaims(pod, ctr, claims)
-	}
-	alloc, err := v.key.OpenAllocation(ctr.GetAnnotations())
-	ids := alloc.IDs
-	switch {
-	case errors.Is(err, inject.ErrNoAllocation):
-		adj := nriedit.Adjustment(inject.Unallocated())
-		if len(ctr.GetLinux().GetDevices()) == 0 && len(ctr.GetLinux().GetResources().GetDevices()) == 0 {
-			return adj, none, nil
-		}
-		if err := v.checkCarried(v.store.Load(), pod, ctr, nil); err != nil {
-			return nil, none, err
-		}
-		return adj, none, nil
-	case errors.Is(err, inject.ErrBadSeal):
-		return nil, none, refuse(ReasonBadSeal, "allocation annotation not sealed by this node's device plugin: %w", err)
-	case err != nil:
-		return nil, none, refuse(ReasonBadValue, "allocation annotation invalid: %w", err)
-	case alloc.Version == inject.SealV1 && !v.acceptV1:
-		return nil, none, refuse(ReasonLegacySeal,
-			"allocation %s is sealed in the legacy v1 form (not bound to this node); recreate the pod so the device plugin seals it again, or set security.acceptLegacySeals: true during the upgrade", inject.EncodeIDs(ids))
-	}
-	snap := v.store.Load()
-	if !snap.Ready() {
-		return nil, none, refuse(ReasonNoInventory, "no LPU inventory yet (%v); cannot verify %s", snap.Err, inject.EncodeIDs(ids))
-	}
-	var buf [8]device.Device // a server's ring of 8 fits without a heap copy; more spill over
-	devs, err := v.allocated(snap, ids, buf[:0])
-	if err != nil {
-		return nil, none, err
-	}
-	if err := v.checkHolder(ctx, snap, pod, ctr, alloc); err != nil {
-		return nil, none, err
-	}
-	return nriedit.Adjustment(inject.ForDevices(devs, snap.DriverVersion(), v.opts)), alloc, nil
+func refuse(rule error, reason string, format string, args ...any) *Refusal {
+	return &Refusal{Reason: reason, Rule: rule, Err: fmt.Errorf(format, args...)}
 }
-
-// allocated appends the devices of ids to devs (step 4 of Decide): each
-// must be in snap and healthy.
-func (v *Verifier) allocated(snap *inventory.Snapshot, ids []string, devs []device.Device) ([]device.Device, error) {
-	for _, id := range ids {
-		d, ok := snap.Device(id)
-		if !ok {
-			v.store.Kick() // the inventory may be behind the device plugin's
-			return nil, refuse(ReasonUnknownDevice, "allocated device %q is not on this node (known: %d LPUs)", id, len(snap.Inventory.Devices))
-		}
-		if !d.Health.Healthy {
-			return nil, refuse(ReasonUnhealthyDevice, "allocated device %s is unhealthy: %s", id, d.Health.Reason)
-		}
-		devs = append(devs, *d)
-	}
-	return devs, nil
-}
-
-// checkHolder runs steps 5 to 7 of Decide for a verified allocation: the
-// kubelet's PodResources, the nodes the container already carries, and
-// the ledger.
-func (v *Verifier) checkHolder(ctx context.Context, snap *inventory.Snapshot, pod *api.PodSandbox, ctr *api.Container, alloc inject.Allocation) error {
-	ids := alloc.IDs
-	if v.check != nil {
-		cctx, cancel := context.WithTimeout(ctx, v.checkTimeout)
-		err := v.check.Check(cctx, pod.GetNamespace(), pod.GetName(), ctr.GetName(), ids)
-		cancel()
-		if err != nil {
-			return refuse(ReasonPodResources, "kubelet pod resources check: %w", err)
-		}
-	}
-	if len(ctr.GetLinux().GetDevices()) > 0 || len(ctr.GetLinux().GetResources().GetDevices()) > 0 {
-		if err := v.checkCarried(snap, pod, ctr, ids); err != nil {
-			return err
-		}
-	}
-	if v.ledger != nil && alloc.ID != "" {
-		if err := v.claimAllocation(alloc.ID, pod); err != nil {
-			return refuse(ReasonReplayed, "allocation %s of pod %s/%s: %w", alloc.ID, pod.GetNamespace(), pod.GetName(), err)
-		}
-	}
-	return nil
-}
-
-// hasGuardHook reports whether the container's pristine spec holds the
 
 // claimUIDs returns the claim UIDs of the container's lpu-dra CDI devices
 // ("lpu.hyperaccel.ai/claim=<uid>").
@@ -225,22 +144,6 @@ func claimUIDs(devs []*api.CDIDevice) []string {
 		}
 	}
 	return out
-}
-
-// decideClaims admits a container whose LPUs come from DRA claims, or
-
-// checkCarried applies the validator's checks to what the container
-// already has (runtimes without validators never ask): LPU nodes beyond
-// ids (see foreignNodes), or device cgroup rules admitting LPUs beyond ids
-// (see cgroupRefusal), refuse the container.
-func (v *Verifier) checkCarried(snap *inventory.Snapshot, pod *api.PodSandbox, ctr *api.Container, ids []string) error {
-	if !snap.Ready() {
-		return nil // nothing is known to be an LPU; the validator refuses later
-	}
-	if err := v.foreignNodes(snap, pod, ctr, ids); err != nil {
-		return err
-	}
-	return v.checkCgroup(snap, pod, ctr, ids)
 }
 
 // visibleDevicesCopies counts the entries of env that set

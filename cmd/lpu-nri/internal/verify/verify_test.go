@@ -92,10 +92,25 @@ func TestPodResourcesCrossCheck(t *testing.T) {
 			switch {
 			case tc.reason == "" && (err != nil || !slices.Equal(alloc.IDs, []string{"lpu1"})):
 				t.Fatalf("Decide = %v, %v; want lpu1", alloc.IDs, err)
-			case tc.reason != "" && (!errors.As(err, &r) || r.Reason != tc.reason):
+			case tc.reason != "" && (!errors.Is(err, verify.ErrPodResources) || !errors.As(err, &r) || r.Reason != tc.reason):
 				t.Fatalf("Decide error = %v, want refusal %q", err, tc.reason)
 			}
 		})
+	}
+}
+
+// TestCrossCheckTimeoutCapped: the runtime gives a plugin 2s per request,
+// so the cross-check's bound defaults to and is capped at
+// MaxCrossCheckTimeout.
+func TestCrossCheckTimeoutCapped(t *testing.T) {
+	for in, want := range map[time.Duration]time.Duration{
+		0:                      verify.MaxCrossCheckTimeout,
+		200 * time.Millisecond: 200 * time.Millisecond,
+		10 * time.Second:       verify.MaxCrossCheckTimeout,
+	} {
+		if _, v := newVerifier(t, 1, false, func(c *verify.Config) { c.CheckTimeout = in }); v.CheckTimeout() != want {
+			t.Errorf("CheckTimeout %v: effective %v, want %v", in, v.CheckTimeout(), want)
+		}
 	}
 }
 
@@ -258,4 +273,18 @@ func FuzzDecide(f *testing.F) {
 			t.Fatalf("devices %v / env %q do not match ids %v", devs, vis[0], ids)
 		}
 	})
+}
+
+// BenchmarkDecideValid4 is the decision alone: no metrics, no log record
+// (the adapter's BenchmarkCreateContainerValid4 adds them).
+func BenchmarkDecideValid4(b *testing.B) {
+	nd, v := newVerifier(b, 8, false)
+	p, c := pod("b", nil), ctr("b", seal(b, nd.Key, "lpu6", "lpu7", "lpu0", "lpu1"))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := v.Decide(ctx, p, c); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -6,6 +6,7 @@ package verifytest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/inventory"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
+	"github.com/hyperaccel/lpu-node/internal/dracheckpoint"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
@@ -130,4 +132,72 @@ func Arcs(size, n int) [][]string {
 		}
 	}
 	return out
+}
+
+// LPUDev is a character device node of the LPU driver's major.
+func LPUDev(path string, minor int64) *api.LinuxDevice {
+	return &api.LinuxDevice{Path: path, Type: "c", Major: device.DefaultMajor, Minor: minor}
+}
+
+// CgroupRule is an OCI device cgroup rule; major or minor < 0 is a
+// wildcard.
+func CgroupRule(allow bool, typ string, major, minor int64, access string) *api.LinuxDeviceCgroup {
+	r := &api.LinuxDeviceCgroup{Allow: allow, Type: typ, Access: access}
+	if major >= 0 {
+		r.Major = api.Int64(major)
+	}
+	if minor >= 0 {
+		r.Minor = api.Int64(minor)
+	}
+	return r
+}
+
+// ContainerdRules are the rules containerd gives an unprivileged
+// container: deny everything, then the default devices and /dev/pts.
+func ContainerdRules(extra ...*api.LinuxDeviceCgroup) []*api.LinuxDeviceCgroup {
+	rules := []*api.LinuxDeviceCgroup{
+		CgroupRule(false, "", -1, -1, "rwm"),
+		CgroupRule(true, "c", 1, 3, "rwm"), CgroupRule(true, "c", 1, 5, "rwm"),
+		CgroupRule(true, "c", 1, 8, "rwm"), CgroupRule(true, "c", 1, 9, "rwm"),
+		CgroupRule(true, "c", 5, 0, "rwm"), CgroupRule(true, "c", 5, 1, "rwm"),
+		CgroupRule(true, "c", 136, -1, "rwm"), CgroupRule(true, "c", 10, 200, "rwm"),
+	}
+	return append(rules, extra...)
+}
+
+// ClaimCtr is a container of pod name whose CDI devices name the claims
+// and whose pristine devices (the claims' CDI specs, applied by the
+// runtime) are the LPU nodes of minors.
+func ClaimCtr(name string, claims []string, minors ...int64) *api.Container {
+	c := Ctr(name, nil)
+	for _, uid := range claims {
+		c.CDIDevices = append(c.CDIDevices, &api.CDIDevice{Name: inject.ClaimDeviceID(uid)})
+	}
+	c.Linux = &api.LinuxContainer{}
+	for _, m := range minors {
+		c.Linux.Devices = append(c.Linux.Devices, LPUDev(fmt.Sprintf("/dev/lpu%d", m), m))
+	}
+	return c
+}
+
+// Claim is a claim lpu-dra prepared on the LPUs lpus for pods (UIDs), in
+// namespace "team".
+func Claim(uid string, lpus []string, pods ...string) dracheckpoint.Claim {
+	return dracheckpoint.Claim{UID: uid, Namespace: "team", Name: "lpus-" + uid, LPUs: lpus,
+		Devices:   []dracheckpoint.Device{{Request: "lpus", Pool: "node-a", Device: "ring0-" + uid}},
+		CDIDevice: inject.ClaimDeviceID(uid), SpecName: "lpu.hyperaccel.ai-claim_" + uid + ".json", Pods: pods}
+}
+
+// WriteClaims writes lpu-dra's checkpoint of claims to the state dir dir
+// (over any earlier one) and returns Config.Claims reading it.
+func WriteClaims(t testing.TB, dir string, claims ...dracheckpoint.Claim) func(string, []string) ([]string, error) {
+	t.Helper()
+	state := &dracheckpoint.State{Claims: map[string]dracheckpoint.Claim{}}
+	for _, c := range claims {
+		state.Claims[c.UID] = c
+	}
+	if err := dracheckpoint.Save(dir, state); err != nil {
+		t.Fatal(err)
+	}
+	return func(pod string, uids []string) ([]string, error) { return dracheckpoint.PodLPUs(dir, pod, uids) }
 }
