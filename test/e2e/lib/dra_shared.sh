@@ -38,6 +38,8 @@ reserved_for() {
   kc get resourceclaim "$1" -n "${2:-default}" -o jsonpath='{range .status.reservedFor[*]}{.name} {end}'
 }
 sorted_nodes() { lpu_nodes "$1" | sort -n | tr '\n' ' '; }
+# one_running NAME: exactly one running container is named NAME.
+one_running() { [ "$(cri ps --label "io.kubernetes.container.name=$1" --state Running -q | wc -l)" = 1 ]; }
 # runs_in NAMESPACE NAME: the pod is Running there and its container runs.
 runs_in() { prints Running kc get pod "$2" -n "$1" -o jsonpath='{.status.phase}' && has_running "$2"; }
 # refused_as_unprepared NAME BEFORE: the runtime's error for NAME says the
@@ -144,7 +146,9 @@ EOF
   fi
   before=$(sorted_nodes roll)
   kc rollout restart deployment/roll >/dev/null 2>&1
-  if kc rollout status deployment/roll --timeout=120s >/dev/null 2>&1 && wait_running roll 30; then
+  # the old pod's container may still run for its grace second: read the
+  # new one once it is the only one left
+  if kc rollout status deployment/roll --timeout=120s >/dev/null 2>&1 && wait_for 30 one_running roll; then
     after=$(sorted_nodes roll)
     expect "roll: the rollout's new pod runs on the same claim with the same LPUs" "before [$before], after [$after]; reservedFor: $(reserved_for shared)" \
       same_nonempty "$after" "$before" "$(sorted_nodes share-a)"
