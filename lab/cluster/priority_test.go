@@ -1,10 +1,16 @@
 package main
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 )
@@ -210,5 +216,58 @@ func TestPriorityFlags(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"-workload", "prio"}); err == nil {
 		t.Error("unknown workload accepted")
+	}
+}
+
+// With evicting set, the pod informer posts "deleted" when a pod is
+// deleted (an immediate delete, as a grace period of 0 gives) or marked
+// for deletion (a graceful one, which waits for its kubelet); without
+// it, neither.
+func TestWatchDeleted(t *testing.T) {
+	for _, evicting := range []bool{true, false} {
+		cs := fake.NewClientset()
+		r := newRunner(cs, armSpec{name: "t", profile: profileDefault}, nil, time.Hour, 1, t.Logf)
+		r.evicting = evicting
+		ctx, cancel := context.WithCancel(context.Background())
+		if err := r.watch(ctx); err != nil {
+			t.Fatal(err)
+		}
+		now := metav1.Now()
+		for _, name := range []string{"t-l0", "t-l1"} {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{"arm": "t"}},
+				Spec: corev1.PodSpec{NodeName: "node-0000"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+			if _, err := cs.CoreV1().Pods(namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cs.CoreV1().Pods(namespace).Delete(ctx, "t-l0", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p, err := cs.CoreV1().Pods(namespace).Get(ctx, "t-l1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.DeletionTimestamp = &now
+		if _, err := cs.CoreV1().Pods(namespace).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		timeout := time.After(2 * time.Second)
+	wait:
+		for len(got) < 2 {
+			select {
+			case ev := <-r.events:
+				if ev.kind != "deleted" {
+					t.Fatalf("evicting %v: event %+v", evicting, ev)
+				}
+				got[ev.name] = true
+			case <-timeout:
+				break wait
+			}
+		}
+		cancel()
+		if want := evicting; got["t-l0"] != want || got["t-l1"] != want {
+			t.Errorf("evicting %v: deleted events %v", evicting, got)
+		}
 	}
 }
