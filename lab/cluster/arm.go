@@ -189,6 +189,19 @@ type runner struct {
 
 	pending atomic.Int64 // async API calls in flight
 	wg      sync.WaitGroup
+
+	// evicting makes the runner play the kubelet for pods deleted by
+	// someone else (the scheduler's preemption): it frees their LPUs and
+	// records them in evictions (guarded by mu). The priority workload
+	// sets it.
+	evicting  bool
+	evictions []eviction
+}
+
+// eviction is a started pod deleted by someone other than the harness.
+type eviction struct {
+	name, node string
+	at         time.Time
 }
 
 // claimReadWidth is how many claim reads run at once: a kubelet reads
@@ -269,6 +282,10 @@ func (r *runner) watch(ctx context.Context) error {
 	inf := f.Core().V1().Pods().Informer()
 	handle := func(old, obj any) {
 		p, ok := obj.(*corev1.Pod)
+		if ok && r.evicting && p.DeletionTimestamp != nil {
+			r.events <- event{kind: "deleted", name: p.Name, at: time.Now()}
+			return
+		}
 		if !ok || p.Status.Phase != corev1.PodPending || p.DeletionTimestamp != nil {
 			return
 		}
@@ -281,10 +298,21 @@ func (r *runner) watch(ctx context.Context) error {
 			r.events <- event{kind: "claimed", name: p.Name, at: now}
 		}
 	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	funcs := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(n any) { handle(nil, n) },
 		UpdateFunc: handle,
-	}); err != nil {
+	}
+	if r.evicting {
+		funcs.DeleteFunc = func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				r.events <- event{kind: "deleted", name: p.Name, at: time.Now()}
+			}
+		}
+	}
+	if _, err := inf.AddEventHandler(funcs); err != nil {
 		return err
 	}
 	f.Start(ctx.Done())
@@ -313,6 +341,8 @@ func (r *runner) loop(ctx context.Context) {
 				r.claimAnswered(ctx, ev)
 			case "depart":
 				r.depart(ctx, ev.name)
+			case "deleted":
+				r.evicted(ctx, ev.name, ev.at)
 			case "publish":
 				delete(r.due, ev.name)
 				r.publish(r.nodes[ev.name])
@@ -609,15 +639,41 @@ func (r *runner) depart(ctx context.Context, name string) {
 	r.mu.Lock()
 	rec.gone = true
 	r.mu.Unlock()
-	if rec.node != "" && !rec.refused {
-		for side, set := range rec.ids {
-			for _, id := range set {
-				delete(r.held[side][rec.node], id)
-			}
-		}
-		delete(r.arcs[rec.node], name)
-		r.republish(ctx, r.nodes[rec.node])
+	r.release(ctx, name, rec)
+	r.async(func() { r.deletePod(ctx, name) })
+}
+
+// release frees what the pod holds on its node (lpu-dra's Unprepare
+// republishes).
+func (r *runner) release(ctx context.Context, name string, rec *podRec) {
+	if rec.node == "" || rec.refused {
+		return
 	}
+	for side, set := range rec.ids {
+		for _, id := range set {
+			delete(r.held[side][rec.node], id)
+		}
+	}
+	delete(r.arcs[rec.node], name)
+	r.republish(ctx, r.nodes[rec.node])
+}
+
+// evicted is the kubelet seeing a pod it runs deleted by someone else
+// (the scheduler's preemption), at at: the pod stops, its LPUs are free,
+// and its object goes (the kubelet's final delete; an immediate delete
+// has already removed it). A started pod is recorded as an eviction.
+func (r *runner) evicted(ctx context.Context, name string, at time.Time) {
+	rec := r.record(name)
+	if rec == nil || rec.gone || rec.refused {
+		return
+	}
+	r.mu.Lock()
+	rec.gone = true
+	if !rec.started.IsZero() {
+		r.evictions = append(r.evictions, eviction{name: name, node: rec.node, at: at})
+	}
+	r.mu.Unlock()
+	r.release(ctx, name, rec)
 	r.async(func() { r.deletePod(ctx, name) })
 }
 

@@ -111,6 +111,30 @@
 // a table on stdout, results-N.csv and cluster-N.svg in -out; with
 // -profile DIR also a CPU profile of the scheduler over each burst.
 //
+// # Priority workload
+//
+// -workload priority (arms dp-least, dp-least-strict, dra-dynamic unless
+// -arms is given; not the gang arms) measures priority and preemption as
+// the stock scheduler does them. The harness creates the PriorityClasses
+// lpu-bench-low and lpu-bench-high, fills the nodes with low-priority 1-
+// and 2-LPU pods (a wave, a third of it ended, a second wave, then 1-LPU
+// pods for what is left, so that a pod's age does not follow its ring
+// position), then submits -high (default: one per node) high-priority
+// pods of 4 and 8 LPUs in turn, one at a time, each given -high-wait
+// (default 30s) to start; one that did not is deleted. A pod deleted by
+// someone else (the scheduler's preemption) is stopped as its kubelet
+// would and its LPUs freed; the device-plugin side then picks as it does
+// for every pod (pkg/alloc; strict refuses a scattered set). Per arm:
+// high-priority pods started and how many on an arc, refused, wait
+// p50/p99 over every high pod (one not started within -high-wait counts
+// as never), preemptions and their victims against the fewest possible
+// (per node, the fewest low-priority pods whose LPUs complete a free arc,
+// tried over every arc; the best node), and victims that freed nothing
+// (evicted on a node where their preemptor then did not start on an
+// arc). Output: a table on stdout and results-priority-N.csv in -out.
+//
+//	go run ./cluster -workload priority -nodes 6
+//
 // # Bad input
 //
 // Before starting it estimates the memory the run needs and refuses a node

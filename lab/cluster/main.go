@@ -54,6 +54,12 @@ type config struct {
 	// arms (gang.go).
 	GangShare float64
 	GangMix   []gangShape
+	// Workload is churn (the burst and the churn) or priority (fill with
+	// low-priority pods, then High high-priority ones, each given
+	// HighWait to start: priority_run.go).
+	Workload string
+	High     int
+	HighWait time.Duration
 	// inspect, when set, runs at the end of each arm's churn, before its
 	// pods are deleted, with the admin kubeconfig (tests look at the
 	// cluster through kubectl lpu there).
@@ -82,6 +88,9 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.Score, "nodes-to-score", 0, "kube-scheduler percentageOfNodesToScore (0: the scheduler's adaptive default)")
 	fs.Float64Var(&c.GangShare, "gang-share", 0.3, "gang arms: share of the churn's arrivals that are gangs")
 	fs.StringVar(&c.Replot, "replot", "", "draw the chart of an earlier run from `CSV`, its results-<nodes>.csv or results-gang-<nodes>.csv, as cluster-<nodes>.svg or cluster-gang-<nodes>.svg in -out (give that run's -pods, -seed, -load and -gang-share for the caption), and start nothing")
+	fs.StringVar(&c.Workload, "workload", workloadChurn, "what each arm runs: "+workloadChurn+" (a burst, then the churn) or "+workloadPriority+" (fill the nodes with low-priority 1- and 2-LPU pods, then submit high-priority 4- and 8-LPU pods one at a time; default arms "+priorityArms+")")
+	fs.IntVar(&c.High, "high", 0, "priority workload: high-priority pods (0: one per node)")
+	fs.DurationVar(&c.HighWait, "high-wait", 30*time.Second, "priority workload: how long each high-priority pod may take to start before it counts as never started")
 	mix := fs.String("gang-mix", "2x8,4x4,2x4", "gang arms: the gangs, PODSxARC[mMINCOUNT], comma-separated, drawn evenly")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -96,8 +105,19 @@ func parseFlags(args []string) (config, error) {
 	if c.Burst == 0 {
 		c.Burst = c.Nodes * 3 / 2
 	}
+	if c.High == 0 {
+		c.High = c.Nodes
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if c.Workload == workloadPriority && !set["arms"] {
+		*arms = priorityArms
+	}
 	if c.Arms, err = parseArms(*arms); err != nil {
 		return c, fmt.Errorf("-arms: %w", err)
+	}
+	if err := c.checkWorkload(); err != nil {
+		return c, err
 	}
 	proto := slices.ContainsFunc(c.Arms, func(a armSpec) bool { return a.proto })
 	switch {
@@ -128,6 +148,27 @@ func (c config) checkRanges() error {
 		return fmt.Errorf("-gang-share %g: want 0..1", c.GangShare)
 	case c.Coalesce < 0:
 		return fmt.Errorf("-coalesce %v: want 0 or more", c.Coalesce)
+	}
+	return nil
+}
+
+// checkWorkload refuses an unknown -workload, and gang arms in the
+// priority workload (their pods are the churn's).
+func (c config) checkWorkload() error {
+	switch c.Workload {
+	case workloadChurn:
+		return nil
+	case workloadPriority:
+	default:
+		return fmt.Errorf("-workload %q: want %s or %s", c.Workload, workloadChurn, workloadPriority)
+	}
+	if c.High < 1 || c.HighWait < time.Second {
+		return fmt.Errorf("-high %d, -high-wait %v: want at least 1 pod and 1s", c.High, c.HighWait)
+	}
+	for _, a := range c.Arms {
+		if a.gang != "" {
+			return fmt.Errorf("arm %s: gang arms run the churn, not -workload %s", a.name, workloadPriority)
+		}
 	}
 	return nil
 }
@@ -227,6 +268,13 @@ func run(args []string) error {
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", cfg.Out, err)
 	}
+	if cfg.Workload == workloadPriority {
+		if err := writePriority(cfg, res); err != nil {
+			return err
+		}
+		fmt.Print(priorityTable(cfg, res))
+		return nil
+	}
 	if err := writeResults(cfg, res); err != nil {
 		return err
 	}
@@ -248,7 +296,8 @@ type lab struct {
 	nodes           []*simNode
 	jobs, burstJobs []churn.Job
 	logf            func(string, ...any)
-	proto           bool // kube-scheduler is -proto-scheduler now
+	proto           bool      // kube-scheduler is -proto-scheduler now
+	prio            []prioRow // the priority workload's rows
 }
 
 // bench runs every arm of cfg on one control plane and returns the rows.
@@ -306,6 +355,7 @@ func bench(ctx context.Context, cfg config, logf func(string, ...any)) (*results
 	if res.Rows, err = l.runArms(ctx); err != nil {
 		return nil, err
 	}
+	res.Priority = l.prio
 	return res, nil
 }
 
@@ -363,6 +413,13 @@ func (l *lab) runPrepared(ctx context.Context, arm armSpec) (rows []row, err err
 		if err := resetSlices(ctx, l.cs, l.nodes); err != nil {
 			return nil, err
 		}
+	}
+	if l.cfg.Workload == workloadPriority {
+		w, err := l.runPriority(ctx, arm)
+		if err == nil {
+			l.prio = append(l.prio, w)
+		}
+		return nil, err
 	}
 	return runArm(ctx, l, arm, pf)
 }

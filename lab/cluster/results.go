@@ -31,6 +31,7 @@ type results struct {
 	Multi                          int           // multi-LPU arrivals
 	Bound                          int           // multi-LPU pods the count bound starts
 	Rows                           []row
+	Priority                       []prioRow // -workload priority
 }
 
 // row is one arm under one node side.
