@@ -144,7 +144,7 @@ func TestPublishSetsNodeLabels(t *testing.T) {
 	e.restart()
 	want := func(when, arc, lpus string) {
 		t.Helper()
-		if err := e.d.Publish(context.Background(), newRecorder()); err != nil {
+		if err := e.d.pub.Publish(context.Background(), newRecorder()); err != nil {
 			t.Fatal(err)
 		}
 		if rec.got[arcslice.LabelLargestFreeArc] != arc || rec.got[arcslice.LabelFreeLPUs] != lpus {
