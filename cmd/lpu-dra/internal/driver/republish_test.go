@@ -2,8 +2,6 @@ package driver
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,25 +93,6 @@ func TestRepublishFollowsPrepared(t *testing.T) {
 	})
 }
 
-func TestRunPublisherRefusesAnUnpublishableNode(t *testing.T) {
-	inv := &device.Inventory{}
-	var ring []string
-	for i := 0; i < 33; i++ {
-		inv.Devices = append(inv.Devices, device.Device{ID: device.ID(i), Index: i, Health: device.Health{Healthy: true}})
-		ring = append(ring, device.ID(i))
-	}
-	inv.Rings = [][]string{ring}
-	e := newEnv(t, newStatic(t, inv))
-	rec := newRecorder()
-	err := e.d.RunPublisher(context.Background(), rec)
-	if err == nil || !strings.Contains(err.Error(), "node node-a: ring 0 (lpu0…lpu32) has 33 LPUs") {
-		t.Fatalf("err = %v", err)
-	}
-	if rec.count() != 0 {
-		t.Fatal("something was published")
-	}
-}
-
 // The real health monitor over a fake sysfs tree: an LPU failing taints
 // its arcs within 1 s, recovery lifts the taints, and WatchHealthStatus
 // reports the arcs.
@@ -167,58 +146,4 @@ func TestHealthTaintsArcs(t *testing.T) {
 	}
 	devicetest.SetStatus(t, root, "lpu3", device.StatusReady)
 	rec.wait(t, func() bool { _, taints := rec.first(1); return len(taints) == 0 })
-}
-
-func TestNodeWithoutLPUsPublishesAnEmptyPool(t *testing.T) {
-	e := newEnv(t, newStatic(t, &device.Inventory{}))
-	res, err := e.d.Resources()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := res.Pools[node]; len(p.Slices) != 1 || len(p.Slices[0].Devices) != 0 {
-		t.Fatalf("pool %+v, want one empty slice", p)
-	}
-}
-
-// With dra.arcSizes only those sizes are published, in the order the
-// full set has them, and an arc of another size (allocated before the
-// config changed) still prepares and stays published while prepared.
-func TestArcSizesLimitPublishedDevices(t *testing.T) {
-	published := func(e *env) []string {
-		t.Helper()
-		if r := e.prepare(claim("u1", arc(0, 2))); r.Err != nil {
-			t.Fatal(r.Err)
-		}
-		res, err := e.d.Resources()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, sl := range res.Pools[node].Slices {
-			for _, d := range sl.Devices {
-				names = append(names, d.Name)
-			}
-		}
-		return names
-	}
-	some := newEnv(t, newStatic(t, ring8()))
-	some.arcSizes = []int{1, 4}
-	some.restart()
-	got := published(some)
-	var want []string
-	for _, n := range published(newEnv(t, newStatic(t, ring8()))) {
-		if strings.HasSuffix(n, "-size1") || strings.HasSuffix(n, "-size4") {
-			want = append(want, n)
-		}
-	}
-	// The allocated 2-arc stays published; the rest are the free arcs
-	// (6 singles, 3 quads clear of lpu0 and lpu1) in full order.
-	allocated := "ring0-start0-size2"
-	if !slices.Contains(got, allocated) {
-		t.Fatalf("published %v without the allocated %s", got, allocated)
-	}
-	got = slices.DeleteFunc(got, func(n string) bool { return n == allocated })
-	if len(got) != 9 || !slices.Equal(got, want) {
-		t.Fatalf("published %v,\nwant the 9 free arcs of sizes 1 and 4 in full order %v", got, want)
-	}
 }
