@@ -267,11 +267,12 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 }
 
 func (d *Driver) unprepare(ctx context.Context, claim kubeletplugin.NamespacedObject) (bool, error) {
-	c, err := d.state.Unprepare(ctx, string(claim.UID))
+	uid := string(claim.UID)
+	c, err := d.state.Unprepare(ctx, uid)
 	if err != nil || c.UID == "" {
 		return false, err
 	}
-	d.log.Info("unprepared claim", "claim", claim.String(), "uid", c.UID, "lpus", c.LPUs)
+	d.log.Info("unprepared claim", "claim", claim.String(), "uid", uid, "lpus", c.LPUs)
 	return true, nil
 }
 

@@ -17,7 +17,7 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
 )
 
-// recorder is a Publisher that keeps what it was given.
+// recorder is a publish.Sink that keeps what it was given.
 type recorder struct {
 	mu   sync.Mutex
 	last resourceslice.DriverResources

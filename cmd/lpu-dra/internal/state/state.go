@@ -47,7 +47,7 @@ type State struct {
 	cdi     *cdi.Cache
 	holder  string
 
-	mu   sync.Mutex // guards last; the files behind it are guarded by the checkpoint lock (update)
+	mu   sync.Mutex // guards last; the files behind it are guarded by the checkpoint lock (Update)
 	last *checkpoint.State
 }
 
