@@ -9,6 +9,6 @@
 // mutex: which LPUs device-plugin pods hold (the kubelet's PodResources,
 // WatchDevicePlugin), which the state refuses and the publisher leaves
 // out, and the names of the claims' pods (Holders, for telemetry). Beside
-// it: the claims' status.devices writer, per-arc health reports and the
-// lpu_dra_* metrics.
+// it: the claims' status.devices queued on package statuswriter
+// (WithStatus), per-arc health reports and the lpu_dra_* metrics.
 package driver
