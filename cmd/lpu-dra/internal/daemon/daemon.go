@@ -23,6 +23,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/driver"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/reservations"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/statuswriter"
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/devicemetrics"
 	"github.com/hyperaccel/lpu-node/internal/health"
@@ -136,7 +137,7 @@ type kubelet struct {
 
 	helper    *kubeletplugin.Helper // set before published is closed
 	published chan struct{}         // closed once the helper started
-	status    *driver.StatusWriter  // claim status.devices; nil: not written
+	status    *statuswriter.Writer  // claim status.devices; nil: not written
 }
 
 // run waits for the first discovery, starts the kubelet plugin helper and

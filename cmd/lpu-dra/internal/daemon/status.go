@@ -6,12 +6,12 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/driver"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/statuswriter"
 )
 
 // startStatus starts the claim status writer the kubelet plugin reports
 // through.
 func startStatus(ctx context.Context, g *errgroup.Group, k *kubelet, log *slog.Logger) {
-	k.status = driver.NewStatusWriter(k.client, driver.StatusOptions{Logger: log})
+	k.status = statuswriter.New(k.client, statuswriter.Options{Logger: log})
 	g.Go(func() error { k.status.Run(ctx); return nil })
 }

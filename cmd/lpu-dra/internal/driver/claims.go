@@ -9,6 +9,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/state"
 	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
 )
 
@@ -70,7 +71,7 @@ func (d *Driver) SyncReservedFor(ctx context.Context, uid types.UID, claim *reso
 	var c checkpoint.Claim
 	var old []string
 	changed, stale := false, false
-	err := d.update(ctx, "reservations", func(s *checkpoint.State) (bool, error) {
+	err := d.state.Update(ctx, "reservations", func(s *checkpoint.State) (bool, error) {
 		var ok bool
 		if c, ok = s.Claims[string(uid)]; !ok {
 			return false, nil
@@ -79,7 +80,7 @@ func (d *Driver) SyncReservedFor(ctx context.Context, uid types.UID, claim *reso
 			stale, pods = true, nil
 		}
 		old = c.Pods
-		c, changed = withPods(c, pods)
+		c, changed = state.WithPods(c, pods)
 		s.Claims[string(uid)] = c
 		return changed, nil
 	})
@@ -92,8 +93,8 @@ func (d *Driver) SyncReservedFor(ctx context.Context, uid types.UID, claim *reso
 	if stale {
 		d.opts.Metrics.stalePreparation()
 		d.log.Error("claim was allocated again since it was prepared; admitting no pod for the stale preparation until the kubelet unprepares it",
-			"claim", c.Namespace+"/"+c.Name, "uid", uid, "prepared", names(c.Devices), "preparedAdminAccess", c.AdminAccess,
-			"allocated", names(now), "allocatedAdminAccess", admin, "reservedFor", podUIDs(claim))
+			"claim", c.Namespace+"/"+c.Name, "uid", uid, "prepared", state.Names(c.Devices), "preparedAdminAccess", c.AdminAccess,
+			"allocated", state.Names(now), "allocatedAdminAccess", admin, "reservedFor", podUIDs(claim))
 	}
 	if !changed {
 		return false, nil

@@ -134,7 +134,7 @@ func TestAdminAccessClaims(t *testing.T) {
 		if p := e.d.Prepared()["admin"]; !p.AdminAccess || e.d.Prepared()["tenant"].AdminAccess {
 			t.Fatalf("adminAccess recorded wrong: %+v", e.d.Prepared())
 		}
-		if h := e.d.current().Held(); !slices.Equal(h, []string{"lpu0", "lpu1", "lpu2", "lpu3"}) {
+		if h := e.d.state.Current().Held(); !slices.Equal(h, []string{"lpu0", "lpu1", "lpu2", "lpu3"}) {
 			t.Fatalf("held %v, want only the tenant's", h)
 		}
 		// A second tenant is still refused on the first tenant's LPUs, and
@@ -148,7 +148,7 @@ func TestAdminAccessClaims(t *testing.T) {
 		}
 		// Restarted, the admin claim still holds nothing.
 		e.restart()
-		if h := e.d.current().Held(); !slices.Equal(h, []string{"lpu0", "lpu1", "lpu2", "lpu3", "lpu4", "lpu5", "lpu6", "lpu7"}) {
+		if h := e.d.state.Current().Held(); !slices.Equal(h, []string{"lpu0", "lpu1", "lpu2", "lpu3", "lpu4", "lpu5", "lpu6", "lpu7"}) {
 			t.Fatalf("held after restart %v", h)
 		}
 		for _, uid := range []string{"free", "tenant", "admin"} {

@@ -6,6 +6,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/state"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -35,7 +36,7 @@ func refuseConfig(claim *resourceapi.ResourceClaim) error {
 	if len(where) == 0 {
 		return nil
 	}
-	return refuse(ReasonConfig, "driver %s takes no config, but the %s passes opaque config to it: remove it", inject.Driver, strings.Join(where, " and the "))
+	return state.Refuse(ReasonConfig, "driver %s takes no config, but the %s passes opaque config to it: remove it", inject.Driver, strings.Join(where, " and the "))
 }
 
 // ReasonClass is the refusal reason of a claim whose request for this
@@ -57,10 +58,10 @@ func refuseClass(claim *resourceapi.ResourceClaim, classes []string) error {
 		}
 		class, ok := requestClass(claim.Spec.Devices.Requests, r.Request)
 		if !ok {
-			return refuse(ReasonClass, "request %q that got device %s is not in the claim's spec", r.Request, r.Device)
+			return state.Refuse(ReasonClass, "request %q that got device %s is not in the claim's spec", r.Request, r.Device)
 		}
 		if !slices.Contains(classes, class) {
-			return refuse(ReasonClass, "request %q asks for DeviceClass %q, which is not one of this driver's (%s): ask with one of those",
+			return state.Refuse(ReasonClass, "request %q asks for DeviceClass %q, which is not one of this driver's (%s): ask with one of those",
 				r.Request, class, strings.Join(classes, ", "))
 		}
 	}

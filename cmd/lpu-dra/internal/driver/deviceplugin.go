@@ -32,10 +32,22 @@ type DevicePluginHolders interface {
 	Holders(ctx context.Context) (map[string]podresources.Holder, error)
 }
 
+// dpView is the device-plugin view as the state and the publisher read it.
+type dpView struct{ d *Driver }
+
+// Known says whether PodResources answered once (devicePluginKnown).
+func (v dpView) Known() bool { return v.d.devicePluginKnown() }
+
+// Holder is the device-plugin pod holding LPU id, if any.
+func (v dpView) Holder(id string) (podresources.Holder, bool) { return v.d.devicePluginHolder(id) }
+
+// Held lists the LPUs device-plugin pods hold, sorted.
+func (v dpView) Held() []string { return v.d.devicePluginHeld() }
+
 // devicePluginHolder is the device-plugin pod holding LPU id, if any.
 func (d *Driver) devicePluginHolder(id string) (podresources.Holder, bool) {
-	d.dpMu.Lock()
-	defer d.dpMu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	h, ok := d.dpHeld[id]
 	return h, ok
 }
@@ -48,8 +60,8 @@ func (d *Driver) devicePluginKnown() bool {
 	if d.opts.DevicePlugin == nil {
 		return true
 	}
-	d.dpMu.Lock()
-	defer d.dpMu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	return d.dpKnown
 }
 
@@ -60,9 +72,9 @@ func (d *Driver) refreshDevicePlugin(ctx context.Context) error {
 	if d.opts.DevicePlugin == nil {
 		return nil
 	}
-	d.dpMu.Lock()
+	d.mu.Lock()
 	fresh := d.dpKnown && time.Since(d.dpAt) <= DevicePluginMaxAge
-	d.dpMu.Unlock()
+	d.mu.Unlock()
 	if fresh {
 		return nil
 	}
@@ -78,8 +90,8 @@ func (d *Driver) refreshDevicePlugin(ctx context.Context) error {
 
 // devicePluginHeld lists the LPUs device-plugin pods hold, sorted.
 func (d *Driver) devicePluginHeld() []string {
-	d.dpMu.Lock()
-	defer d.dpMu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	return slices.Sorted(maps.Keys(d.dpHeld))
 }
 
@@ -130,11 +142,11 @@ func (d *Driver) WatchDevicePlugin(ctx context.Context) error {
 
 // setDevicePluginHeld records held, logging and republishing on a change.
 func (d *Driver) setDevicePluginHeld(held map[string]podresources.Holder) {
-	d.dpMu.Lock()
+	d.mu.Lock()
 	first := !d.dpKnown
 	changed := first || !maps.Equal(held, d.dpHeld)
 	d.dpHeld, d.dpKnown, d.dpAt = held, true, time.Now()
-	d.dpMu.Unlock()
+	d.mu.Unlock()
 	if !changed {
 		return
 	}

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/internal/podresources/podresourcestest"
+	"github.com/hyperaccel/lpu-node/pkg/alloc"
+	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -122,4 +125,47 @@ func watchedDriver(t *testing.T, sock string, interval time.Duration) *env {
 		}
 	})
 	return &env{t: t, d: d, metrics: m}
+}
+
+// publishedArcs is every device of the node's pool now, in order.
+func publishedArcs(t *testing.T, e *env) []alloc.Arc {
+	t.Helper()
+	res, err := e.d.Resources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []alloc.Arc
+	for _, sl := range res.Pools[node].Slices {
+		for _, d := range sl.Devices {
+			a, err := arcslice.ParseDeviceName(d.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// free8 counts the arcs of a ring of 8 clear of the held positions.
+func free8(held ...int) int {
+	n := 0
+	for size := 1; size <= 8; size++ {
+		starts := 8
+		if size == 8 {
+			starts = 1
+		}
+		for s := 0; s < starts; s++ {
+			clear := true
+			for i := 0; i < size; i++ {
+				if slices.Contains(held, (s+i)%8) {
+					clear = false
+				}
+			}
+			if clear {
+				n++
+			}
+		}
+	}
+	return n
 }

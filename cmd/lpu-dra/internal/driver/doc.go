@@ -1,18 +1,14 @@
-// Package driver is lpu-dra's kubelet DRA plugin: it publishes the node's
-// ring arcs (pkg/arcslice) in the order pkg/alloc would pick them now,
-// prepares and unprepares claims, and reports per-device health.
+// Package driver is lpu-dra's kubelet DRA plugin, the adapter between the
+// kubelet plugin helper and the node's state: PrepareResourceClaims and
+// UnprepareResourceClaims check each claim against the rules that need no
+// state (our pool, no opaque config, the owner pod of a generated claim,
+// our DeviceClasses), hand it to package state (checkpoint, CDI specs,
+// LPU refusals) and ask package publish to republish after a change.
 //
-// Prepare resolves each allocated device of our driver and pool into LPU
-// IDs, refuses an unknown, unhealthy or already held LPU (naming it), and
-// writes one CDI spec per claim (pkg/inject ClaimSpec, kind
-// lpu.hyperaccel.ai/claim, device = claim UID) into the CDI dir before it
-// records the claim in the checkpoint (package checkpoint). A repeated
-// Prepare returns the recorded answer. Unprepare removes the spec, then the
-// entry; an unknown claim is not an error. At start the driver rewrites
-// the spec of every checkpointed claim whose file is missing and removes
-// claim specs no entry names, so a crash between the two steps heals.
-//
-// After every change of the held LPUs or of device health the driver
-// republishes its slices: arcs holding an unhealthy LPU carry a NoSchedule
-// taint (see pkg/arcslice), and the free arcs pkg/alloc prefers come first.
+// It also keeps what it learns outside the checkpoint, under its one
+// mutex: which LPUs device-plugin pods hold (the kubelet's PodResources,
+// WatchDevicePlugin), which the state refuses and the publisher leaves
+// out, and the names of the claims' pods (Holders, for telemetry). Beside
+// it: the claims' status.devices queued on package statuswriter
+// (WithStatus), per-arc health reports and the lpu_dra_* metrics.
 package driver

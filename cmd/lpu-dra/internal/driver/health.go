@@ -7,6 +7,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
 // healthResend re-sends an unchanged report well inside the kubelet's
@@ -52,4 +53,18 @@ func (d *Driver) healthReport() (kubeletplugin.DeviceHealthReport, <-chan struct
 		r.Devices = append(r.Devices, h)
 	}
 	return r, changed
+}
+
+// holdsUnhealthy is the first unhealthy LPU of ids.
+func holdsUnhealthy(inv *device.Inventory, ids []string) (device.Device, bool) {
+	for _, id := range ids {
+		dev, ok := inv.Device(id)
+		if !ok {
+			return device.Device{ID: id, Health: device.Health{Reason: "LPU " + id + " is gone"}}, true
+		}
+		if !dev.Health.Healthy {
+			return dev, true
+		}
+	}
+	return device.Device{}, false
 }

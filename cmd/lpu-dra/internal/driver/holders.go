@@ -29,8 +29,8 @@ func (d *Driver) rememberPods(claim *resourceapi.ResourceClaim) {
 			pods = append(pods, podName{uid: string(r.UID), name: r.Name})
 		}
 	}
-	d.namesMu.Lock()
-	defer d.namesMu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.podNames == nil {
 		d.podNames = map[string][]podName{}
 	}
@@ -46,14 +46,12 @@ func (d *Driver) rememberPods(claim *resourceapi.ResourceClaim) {
 // LPU whose holder is unknown is left out (empty labels).
 func (d *Driver) Holders(context.Context) (map[string]podresources.Holder, error) {
 	claims := d.Prepared()
-	d.dpMu.Lock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	out := maps.Clone(d.dpHeld)
-	d.dpMu.Unlock()
 	if out == nil {
 		out = map[string]podresources.Holder{}
 	}
-	d.namesMu.Lock()
-	defer d.namesMu.Unlock()
 	for uid := range d.podNames {
 		if _, ok := claims[uid]; !ok {
 			delete(d.podNames, uid) // unprepared (here or by the other instance)

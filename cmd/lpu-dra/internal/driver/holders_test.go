@@ -112,8 +112,8 @@ func TestTelemetryNamesTheClaimsPods(t *testing.T) {
 	}
 	want["lpu0"], want["lpu1"] = "//", "//"
 	check("unprepared")
-	e.d.namesMu.Lock()
-	defer e.d.namesMu.Unlock()
+	e.d.mu.Lock()
+	defer e.d.mu.Unlock()
 	if _, ok := e.d.podNames["u1"]; ok {
 		t.Errorf("the unprepared claim's pod names are still kept: %v", e.d.podNames)
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/state"
 )
 
 // Metrics are lpu-dra's Prometheus metrics. A nil *Metrics records nothing.
@@ -57,7 +59,7 @@ func NewMetrics(node string) *Metrics {
 		dpHeld: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricDevicePluginHeld,
 			Help: "LPUs the kubelet's PodResources shows held by device-plugin pods (a node moved to DRA while they run): not published, refused by Prepare.", ConstLabels: labels}),
 	}
-	for _, r := range []string{ReasonForeignPool, ReasonBadDevice, ReasonUnhealthy, ReasonHeld, ReasonNotReady, ReasonWrite, ReasonChanged, ReasonConfig, ReasonForeignPod, ReasonClass} {
+	for _, r := range []string{state.ReasonForeignPool, state.ReasonBadDevice, state.ReasonUnhealthy, state.ReasonHeld, state.ReasonNotReady, state.ReasonWrite, state.ReasonChanged, ReasonConfig, ReasonForeignPod, ReasonClass} {
 		m.refusals.WithLabelValues(r)
 	}
 	reg.MustRegister(m.prepared, m.prepare, m.unprepare, m.refusals, m.republishes, m.stale, m.dpHeld,
@@ -77,10 +79,10 @@ func (m *Metrics) observePrepare(d time.Duration, err error) {
 	}
 	m.prepare.Observe(d.Seconds())
 	if err != nil {
-		reason := ReasonBadDevice
-		var r *refusal
+		reason := state.ReasonBadDevice
+		var r *state.Refusal
 		if errors.As(err, &r) {
-			reason = r.reason
+			reason = r.Reason
 		}
 		m.refusals.WithLabelValues(reason).Inc()
 	}

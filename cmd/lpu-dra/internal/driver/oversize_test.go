@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/state"
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
@@ -141,7 +142,7 @@ func TestOversizeClaimStaysPending(t *testing.T) {
 			t.Errorf("%s: bound to %q, allocation %+v", name, p.Spec.NodeName, cl.Status.Allocation)
 		}
 	}
-	if got := counter(t, e.metrics, MetricRefusals, ReasonBadDevice); got != 0 || len(e.d.Prepared()) != 0 {
+	if got := counter(t, e.metrics, MetricRefusals, state.ReasonBadDevice); got != 0 || len(e.d.Prepared()) != 0 {
 		t.Errorf("driver saw the claims: %v refusals, %d prepared", got, len(e.d.Prepared()))
 	}
 }

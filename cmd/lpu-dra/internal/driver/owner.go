@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/state"
 )
 
 // ReasonForeignPod is the refusal reason of a claim generated for one pod
@@ -58,7 +60,7 @@ func refuseForeignPods(claim *resourceapi.ResourceClaim) error {
 	if len(foreign) == 0 {
 		return nil
 	}
-	return refuse(ReasonForeignPod, "claim was generated for %s but is also reserved for %s: a pod may not use another pod's generated claim (by resourceClaimName); give it a claim of its own",
+	return state.Refuse(ReasonForeignPod, "claim was generated for %s but is also reserved for %s: a pod may not use another pod's generated claim (by resourceClaimName); give it a claim of its own",
 		ownerName(claim), strings.Join(foreign, ", "))
 }
 

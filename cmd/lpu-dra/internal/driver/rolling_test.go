@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/state"
 	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
@@ -79,13 +80,13 @@ func TestTwoInstancesSeeEachOther(t *testing.T) {
 	if r := prepareOn(t, cur, claim("u3", arc(2, 4))); r.Err != nil || len(r.Devices) != 1 {
 		t.Fatalf("repeated Prepare on the other instance: %+v", r)
 	}
-	if held := cur.current().Held(); !slices.Equal(held, []string{"lpu2", "lpu3", "lpu4", "lpu5"}) {
+	if held := cur.state.Current().Held(); !slices.Equal(held, []string{"lpu2", "lpu3", "lpu4", "lpu5"}) {
 		t.Fatalf("the new instance publishes held %v", held)
 	}
 	// Heal on either side keeps the other's spec.
 	old.Heal()
 	cur.Heal()
-	if _, err := os.Stat(filepath.Join(e.cdiDir, specFile("u3"))); err != nil {
+	if _, err := os.Stat(filepath.Join(e.cdiDir, state.SpecFile("u3"))); err != nil {
 		t.Fatalf("heal removed a prepared claim's spec: %v", err)
 	}
 }
@@ -113,7 +114,7 @@ func TestPublisherFollowsTheOtherInstance(t *testing.T) {
 // to two claims at once, and the lock was never held by both.
 func TestTwoInstancesConcurrently(t *testing.T) {
 	e := newEnv(t, newStatic(t, ring8()))
-	e.d.holder = "pod-old"
+	e.d = e.second("pod-old")
 	drivers := []*Driver{e.d, e.second("pod-new")}
 	var (
 		mu      sync.Mutex

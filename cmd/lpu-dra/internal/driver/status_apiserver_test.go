@@ -19,6 +19,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"sigs.k8s.io/yaml"
 
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/statuswriter"
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/pkg/claimstatus"
@@ -174,7 +175,7 @@ func TestClaimStatusInAPIServer(t *testing.T) {
 	client := podIdentity(t, c, admin, chartRBAC(t, admin))
 
 	e := newEnv(t, newStatic(t, ring8()))
-	w := NewStatusWriter(client, StatusOptions{Attempts: 3, FirstBackoff: 20 * time.Millisecond, Logger: testLogger(t)})
+	w := statuswriter.New(client, statuswriter.Options{Attempts: 3, FirstBackoff: 20 * time.Millisecond, Logger: testLogger(t)})
 	plugin := e.d.WithStatus(w)
 	dir := daemontest.ShortDir(t)
 	h, err := kubeletplugin.Start(ctx, plugin, kubeletplugin.DriverName(inject.Driver), kubeletplugin.KubeClient(client),
@@ -248,7 +249,7 @@ func TestPrepareWithAPIServerGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t, newStatic(t, ring8()))
-	w := NewStatusWriter(admin, StatusOptions{Attempts: 2, FirstBackoff: 10 * time.Millisecond, Timeout: time.Second, Logger: testLogger(t)})
+	w := statuswriter.New(admin, statuswriter.Options{Attempts: 2, FirstBackoff: 10 * time.Millisecond, Timeout: time.Second, Logger: testLogger(t)})
 	ctx, cancel := context.WithCancel(context.Background())
 	wdone := make(chan struct{})
 	go func() { defer close(wdone); w.Run(ctx) }()

@@ -5,24 +5,33 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
+	resourceapply "k8s.io/client-go/applyconfigurations/resource/v1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/statuswriter"
 )
 
 // WithStatus returns the driver as the kubelet plugin helper should serve
 // it: each successful Prepare queues the claim's status.devices entries on
 // w, each successful Unprepare queues their removal. A nil w returns d.
-func (d *Driver) WithStatus(w *StatusWriter) kubeletplugin.DRAPlugin {
+func (d *Driver) WithStatus(w *statuswriter.Writer) kubeletplugin.DRAPlugin {
 	if w == nil {
 		return d
 	}
 	return &statusPlugin{Driver: d, w: w}
 }
 
+// statusQueue takes a claim's wanted status.devices entries, nil to clear
+// them: *statuswriter.Writer.
+type statusQueue interface {
+	Queue(namespace, name string, uid types.UID, devices []*resourceapply.AllocatedDeviceStatusApplyConfiguration)
+}
+
 // statusPlugin is the driver reporting claim status (HandleError is the
 // driver's).
 type statusPlugin struct {
 	*Driver
-	w *StatusWriter
+	w statusQueue
 }
 
 // PrepareResourceClaims prepares, then queues the status of each claim
@@ -42,8 +51,8 @@ func (p *statusPlugin) PrepareResourceClaims(ctx context.Context, claims []*reso
 		if err != nil {
 			continue
 		}
-		if entries := statusEntries(snap, ours, p.log); len(entries) > 0 {
-			p.w.queue(claim.Namespace, claim.Name, claim.UID, entries)
+		if entries := statuswriter.Entries(snap, ours, p.log); len(entries) > 0 {
+			p.w.Queue(claim.Namespace, claim.Name, claim.UID, entries)
 		}
 	}
 	return res, nil
@@ -60,7 +69,7 @@ func (p *statusPlugin) UnprepareResourceClaims(ctx context.Context, claims []kub
 	}
 	for _, c := range claims {
 		if e, ok := res[c.UID]; ok && e == nil {
-			p.w.queue(c.Namespace, c.Name, c.UID, nil)
+			p.w.Queue(c.Namespace, c.Name, c.UID, nil)
 		}
 	}
 	return res, nil
@@ -69,14 +78,14 @@ func (p *statusPlugin) UnprepareResourceClaims(ctx context.Context, claims []kub
 // ReportPrepared queues the status of every claim in the checkpoint, so
 // that updates lost to an API server outage or a restart converge when
 // lpu-dra starts. An unchanged status is a no-op on the API server.
-func (d *Driver) ReportPrepared(w *StatusWriter) {
+func (d *Driver) ReportPrepared(w *statuswriter.Writer) {
 	if w == nil {
 		return
 	}
 	snap, _ := d.devices.Snapshot()
 	for uid, c := range d.Prepared() {
-		if entries := statusEntries(snap, c.Devices, d.log); len(entries) > 0 {
-			w.queue(c.Namespace, c.Name, types.UID(uid), entries)
+		if entries := statuswriter.Entries(snap, c.Devices, d.log); len(entries) > 0 {
+			w.Queue(c.Namespace, c.Name, types.UID(uid), entries)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,43 +11,14 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	resourceapply "k8s.io/client-go/applyconfigurations/resource/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
-	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
-	"github.com/hyperaccel/lpu-node/pkg/claimstatus"
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/statuswriter"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
-
-// A wrap-around arc's entry names its LPUs in ring order and their nodes.
-func TestStatusEntries(t *testing.T) {
-	snap, _ := newStatic(t, ring8()).Snapshot()
-	devs := []checkpoint.Device{{Request: "lpus", Pool: node, Device: "ring0-start7-size2"}, {Request: "lpus", Pool: node, Device: "ring0-start2-size3"}}
-	got := statusEntries(snap, devs, testLogger(t))
-	if len(got) != 2 {
-		t.Fatalf("%d entries, want 2", len(got))
-	}
-	for i, want := range []claimstatus.Data{
-		{LPUs: []string{"lpu7", "lpu0"}, Ring: 0, Start: 7, Size: 2, DeviceNodes: []string{"/dev/lpu7", "/dev/lpu0"}},
-		{LPUs: []string{"lpu2", "lpu3", "lpu4"}, Ring: 0, Start: 2, Size: 3, DeviceNodes: []string{"/dev/lpu2", "/dev/lpu3", "/dev/lpu4"}},
-	} {
-		e := got[i]
-		if *e.Driver != inject.Driver || *e.Pool != node || *e.Device != devs[i].Device {
-			t.Errorf("entry %d names %s/%s/%s", i, *e.Driver, *e.Pool, *e.Device)
-		}
-		d, err := claimstatus.Parse(e.Data.Raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(d.LPUs, want.LPUs) || !slices.Equal(d.DeviceNodes, want.DeviceNodes) || d.Start != want.Start || d.Size != want.Size {
-			t.Errorf("entry %d: %+v, want %+v", i, d, want)
-		}
-	}
-	if e := statusEntries(snap, []checkpoint.Device{{Pool: node, Device: "ring3-start0-size2"}}, testLogger(t)); len(e) != 0 {
-		t.Errorf("an arc the node lacks got an entry: %s", e[0].Data.Raw)
-	}
-}
 
 // Opaque config for this driver is refused, naming where it came from;
 // another driver's config in the same claim is not ours to judge.
@@ -115,7 +85,7 @@ func TestPrepareDoesNotWaitForAPIServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w := NewStatusWriter(client, StatusOptions{Attempts: 3, FirstBackoff: 10 * time.Millisecond, Timeout: 200 * time.Millisecond, Logger: testLogger(t)})
+			w := statuswriter.New(client, statuswriter.Options{Attempts: 3, FirstBackoff: 10 * time.Millisecond, Timeout: 200 * time.Millisecond, Logger: testLogger(t)})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { defer close(done); w.Run(ctx) }()
@@ -143,30 +113,32 @@ func TestPrepareDoesNotWaitForAPIServer(t *testing.T) {
 	}
 }
 
-// The newest update of a claim wins: a Prepare then an Unprepare queued
-// before the writer runs leave one clear, not a write.
-func TestStatusQueueNewestWins(t *testing.T) {
-	w := NewStatusWriter(nil, StatusOptions{})
+// recordedQueue keeps, per claim, the last status the plugin queued.
+type recordedQueue map[types.UID][]*resourceapply.AllocatedDeviceStatusApplyConfiguration
+
+func (q recordedQueue) Queue(_, _ string, uid types.UID, devices []*resourceapply.AllocatedDeviceStatusApplyConfiguration) {
+	q[uid] = devices
+}
+
+// The plugin queues a prepared claim's entries and, on Unprepare, their
+// removal; a refused Prepare queues nothing. (That the newest queued
+// update of a claim wins is TestStatusQueueNewestWins in statuswriter.)
+func TestStatusPluginQueues(t *testing.T) {
+	q := recordedQueue{}
 	e := newEnv(t, newStatic(t, ring8()))
-	p := e.d.WithStatus(w)
+	p := &statusPlugin{Driver: e.d, w: q}
 	if res, _ := p.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim("u1", arc(0, 2))}); res["u1"].Err != nil {
 		t.Fatal(res["u1"].Err)
 	}
-	if op, _ := w.next(time.Now().Add(time.Hour)); op == nil || len(op.devices) != 1 {
-		t.Fatalf("after Prepare: %+v", op)
-	} else {
-		w.queue(op.namespace, op.name, op.uid, op.devices) // put it back
+	if devs, ok := q["u1"]; !ok || len(devs) != 1 {
+		t.Fatalf("after Prepare: %v queued", q)
 	}
 	if _, err := p.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{
 		{NamespacedName: types.NamespacedName{Namespace: "default", Name: "claim-u1"}, UID: "u1"}}); err != nil {
 		t.Fatal(err)
 	}
-	op, _ := w.next(time.Now())
-	if op == nil || op.devices != nil || op.uid != "u1" {
-		t.Fatalf("after Unprepare: %+v, want one clear of u1", op)
-	}
-	if op, _ := w.next(time.Now()); op != nil {
-		t.Fatalf("a second update queued: %+v", op)
+	if devs, ok := q["u1"]; !ok || devs != nil || len(q) != 1 {
+		t.Fatalf("after Unprepare: %v queued, want one clear of u1", q)
 	}
 	// A refused Prepare queues nothing.
 	c := claim("u2", arc(0, 2)) // overlaps nothing now, but names a foreign pool
@@ -174,20 +146,8 @@ func TestStatusQueueNewestWins(t *testing.T) {
 	if res, _ := p.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{c}); res["u2"].Err == nil {
 		t.Fatal("foreign pool prepared")
 	}
-	if op, _ := w.next(time.Now()); op != nil {
-		t.Fatalf("refused claim queued: %+v", op)
-	}
-}
-
-func TestStatusBackoffBounded(t *testing.T) {
-	w := NewStatusWriter(nil, StatusOptions{FirstBackoff: 100 * time.Millisecond, MaxBackoff: time.Second})
-	var got []time.Duration
-	for a := 1; a <= 6; a++ {
-		got = append(got, w.backoff(a))
-	}
-	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, time.Second, time.Second}
-	if !slices.Equal(got, want) {
-		t.Fatalf("backoff %v, want %v", got, want)
+	if _, ok := q["u2"]; ok {
+		t.Fatalf("refused claim queued: %v", q)
 	}
 }
 

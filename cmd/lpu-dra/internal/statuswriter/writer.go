@@ -1,4 +1,7 @@
-package driver
+// Package statuswriter writes the status.devices entries of lpu-dra's
+// prepared claims to the API server in the background, so that an API
+// server that is slow or away delays the status, never a pod.
+package statuswriter
 
 import (
 	"context"
@@ -24,13 +27,13 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
-// StatusFieldManager is lpu-dra's server-side apply field manager: it owns
+// FieldManager is lpu-dra's server-side apply field manager: it owns
 // exactly the status.devices entries of its driver, so the scheduler's
 // allocation and other drivers' entries are never touched.
-const StatusFieldManager = "lpu-dra"
+const FieldManager = "lpu-dra"
 
-// StatusOptions bound the claim status writer's retries.
-type StatusOptions struct {
+// Options bound the claim status writer's retries.
+type Options struct {
 	// Attempts per claim update before it is given up (logged); 8 when 0.
 	Attempts int
 	// FirstBackoff doubles after each failed attempt up to MaxBackoff;
@@ -41,14 +44,14 @@ type StatusOptions struct {
 	Logger  *slog.Logger
 }
 
-// StatusWriter writes the status.devices entries of prepared claims in the
+// Writer writes the status.devices entries of prepared claims in the
 // background. Prepare only queues (a map insert): an API server that is
 // slow or away delays the status, never a pod. The newest update of a
 // claim replaces a queued older one, so a Prepare followed by an
 // Unprepare ends cleared whatever the timing.
-type StatusWriter struct {
+type Writer struct {
 	client kubernetes.Interface
-	opts   StatusOptions
+	opts   Options
 	log    *slog.Logger
 
 	mu      sync.Mutex
@@ -67,8 +70,8 @@ type statusOp struct {
 	notBefore       time.Time
 }
 
-// NewStatusWriter returns a writer using client; Run does the writing.
-func NewStatusWriter(client kubernetes.Interface, opts StatusOptions) *StatusWriter {
+// New returns a writer using client; Run does the writing.
+func New(client kubernetes.Interface, opts Options) *Writer {
 	if opts.Attempts <= 0 {
 		opts.Attempts = 8
 	}
@@ -85,19 +88,19 @@ func NewStatusWriter(client kubernetes.Interface, opts StatusOptions) *StatusWri
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &StatusWriter{client: client, opts: opts, log: log, pending: map[types.UID]*statusOp{}, kick: make(chan struct{}, 1)}
+	return &Writer{client: client, opts: opts, log: log, pending: map[types.UID]*statusOp{}, kick: make(chan struct{}, 1)}
 }
 
 // Written and Dropped count claim updates that reached the API server and
 // those given up or refused by it.
-func (w *StatusWriter) Written() int64 { return w.written.Load() }
+func (w *Writer) Written() int64 { return w.written.Load() }
 
 // Dropped counts claim updates given up after their attempts or refused
 // by the API server.
-func (w *StatusWriter) Dropped() int64 { return w.dropped.Load() }
+func (w *Writer) Dropped() int64 { return w.dropped.Load() }
 
-// queue replaces the claim's pending update; nil devices clears it.
-func (w *StatusWriter) queue(namespace, name string, uid types.UID, devices []*resourceapply.AllocatedDeviceStatusApplyConfiguration) {
+// Queue replaces the claim's pending update; nil devices clears it.
+func (w *Writer) Queue(namespace, name string, uid types.UID, devices []*resourceapply.AllocatedDeviceStatusApplyConfiguration) {
 	if uid == "" || name == "" {
 		return
 	}
@@ -111,7 +114,7 @@ func (w *StatusWriter) queue(namespace, name string, uid types.UID, devices []*r
 }
 
 // Run writes queued updates until ctx ends, one request at a time.
-func (w *StatusWriter) Run(ctx context.Context) {
+func (w *Writer) Run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -132,7 +135,7 @@ func (w *StatusWriter) Run(ctx context.Context) {
 }
 
 // next takes the earliest due update, or says how long until one is due.
-func (w *StatusWriter) next(now time.Time) (*statusOp, time.Duration) {
+func (w *Writer) next(now time.Time) (*statusOp, time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var first *statusOp
@@ -153,7 +156,7 @@ func (w *StatusWriter) next(now time.Time) (*statusOp, time.Duration) {
 
 // write applies one update and requeues it after a transient failure,
 // unless a newer update of the claim arrived meanwhile.
-func (w *StatusWriter) write(ctx context.Context, op *statusOp) {
+func (w *Writer) write(ctx context.Context, op *statusOp) {
 	err := w.apply(ctx, op)
 	log := w.log.With("claim", op.namespace+"/"+op.name, "uid", op.uid, "attempt", op.attempt+1, "clear", op.devices == nil)
 	switch {
@@ -192,7 +195,7 @@ func (w *StatusWriter) write(ctx context.Context, op *statusOp) {
 	w.mu.Unlock()
 }
 
-func (w *StatusWriter) backoff(attempt int) time.Duration {
+func (w *Writer) backoff(attempt int) time.Duration {
 	d := w.opts.FirstBackoff
 	for i := 1; i < attempt && d < w.opts.MaxBackoff; i++ {
 		d *= 2
@@ -214,7 +217,7 @@ func transient(err error) bool {
 // apply server-side applies the claim's entries of this driver. The UID
 // makes it a precondition: a claim deleted and recreated under the same
 // name is not written.
-func (w *StatusWriter) apply(ctx context.Context, op *statusOp) error {
+func (w *Writer) apply(ctx context.Context, op *statusOp) error {
 	ctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
 	defer cancel()
 	status := resourceapply.ResourceClaimStatus()
@@ -222,15 +225,15 @@ func (w *StatusWriter) apply(ctx context.Context, op *statusOp) error {
 		status.WithDevices(op.devices...)
 	}
 	cfg := resourceapply.ResourceClaim(op.name, op.namespace).WithUID(op.uid).WithStatus(status)
-	_, err := w.client.ResourceV1().ResourceClaims(op.namespace).ApplyStatus(ctx, cfg, metav1.ApplyOptions{FieldManager: StatusFieldManager, Force: true})
+	_, err := w.client.ResourceV1().ResourceClaims(op.namespace).ApplyStatus(ctx, cfg, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	return err
 }
 
-// statusEntries are the status.devices entries of the claim's devices of
+// Entries are the status.devices entries of the claim's devices of
 // this driver: for each arc its LPUs in ring order and their device nodes.
 // An arc the node does not have (cannot happen after a Prepare) is left
 // out, logged.
-func statusEntries(snap health.Snapshot, devs []checkpoint.Device, log *slog.Logger) []*resourceapply.AllocatedDeviceStatusApplyConfiguration {
+func Entries(snap health.Snapshot, devs []checkpoint.Device, log *slog.Logger) []*resourceapply.AllocatedDeviceStatusApplyConfiguration {
 	if snap.Layout == nil || snap.Inventory == nil {
 		return nil
 	}

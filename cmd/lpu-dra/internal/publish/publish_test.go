@@ -1,59 +1,16 @@
-package driver
+package publish
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
-	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+	"github.com/hyperaccel/lpu-node/pkg/device"
 )
-
-// publishedArcs is every device of the node's pool now, in order.
-func publishedArcs(t *testing.T, e *env) []alloc.Arc {
-	t.Helper()
-	res, err := e.d.Resources()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []alloc.Arc
-	for _, sl := range res.Pools[node].Slices {
-		for _, d := range sl.Devices {
-			a, err := arcslice.ParseDeviceName(d.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
-// free8 counts the arcs of a ring of 8 clear of the held positions.
-func free8(held ...int) int {
-	n := 0
-	for size := 1; size <= 8; size++ {
-		starts := 8
-		if size == 8 {
-			starts = 1
-		}
-		for s := 0; s < starts; s++ {
-			clear := true
-			for i := 0; i < size; i++ {
-				if slices.Contains(held, (s+i)%8) {
-					clear = false
-				}
-			}
-			if clear {
-				n++
-			}
-		}
-	}
-	return n
-}
 
 // The pool holds the free arcs and the arcs of prepared claims, across a
 // restart (the checkpoint names the devices); an Unprepare brings the
@@ -63,11 +20,11 @@ func TestPublishesFreeAndPreparedArcs(t *testing.T) {
 	if got := len(publishedArcs(t, e)); got != 57 {
 		t.Fatalf("empty ring publishes %d arcs, want all 57", got)
 	}
-	if r := e.prepare(claim("u1", arc(2, 2))); r.Err != nil {
-		t.Fatal(r.Err)
+	if err := e.prepare("u1", arc(2, 2)); err != nil {
+		t.Fatal(err)
 	}
-	if r := e.prepare(claim("u2", arc(6, 1))); r.Err != nil {
-		t.Fatal(r.Err)
+	if err := e.prepare("u2", arc(6, 1)); err != nil {
+		t.Fatal(err)
 	}
 	check := func(when string) {
 		t.Helper()
@@ -113,14 +70,14 @@ func TestAllocatedArcStaysPublishedUntilPrepared(t *testing.T) {
 	if !slices.Contains(publishedArcs(t, e), pending) {
 		t.Fatal("the 4-arc the scheduler picks is not published")
 	}
-	if r := e.prepare(claim("u1", arc(0, 2))); r.Err != nil {
-		t.Fatal(r.Err)
+	if err := e.prepare("u1", arc(0, 2)); err != nil {
+		t.Fatal(err)
 	}
 	if !slices.Contains(publishedArcs(t, e), pending) {
 		t.Fatalf("republish after u1's Prepare dropped %s, allocated to u2", arcslice.DeviceName(pending))
 	}
-	if r := e.prepare(claim("u2", arc(4, 4))); r.Err != nil {
-		t.Fatal(r.Err)
+	if err := e.prepare("u2", arc(4, 4)); err != nil {
+		t.Fatal(err)
 	}
 	if !slices.Contains(publishedArcs(t, e), pending) {
 		t.Fatalf("%s dropped once prepared", arcslice.DeviceName(pending))
@@ -144,7 +101,7 @@ func TestPublishSetsNodeLabels(t *testing.T) {
 	e.restart()
 	want := func(when, arc, lpus string) {
 		t.Helper()
-		if err := e.d.Publish(context.Background(), newRecorder()); err != nil {
+		if err := e.p.Publish(context.Background(), &sink{}); err != nil {
 			t.Fatal(err)
 		}
 		if rec.got[arcslice.LabelLargestFreeArc] != arc || rec.got[arcslice.LabelFreeLPUs] != lpus {
@@ -152,12 +109,12 @@ func TestPublishSetsNodeLabels(t *testing.T) {
 		}
 	}
 	want("empty ring", "8", "8")
-	if r := e.prepare(claim("u1", arc(0, 2))); r.Err != nil {
-		t.Fatal(r.Err)
+	if err := e.prepare("u1", arc(0, 2)); err != nil {
+		t.Fatal(err)
 	}
 	want("a 2-arc prepared", "4", "4") // 6 free in a row: the largest published size under it is 4
-	if r := e.prepare(claim("u2", arc(4, 1))); r.Err != nil {
-		t.Fatal(r.Err)
+	if err := e.prepare("u2", arc(4, 1)); err != nil {
+		t.Fatal(err)
 	}
 	want("and a single", "2", "4") // runs of 2 and 3, 5 free
 	if err := e.unprepare("u1"); err != nil {
@@ -167,23 +124,89 @@ func TestPublishSetsNodeLabels(t *testing.T) {
 	if err := e.unprepare("u2"); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.prepare(claim("u3", arc(0, 8))); r.Err != nil {
-		t.Fatal(r.Err)
+	if err := e.prepare("u3", arc(0, 8)); err != nil {
+		t.Fatal(err)
 	}
 	want("the whole ring prepared", "8", "8") // nothing free, but its pod asked for 8
 	if err := e.unprepare("u3"); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.prepare(claim("u4", arc(2, 1))); r.Err != nil {
-		t.Fatal(r.Err)
+	if err := e.prepare("u4", arc(2, 1)); err != nil {
+		t.Fatal(err)
 	}
-	e.d.opts.DevicePlugin = noAnswer{} // read, never answered yet
+	e.dp.unanswered = true // read, never answered yet
 	want("PodResources not answered", "1", "1")
 }
 
-// noAnswer is a PodResources that has not answered.
-type noAnswer struct{}
+func TestRunPublisherRefusesAnUnpublishableNode(t *testing.T) {
+	inv := &device.Inventory{}
+	var ring []string
+	for i := 0; i < 33; i++ {
+		inv.Devices = append(inv.Devices, device.Device{ID: device.ID(i), Index: i, Health: device.Health{Healthy: true}})
+		ring = append(ring, device.ID(i))
+	}
+	inv.Rings = [][]string{ring}
+	e := newEnv(t, newStatic(t, inv))
+	rec := &sink{}
+	err := e.p.Run(context.Background(), rec)
+	if err == nil || !strings.Contains(err.Error(), "node node-a: ring 0 (lpu0…lpu32) has 33 LPUs") {
+		t.Fatalf("err = %v", err)
+	}
+	if rec.count() != 0 {
+		t.Fatal("something was published")
+	}
+}
 
-func (noAnswer) Holders(context.Context) (map[string]podresources.Holder, error) {
-	return nil, errors.New("not yet")
+func TestNodeWithoutLPUsPublishesAnEmptyPool(t *testing.T) {
+	e := newEnv(t, newStatic(t, &device.Inventory{}))
+	res, err := e.p.Resources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := res.Pools[node]; len(p.Slices) != 1 || len(p.Slices[0].Devices) != 0 {
+		t.Fatalf("pool %+v, want one empty slice", p)
+	}
+}
+
+// With dra.arcSizes only those sizes are published, in the order the
+// full set has them, and an arc of another size (allocated before the
+// config changed) still prepares and stays published while prepared.
+func TestArcSizesLimitPublishedDevices(t *testing.T) {
+	published := func(e *env) []string {
+		t.Helper()
+		if err := e.prepare("u1", arc(0, 2)); err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.p.Resources()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, sl := range res.Pools[node].Slices {
+			for _, d := range sl.Devices {
+				names = append(names, d.Name)
+			}
+		}
+		return names
+	}
+	some := newEnv(t, newStatic(t, ring8()))
+	some.arcSizes = []int{1, 4}
+	some.restart()
+	got := published(some)
+	var want []string
+	for _, n := range published(newEnv(t, newStatic(t, ring8()))) {
+		if strings.HasSuffix(n, "-size1") || strings.HasSuffix(n, "-size4") {
+			want = append(want, n)
+		}
+	}
+	// The allocated 2-arc stays published; the rest are the free arcs
+	// (6 singles, 3 quads clear of lpu0 and lpu1) in full order.
+	allocated := "ring0-start0-size2"
+	if !slices.Contains(got, allocated) {
+		t.Fatalf("published %v without the allocated %s", got, allocated)
+	}
+	got = slices.DeleteFunc(got, func(n string) bool { return n == allocated })
+	if len(got) != 9 || !slices.Equal(got, want) {
+		t.Fatalf("published %v,\nwant the 9 free arcs of sizes 1 and 4 in full order %v", got, want)
+	}
 }
