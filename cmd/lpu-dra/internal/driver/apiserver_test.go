@@ -17,6 +17,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
+	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
@@ -40,7 +41,7 @@ func startLive(tb testing.TB, inv *device.Inventory) *live {
 	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
 		tb.Fatal(err)
 	}
-	e := newEnv(tb, newStatic(tb, inv))
+	e := newEnv(tb, healthtest.New(tb, inv))
 	dir := daemontest.ShortDir(tb)
 	h, err := kubeletplugin.Start(ctx, e.d, kubeletplugin.DriverName(inject.Driver), kubeletplugin.KubeClient(client),
 		kubeletplugin.NodeName(node), kubeletplugin.RegistrarDirectoryPath(dir), kubeletplugin.PluginDataDirectoryPath(dir))
@@ -120,7 +121,7 @@ func TestAPIServerAccepts32x8Pool(t *testing.T) {
 // After a Prepare the republished order reaches the API server: the first
 // 4-arc moves off the prepared LPUs.
 func TestRepublishReachesAPIServer(t *testing.T) {
-	l := startLive(t, ring8())
+	l := startLive(t, healthtest.Ring(8))
 	l.waitFor(t, 30*time.Second, func(d []resourceapi.Device, _ int) bool { return firstOfSize(d, 4) == "ring0-start0-size4" })
 	start := time.Now()
 	if r := l.e.prepare(claim("u1", arc(0, 4))); r.Err != nil {
@@ -131,7 +132,7 @@ func TestRepublishReachesAPIServer(t *testing.T) {
 }
 
 func BenchmarkRepublishReachesAPIServer(b *testing.B) {
-	l := startLive(b, ring8())
+	l := startLive(b, healthtest.Ring(8))
 	l.waitFor(b, 30*time.Second, func(d []resourceapi.Device, _ int) bool { return firstOfSize(d, 4) == "ring0-start0-size4" })
 	var worst time.Duration
 	for i := 0; b.Loop(); i++ {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
+	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 )
@@ -28,7 +29,7 @@ func reservedFor(c *resourceapi.ResourceClaim, podUIDs ...string) *resourceapi.R
 // again for a pod that joins later, so SyncReservedFor (the apiserver's
 // reservedFor) is what admits or drops later pods, across restarts.
 func TestSyncReservedFor(t *testing.T) {
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	c := claim("u1", arc(0, 2))
 	if r := e.prepare(c); r.Err != nil {
 		t.Fatal(r.Err)
@@ -92,7 +93,7 @@ func TestSyncReservedFor(t *testing.T) {
 
 // A repeated Prepare (a kubelet restart) takes the reservedFor it is given.
 func TestRepeatedPrepareTakesReservedFor(t *testing.T) {
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	c := claim("u1", arc(0, 2))
 	e.prepare(c)
 	if r := e.prepare(reservedFor(c, "pod-9")); r.Err != nil {
@@ -117,7 +118,7 @@ func adminClaim(uid string, results ...alloced) *resourceapi.ResourceClaim {
 // the published order ignores it.
 func TestAdminAccessClaims(t *testing.T) {
 	for _, adminFirst := range []bool{true, false} {
-		e := newEnv(t, newStatic(t, ring8()))
+		e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 		admin, tenant := adminClaim("admin", arc(0, 8)), claim("tenant", arc(0, 4))
 		order := []*resourceapi.ResourceClaim{tenant, admin}
 		if adminFirst {
@@ -162,7 +163,7 @@ func TestAdminAccessClaims(t *testing.T) {
 // A claim whose devices of ours are partly admin is refused: holding is
 // per claim.
 func TestMixedAdminClaimRefused(t *testing.T) {
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	c := claim("mixed", arc(0, 2), alloced{pool: node, device: arcslice.DeviceName(alloc.Arc{Ring: 0, Start: 4, Size: 2}), request: "b"})
 	yes := true
 	c.Status.Allocation.Devices.Results[0].AdminAccess = &yes

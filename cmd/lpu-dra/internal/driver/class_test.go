@@ -7,6 +7,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
 )
 
 // withRequest gives c the spec request req: one DeviceClass (exactly), or
@@ -50,7 +51,7 @@ func TestPrepareRefusesForeignDeviceClass(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			e := &env{t: t, stateDir: t.TempDir(), cdiDir: t.TempDir() + "/cdi", devices: newStatic(t, ring8()), classes: (&config.DRA{}).Classes()}
+			e := &env{t: t, stateDir: t.TempDir(), cdiDir: t.TempDir() + "/cdi", devices: healthtest.New(t, healthtest.Ring(8)), classes: (&config.DRA{}).Classes()}
 			e.restart()
 			r := e.prepare(tc.claim)
 			if tc.want == "" {

@@ -3,7 +3,6 @@ package driver
 import (
 	"context"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,10 +10,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
+	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
 	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/internal/podresources/podresourcestest"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
-	"github.com/hyperaccel/lpu-node/pkg/arcslice"
+	"github.com/hyperaccel/lpu-node/pkg/arcslice/arcslicetest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -110,7 +110,7 @@ func watchedDriver(t *testing.T, sock string, interval time.Duration) *env {
 	client := podresources.New(sock, "hyperaccel.ai/lpu")
 	t.Cleanup(func() { client.Close() })
 	m := NewMetrics(node)
-	d, err := New(newStatic(t, ring8()), Options{NodeName: node, StateDir: t.TempDir(), CDIDir: filepath.Join(t.TempDir(), "cdi"),
+	d, err := New(healthtest.New(t, healthtest.Ring(8)), Options{NodeName: node, StateDir: t.TempDir(), CDIDir: filepath.Join(t.TempDir(), "cdi"),
 		Inject: inject.Options{}, Metrics: m, DevicePlugin: client, DevicePluginInterval: interval})
 	if err != nil {
 		t.Fatal(err)
@@ -129,43 +129,9 @@ func watchedDriver(t *testing.T, sock string, interval time.Duration) *env {
 
 // publishedArcs is every device of the node's pool now, in order.
 func publishedArcs(t *testing.T, e *env) []alloc.Arc {
-	t.Helper()
 	res, err := e.d.Resources()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []alloc.Arc
-	for _, sl := range res.Pools[node].Slices {
-		for _, d := range sl.Devices {
-			a, err := arcslice.ParseDeviceName(d.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, a)
-		}
-	}
-	return out
+	return arcslicetest.Arcs(t, res, err, node)
 }
 
 // free8 counts the arcs of a ring of 8 clear of the held positions.
-func free8(held ...int) int {
-	n := 0
-	for size := 1; size <= 8; size++ {
-		starts := 8
-		if size == 8 {
-			starts = 1
-		}
-		for s := 0; s < starts; s++ {
-			clear := true
-			for i := 0; i < size; i++ {
-				if slices.Contains(held, (s+i)%8) {
-					clear = false
-				}
-			}
-			if clear {
-				n++
-			}
-		}
-	}
-	return n
-}
+func free8(held ...int) int { return arcslicetest.FreeArcs(8, held...) }

@@ -17,11 +17,12 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/state"
 	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
+	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
 func TestPrepareArc(t *testing.T) {
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	res := e.prepare(claim("u1", arc(6, 4)))
 	if res.Err != nil {
 		t.Fatal(res.Err)
@@ -52,7 +53,7 @@ func equalDevice(a, b kubeletplugin.Device) bool {
 }
 
 func TestPrepareSinglesRingOrder(t *testing.T) {
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	c := claim("u1", alloced{pool: node, device: "ring0-start7-size1", request: "lpus/singles"},
 		alloced{pool: node, device: "ring0-start3-size1", request: "lpus/singles"},
 		alloced{pool: node, device: "ring0-start0-size1", request: "lpus/singles"},
@@ -79,7 +80,7 @@ func TestPrepareSinglesRingOrder(t *testing.T) {
 }
 
 func TestPrepareIdempotent(t *testing.T) {
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	first := e.prepare(claim("u1", arc(0, 4)))
 	spec := filepath.Join(e.cdiDir, state.SpecFile("u1"))
 	before, err := os.Stat(spec)
@@ -104,7 +105,7 @@ func TestPrepareIdempotent(t *testing.T) {
 }
 
 func TestPrepareRefusals(t *testing.T) {
-	sick := ring8()
+	sick := healthtest.Ring(8)
 	sick.Devices[5].Health = device.Health{Reason: `status "ECC_ERROR"`}
 	tests := map[string]struct {
 		inv    *device.Inventory
@@ -127,9 +128,9 @@ func TestPrepareRefusals(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			inv := tc.inv
 			if inv == nil {
-				inv = ring8()
+				inv = healthtest.Ring(8)
 			}
-			e := newEnv(t, newStatic(t, inv))
+			e := newEnv(t, healthtest.New(t, inv))
 			if tc.held != nil {
 				if r := e.prepare(tc.held); r.Err != nil {
 					t.Fatal(r.Err)
@@ -162,7 +163,7 @@ func TestPrepareUnwritableCDIDir(t *testing.T) {
 	if os.Geteuid() == 0 {
 		t.Skip("root writes into a read-only dir")
 	}
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	if err := os.Chmod(e.cdiDir, 0o500); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestPrepareUnwritableStateDir(t *testing.T) {
 	if os.Geteuid() == 0 {
 		t.Skip("root writes into a read-only dir")
 	}
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	if err := os.Chmod(e.stateDir, 0o500); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestPrepareUnwritableStateDir(t *testing.T) {
 }
 
 func TestUnprepare(t *testing.T) {
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	e.prepare(claim("u1", arc(0, 4)))
 	if err := e.unprepare("u1"); err != nil {
 		t.Fatal(err)
@@ -219,7 +220,7 @@ func TestUnprepare(t *testing.T) {
 }
 
 func TestRestartKeepsClaims(t *testing.T) {
-	st := newStatic(t, ring8())
+	st := healthtest.New(t, healthtest.Ring(8))
 	e := newEnv(t, st)
 	e.prepare(claim("u1", arc(0, 4)))
 	e.prepare(claim("u2", arc(4, 2)))
@@ -250,10 +251,10 @@ func TestRestartKeepsClaims(t *testing.T) {
 	}
 	// A stale checkpoint naming LPUs that vanished still loads, and the
 	// claim can be unprepared.
-	small := ring8()
+	small := healthtest.Ring(8)
 	small.Devices = small.Devices[:4]
 	small.Rings = [][]string{{"lpu0", "lpu1", "lpu2", "lpu3"}}
-	st2 := newStatic(t, small)
+	st2 := healthtest.New(t, small)
 	e.devices = st2
 	os.Remove(filepath.Join(e.cdiDir, state.SpecFile("u2")))
 	e.restart()
@@ -270,14 +271,14 @@ func TestCorruptCheckpointRefusesStart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, checkpoint.FileName), []byte(`{"version":"v9"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := New(newStatic(t, ring8()), Options{NodeName: node, StateDir: dir, CDIDir: t.TempDir()})
+	_, err := New(healthtest.New(t, healthtest.Ring(8)), Options{NodeName: node, StateDir: dir, CDIDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), checkpoint.FileName) || !strings.Contains(err.Error(), `version "v9"`) {
 		t.Fatalf("err = %v, want one naming the checkpoint and its version", err)
 	}
 }
 
 func TestConcurrentPrepareUnprepare(t *testing.T) {
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	var wg sync.WaitGroup
 	for w := 0; w < 8; w++ {
 		wg.Add(1)
@@ -350,7 +351,7 @@ func counter(t testing.TB, m *Metrics, name, reason string) float64 {
 }
 
 func BenchmarkPrepare4Arc(b *testing.B) {
-	e := newEnv(b, newStatic(b, ring8()))
+	e := newEnv(b, healthtest.New(b, healthtest.Ring(8)))
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {

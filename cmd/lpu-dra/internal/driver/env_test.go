@@ -2,10 +2,8 @@ package driver
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -14,47 +12,12 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
-	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
-	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
 const node = "node-a"
-
-// static is a fixed device state, for tests that do not exercise health.
-type static struct {
-	mu   sync.Mutex
-	snap health.Snapshot
-	ch   chan struct{}
-}
-
-func newStatic(t testing.TB, inv *device.Inventory) *static {
-	l, err := alloc.NewLayout(inv.Rings)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &static{snap: health.Snapshot{Inventory: inv, Layout: l, Generation: 1}, ch: make(chan struct{})}
-}
-
-func (s *static) Snapshot() (health.Snapshot, <-chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.snap, s.ch
-}
-
-func ring8() *device.Inventory {
-	inv := &device.Inventory{DriverVersion: "1.4.2"}
-	var ring []string
-	for i := 0; i < 8; i++ {
-		inv.Devices = append(inv.Devices, device.Device{ID: device.ID(i), Index: i, Path: fmt.Sprintf("/dev/lpu%d", i),
-			Major: 240, Minor: int64(i), Model: "LPU-X1", Firmware: "2.0.1", NUMANode: 0, Health: device.Health{Healthy: true}})
-		ring = append(ring, device.ID(i))
-	}
-	inv.Rings = [][]string{ring}
-	return inv
-}
 
 type env struct {
 	t        testing.TB

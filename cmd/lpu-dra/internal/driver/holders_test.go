@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyperaccel/lpu-node/internal/devicemetrics"
+	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
 	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
@@ -21,7 +22,7 @@ func temperatureHolders(t *testing.T, d *Driver, root string) map[string]string 
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(devicemetrics.New(devicemetrics.Options{Node: node, Daemon: "lpu-dra", Version: "test",
-		Devices: newStatic(t, ring8()), Telemetry: device.NewSysfs(root), Holders: d}))
+		Devices: healthtest.New(t, healthtest.Ring(8)), Telemetry: device.NewSysfs(root), Holders: d}))
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +57,7 @@ func TestTelemetryNamesTheClaimsPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	unheld := func() map[string]string {
 		m := map[string]string{}
 		for i := range 8 {

@@ -19,6 +19,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/state"
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
+	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -103,7 +104,7 @@ func TestOversizeClaimStaysPending(t *testing.T) {
 	}
 	chartClasses(t, admin)
 
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	dir := daemontest.ShortDir(t)
 	h, err := kubeletplugin.Start(ctx, e.d, kubeletplugin.DriverName(inject.Driver), kubeletplugin.KubeClient(admin),
 		kubeletplugin.NodeName(node), kubeletplugin.RegistrarDirectoryPath(dir), kubeletplugin.PluginDataDirectoryPath(dir))

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
+	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
 )
 
 // generated makes c a claim the resourceclaim controller generated for
@@ -30,7 +31,7 @@ func generated(c *resourceapi.ResourceClaim, owner string) *resourceapi.Resource
 // both pods; one that joins reservedFor after Prepare is never admitted.
 // A shared claim made by a user still admits every pod it is reserved for.
 func TestGeneratedClaimAdmitsOnlyItsPod(t *testing.T) {
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	admitted := func(pod, uid string) bool {
 		_, err := checkpoint.PodLPUs(e.stateDir, pod, []string{uid})
 		return err == nil

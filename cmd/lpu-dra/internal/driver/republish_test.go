@@ -12,6 +12,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/internal/health"
+	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicetest"
@@ -74,7 +75,7 @@ func (r *recorder) wait(t *testing.T, cond func() bool) {
 }
 
 func TestRepublishFollowsPrepared(t *testing.T) {
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	rec := newRecorder()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/state"
 	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
+	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -54,7 +55,7 @@ func unprepareOn(t *testing.T, d *Driver, uid string) error {
 // The new instance starts while the old one serves; each then sees what
 // the other prepared and unprepared since, never its own stale copy.
 func TestTwoInstancesSeeEachOther(t *testing.T) {
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	old, cur := e.d, e.second("pod-new")
 	cur.Heal()
 	if r := prepareOn(t, old, claim("u1", arc(0, 4))); r.Err != nil {
@@ -94,7 +95,7 @@ func TestTwoInstancesSeeEachOther(t *testing.T) {
 // The other instance's publisher republishes once this one saves: both
 // controllers of a surge publish the same held LPUs.
 func TestPublisherFollowsTheOtherInstance(t *testing.T) {
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	cur := e.second("pod-new")
 	rec := newRecorder()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -113,7 +114,7 @@ func TestPublisherFollowsTheOtherInstance(t *testing.T) {
 // through either, healing meanwhile: no claim is lost, no LPU is granted
 // to two claims at once, and the lock was never held by both.
 func TestTwoInstancesConcurrently(t *testing.T) {
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	e.d = e.second("pod-old")
 	drivers := []*Driver{e.d, e.second("pod-new")}
 	var (

@@ -22,6 +22,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/statuswriter"
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
+	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
 	"github.com/hyperaccel/lpu-node/pkg/claimstatus"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
@@ -174,7 +175,7 @@ func TestClaimStatusInAPIServer(t *testing.T) {
 	}
 	client := podIdentity(t, c, admin, chartRBAC(t, admin))
 
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	w := statuswriter.New(client, statuswriter.Options{Attempts: 3, FirstBackoff: 20 * time.Millisecond, Logger: testLogger(t)})
 	plugin := e.d.WithStatus(w)
 	dir := daemontest.ShortDir(t)
@@ -248,7 +249,7 @@ func TestPrepareWithAPIServerGone(t *testing.T) {
 	if err := c.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	w := statuswriter.New(admin, statuswriter.Options{Attempts: 2, FirstBackoff: 10 * time.Millisecond, Timeout: time.Second, Logger: testLogger(t)})
 	ctx, cancel := context.WithCancel(context.Background())
 	wdone := make(chan struct{})

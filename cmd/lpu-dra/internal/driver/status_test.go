@@ -17,13 +17,14 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/statuswriter"
+	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
 // Opaque config for this driver is refused, naming where it came from;
 // another driver's config in the same claim is not ours to judge.
 func TestPrepareRefusesOpaqueConfig(t *testing.T) {
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	c := claim("u1", arc(0, 2))
 	c.Status.Allocation.Devices.Config = []resourceapi.DeviceAllocationConfiguration{
 		{Source: resourceapi.AllocationConfigSourceClaim, DeviceConfiguration: resourceapi.DeviceConfiguration{
@@ -90,7 +91,7 @@ func TestPrepareDoesNotWaitForAPIServer(t *testing.T) {
 			done := make(chan struct{})
 			go func() { defer close(done); w.Run(ctx) }()
 			defer func() { cancel(); <-done }()
-			e := newEnv(t, newStatic(t, ring8()))
+			e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 			p := e.d.WithStatus(w)
 			start := time.Now()
 			res, err := p.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim("u1", arc(0, 4))})
@@ -125,7 +126,7 @@ func (q recordedQueue) Queue(_, _ string, uid types.UID, devices []*resourceappl
 // update of a claim wins is TestStatusQueueNewestWins in statuswriter.)
 func TestStatusPluginQueues(t *testing.T) {
 	q := recordedQueue{}
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	p := &statusPlugin{Driver: e.d, w: q}
 	if res, _ := p.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim("u1", arc(0, 2))}); res["u1"].Err != nil {
 		t.Fatal(res["u1"].Err)

@@ -2,9 +2,7 @@ package publish
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 
@@ -15,45 +13,12 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/state"
 	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
-	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
-	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/arcslice/arcslicetest"
 )
 
 const node = "node-a"
-
-// static is a fixed device state.
-type static struct {
-	mu   sync.Mutex
-	snap health.Snapshot
-}
-
-func newStatic(t testing.TB, inv *device.Inventory) *static {
-	l, err := alloc.NewLayout(inv.Rings)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &static{snap: health.Snapshot{Inventory: inv, Layout: l, Generation: 1}}
-}
-
-func (s *static) Snapshot() (health.Snapshot, <-chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.snap, nil
-}
-
-func ring8() *device.Inventory {
-	inv := &device.Inventory{DriverVersion: "1.4.2"}
-	var ring []string
-	for i := 0; i < 8; i++ {
-		inv.Devices = append(inv.Devices, device.Device{ID: device.ID(i), Index: i, Path: fmt.Sprintf("/dev/lpu%d", i),
-			Major: 240, Minor: int64(i), Health: device.Health{Healthy: true}})
-		ring = append(ring, device.ID(i))
-	}
-	inv.Rings = [][]string{ring}
-	return inv
-}
 
 // devicePlugin is the device-plugin view: answered (held lists what its
 // pods hold) or not yet.
@@ -118,46 +83,12 @@ func (e *env) unprepare(uid string) error {
 
 // publishedArcs is every device of the node's pool now, in order.
 func publishedArcs(t *testing.T, e *env) []alloc.Arc {
-	t.Helper()
 	res, err := e.p.Resources()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []alloc.Arc
-	for _, sl := range res.Pools[node].Slices {
-		for _, d := range sl.Devices {
-			a, err := arcslice.ParseDeviceName(d.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, a)
-		}
-	}
-	return out
+	return arcslicetest.Arcs(t, res, err, node)
 }
 
 // free8 counts the arcs of a ring of 8 clear of the held positions.
-func free8(held ...int) int {
-	n := 0
-	for size := 1; size <= 8; size++ {
-		starts := 8
-		if size == 8 {
-			starts = 1
-		}
-		for s := 0; s < starts; s++ {
-			clear := true
-			for i := 0; i < size; i++ {
-				if slices.Contains(held, (s+i)%8) {
-					clear = false
-				}
-			}
-			if clear {
-				n++
-			}
-		}
-	}
-	return n
-}
+func free8(held ...int) int { return arcslicetest.FreeArcs(8, held...) }
 
 // sink counts the publications it was handed.
 type sink struct {

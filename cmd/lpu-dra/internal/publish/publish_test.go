@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -16,7 +17,7 @@ import (
 // restart (the checkpoint names the devices); an Unprepare brings the
 // rest back.
 func TestPublishesFreeAndPreparedArcs(t *testing.T) {
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	if got := len(publishedArcs(t, e)); got != 57 {
 		t.Fatalf("empty ring publishes %d arcs, want all 57", got)
 	}
@@ -65,7 +66,7 @@ func TestPublishesFreeAndPreparedArcs(t *testing.T) {
 // prepared claim holds its LPUs (the allocator never gives overlapping
 // arcs).
 func TestAllocatedArcStaysPublishedUntilPrepared(t *testing.T) {
-	e := newEnv(t, newStatic(t, ring8()))
+	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	pending := alloc.Arc{Start: 4, Size: 4} // in claim u2's allocation, not yet prepared
 	if !slices.Contains(publishedArcs(t, e), pending) {
 		t.Fatal("the 4-arc the scheduler picks is not published")
@@ -96,7 +97,7 @@ func (l *lastLabels) Set(labels map[string]string) { l.got = labels }
 // while PodResources has not answered, only the prepared claims count.
 func TestPublishSetsNodeLabels(t *testing.T) {
 	rec := &lastLabels{}
-	e := &env{t: t, stateDir: t.TempDir(), cdiDir: filepath.Join(t.TempDir(), "cdi"), devices: newStatic(t, ring8()),
+	e := &env{t: t, stateDir: t.TempDir(), cdiDir: filepath.Join(t.TempDir(), "cdi"), devices: healthtest.New(t, healthtest.Ring(8)),
 		arcSizes: []int{1, 2, 4, 8}, labels: rec}
 	e.restart()
 	want := func(when, arc, lpus string) {
@@ -146,7 +147,7 @@ func TestRunPublisherRefusesAnUnpublishableNode(t *testing.T) {
 		ring = append(ring, device.ID(i))
 	}
 	inv.Rings = [][]string{ring}
-	e := newEnv(t, newStatic(t, inv))
+	e := newEnv(t, healthtest.New(t, inv))
 	rec := &sink{}
 	err := e.p.Run(context.Background(), rec)
 	if err == nil || !strings.Contains(err.Error(), "node node-a: ring 0 (lpu0…lpu32) has 33 LPUs") {
@@ -158,7 +159,7 @@ func TestRunPublisherRefusesAnUnpublishableNode(t *testing.T) {
 }
 
 func TestNodeWithoutLPUsPublishesAnEmptyPool(t *testing.T) {
-	e := newEnv(t, newStatic(t, &device.Inventory{}))
+	e := newEnv(t, healthtest.New(t, &device.Inventory{}))
 	res, err := e.p.Resources()
 	if err != nil {
 		t.Fatal(err)
@@ -189,12 +190,12 @@ func TestArcSizesLimitPublishedDevices(t *testing.T) {
 		}
 		return names
 	}
-	some := newEnv(t, newStatic(t, ring8()))
+	some := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
 	some.arcSizes = []int{1, 4}
 	some.restart()
 	got := published(some)
 	var want []string
-	for _, n := range published(newEnv(t, newStatic(t, ring8()))) {
+	for _, n := range published(newEnv(t, healthtest.New(t, healthtest.Ring(8)))) {
 		if strings.HasSuffix(n, "-size1") || strings.HasSuffix(n, "-size4") {
 			want = append(want, n)
 		}

@@ -19,34 +19,11 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
-	"github.com/hyperaccel/lpu-node/internal/health"
-	"github.com/hyperaccel/lpu-node/pkg/alloc"
-	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
 const node = "node-a"
-
-// devices is a fixed healthy ring of 8 LPUs.
-type devices struct{ snap health.Snapshot }
-
-func (d devices) Snapshot() (health.Snapshot, <-chan struct{}) { return d.snap, nil }
-
-func ring8(t *testing.T) devices {
-	inv := &device.Inventory{DriverVersion: "1.4.2"}
-	var ring []string
-	for i := range 8 {
-		inv.Devices = append(inv.Devices, device.Device{ID: device.ID(i), Index: i, Path: fmt.Sprintf("/dev/lpu%d", i),
-			Major: 240, Minor: int64(i), Health: device.Health{Healthy: true}})
-		ring = append(ring, device.ID(i))
-	}
-	inv.Rings = [][]string{ring}
-	l, err := alloc.NewLayout(inv.Rings)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return devices{snap: health.Snapshot{Inventory: inv, Layout: l, Generation: 1}}
-}
 
 type fixture struct {
 	t        *testing.T
@@ -165,7 +142,7 @@ func startFixture(t *testing.T) *fixture {
 	}
 	stateDir := t.TempDir()
 	m := driver.NewMetrics(node)
-	drv, err := driver.New(ring8(t), driver.Options{NodeName: node, StateDir: stateDir, CDIDir: filepath.Join(t.TempDir(), "cdi"), Metrics: m})
+	drv, err := driver.New(healthtest.New(t, healthtest.Ring(8)), driver.Options{NodeName: node, StateDir: stateDir, CDIDir: filepath.Join(t.TempDir(), "cdi"), Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}

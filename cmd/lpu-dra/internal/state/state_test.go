@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,31 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
-	"github.com/hyperaccel/lpu-node/internal/health"
-	"github.com/hyperaccel/lpu-node/pkg/alloc"
-	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
 )
-
-// fixed is a device state that never changes: one healthy ring of four.
-type fixed struct{ snap health.Snapshot }
-
-func newFixed(t *testing.T) fixed {
-	inv := &device.Inventory{DriverVersion: "1.4.2"}
-	var ring []string
-	for i := 0; i < 4; i++ {
-		inv.Devices = append(inv.Devices, device.Device{ID: device.ID(i), Index: i, Path: fmt.Sprintf("/dev/lpu%d", i),
-			Major: 240, Minor: int64(i), Health: device.Health{Healthy: true}})
-		ring = append(ring, device.ID(i))
-	}
-	inv.Rings = [][]string{ring}
-	l, err := alloc.NewLayout(inv.Rings)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fixed{snap: health.Snapshot{Inventory: inv, Layout: l, Generation: 1}}
-}
-
-func (f fixed) Snapshot() (health.Snapshot, <-chan struct{}) { return f.snap, nil }
 
 // TestStartReportsOverlappingHolds: a journal whose holds overlap (two
 // driver pods writing at once) is logged as an error at start; a clean one
@@ -63,7 +39,7 @@ func TestStartReportsOverlappingHolds(t *testing.T) {
 			}
 			var buf bytes.Buffer
 			log := slog.New(slog.NewTextHandler(&buf, nil))
-			if _, err := New(newFixed(t), Options{StateDir: dir, CDIDir: t.TempDir(), Logger: log}); err != nil {
+			if _, err := New(healthtest.New(t, healthtest.Ring(4)), Options{StateDir: dir, CDIDir: t.TempDir(), Logger: log}); err != nil {
 				t.Fatal(err)
 			}
 			if got := strings.Contains(buf.String(), "overlapping holds"); got != tc.want {
@@ -79,7 +55,7 @@ func TestStartReportsOverlappingHolds(t *testing.T) {
 // claim next cannot lose its fresh spec of the same name.
 func TestSaveFailureRemovesSpecUnderLock(t *testing.T) {
 	stateDir, cdiDir := t.TempDir(), t.TempDir()
-	s, err := New(newFixed(t), Options{StateDir: stateDir, CDIDir: cdiDir})
+	s, err := New(healthtest.New(t, healthtest.Ring(4)), Options{StateDir: stateDir, CDIDir: cdiDir})
 	if err != nil {
 		t.Fatal(err)
 	}

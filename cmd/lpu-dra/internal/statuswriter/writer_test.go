@@ -1,7 +1,6 @@
 package statuswriter
 
 import (
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -9,36 +8,12 @@ import (
 	"time"
 
 	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
-	"github.com/hyperaccel/lpu-node/internal/health"
-	"github.com/hyperaccel/lpu-node/pkg/alloc"
+	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
 	"github.com/hyperaccel/lpu-node/pkg/claimstatus"
-	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
 const node = "node-a"
-
-// fixed is a device state that never changes.
-type fixed struct{ snap health.Snapshot }
-
-func (f fixed) Snapshot() (health.Snapshot, <-chan struct{}) { return f.snap, nil }
-
-// ring8 is one healthy ring of eight LPUs, /dev/lpu0 to /dev/lpu7.
-func ring8(t *testing.T) fixed {
-	inv := &device.Inventory{DriverVersion: "1.4.2"}
-	var ring []string
-	for i := 0; i < 8; i++ {
-		inv.Devices = append(inv.Devices, device.Device{ID: device.ID(i), Index: i, Path: fmt.Sprintf("/dev/lpu%d", i),
-			Major: 240, Minor: int64(i), Health: device.Health{Healthy: true}})
-		ring = append(ring, device.ID(i))
-	}
-	inv.Rings = [][]string{ring}
-	l, err := alloc.NewLayout(inv.Rings)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fixed{snap: health.Snapshot{Inventory: inv, Layout: l, Generation: 1}}
-}
 
 // testLogger logs to the test's output.
 func testLogger(t testing.TB) *slog.Logger {
@@ -55,7 +30,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 // A wrap-around arc's entry names its LPUs in ring order and their nodes.
 func TestStatusEntries(t *testing.T) {
-	snap, _ := ring8(t).Snapshot()
+	snap, _ := healthtest.New(t, healthtest.Ring(8)).Snapshot()
 	devs := []checkpoint.Device{{Request: "lpus", Pool: node, Device: "ring0-start7-size2"}, {Request: "lpus", Pool: node, Device: "ring0-start2-size3"}}
 	got := Entries(snap, devs, testLogger(t))
 	if len(got) != 2 {
@@ -87,7 +62,7 @@ func TestStatusEntries(t *testing.T) {
 // write.
 func TestStatusQueueNewestWins(t *testing.T) {
 	w := New(nil, Options{})
-	snap, _ := ring8(t).Snapshot()
+	snap, _ := healthtest.New(t, healthtest.Ring(8)).Snapshot()
 	entries := Entries(snap, []checkpoint.Device{{Request: "lpus", Pool: node, Device: "ring0-start0-size2"}}, testLogger(t))
 	w.Queue("default", "claim-u1", "u1", entries)
 	if op, _ := w.next(time.Now().Add(time.Hour)); op == nil || len(op.devices) != 1 {
