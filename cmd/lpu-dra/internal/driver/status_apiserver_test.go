@@ -176,7 +176,7 @@ func TestClaimStatusInAPIServer(t *testing.T) {
 	client := podIdentity(t, c, admin, chartRBAC(t, admin))
 
 	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
-	w := statuswriter.New(client, statuswriter.Options{Attempts: 3, FirstBackoff: 20 * time.Millisecond, Logger: testLogger(t)})
+	w := statuswriter.New(client, statuswriter.Options{Attempts: 3, FirstBackoff: 20 * time.Millisecond, Logger: daemontest.Logger(t)})
 	plugin := e.d.WithStatus(w)
 	dir := daemontest.ShortDir(t)
 	h, err := kubeletplugin.Start(ctx, plugin, kubeletplugin.DriverName(inject.Driver), kubeletplugin.KubeClient(client),
@@ -250,7 +250,7 @@ func TestPrepareWithAPIServerGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
-	w := statuswriter.New(admin, statuswriter.Options{Attempts: 2, FirstBackoff: 10 * time.Millisecond, Timeout: time.Second, Logger: testLogger(t)})
+	w := statuswriter.New(admin, statuswriter.Options{Attempts: 2, FirstBackoff: 10 * time.Millisecond, Timeout: time.Second, Logger: daemontest.Logger(t)})
 	ctx, cancel := context.WithCancel(context.Background())
 	wdone := make(chan struct{})
 	go func() { defer close(wdone); w.Run(ctx) }()

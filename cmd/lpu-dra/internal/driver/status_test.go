@@ -2,7 +2,6 @@ package driver
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/statuswriter"
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
@@ -86,7 +86,7 @@ func TestPrepareDoesNotWaitForAPIServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w := statuswriter.New(client, statuswriter.Options{Attempts: 3, FirstBackoff: 10 * time.Millisecond, Timeout: 200 * time.Millisecond, Logger: testLogger(t)})
+			w := statuswriter.New(client, statuswriter.Options{Attempts: 3, FirstBackoff: 10 * time.Millisecond, Timeout: 200 * time.Millisecond, Logger: daemontest.Logger(t)})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { defer close(done); w.Run(ctx) }()
@@ -150,17 +150,4 @@ func TestStatusPluginQueues(t *testing.T) {
 	if _, ok := q["u2"]; ok {
 		t.Fatalf("refused claim queued: %v", q)
 	}
-}
-
-// testLogger logs to the test's output.
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
 }

@@ -1,12 +1,11 @@
 package statuswriter
 
 import (
-	"log/slog"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
 	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
 	"github.com/hyperaccel/lpu-node/pkg/claimstatus"
@@ -15,24 +14,11 @@ import (
 
 const node = "node-a"
 
-// testLogger logs to the test's output.
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
-
 // A wrap-around arc's entry names its LPUs in ring order and their nodes.
 func TestStatusEntries(t *testing.T) {
 	snap, _ := healthtest.New(t, healthtest.Ring(8)).Snapshot()
 	devs := []checkpoint.Device{{Request: "lpus", Pool: node, Device: "ring0-start7-size2"}, {Request: "lpus", Pool: node, Device: "ring0-start2-size3"}}
-	got := Entries(snap, devs, testLogger(t))
+	got := Entries(snap, devs, daemontest.Logger(t))
 	if len(got) != 2 {
 		t.Fatalf("%d entries, want 2", len(got))
 	}
@@ -52,7 +38,7 @@ func TestStatusEntries(t *testing.T) {
 			t.Errorf("entry %d: %+v, want %+v", i, d, want)
 		}
 	}
-	if e := Entries(snap, []checkpoint.Device{{Pool: node, Device: "ring3-start0-size2"}}, testLogger(t)); len(e) != 0 {
+	if e := Entries(snap, []checkpoint.Device{{Pool: node, Device: "ring3-start0-size2"}}, daemontest.Logger(t)); len(e) != 0 {
 		t.Errorf("an arc the node lacks got an entry: %s", e[0].Data.Raw)
 	}
 }
@@ -63,7 +49,7 @@ func TestStatusEntries(t *testing.T) {
 func TestStatusQueueNewestWins(t *testing.T) {
 	w := New(nil, Options{})
 	snap, _ := healthtest.New(t, healthtest.Ring(8)).Snapshot()
-	entries := Entries(snap, []checkpoint.Device{{Request: "lpus", Pool: node, Device: "ring0-start0-size2"}}, testLogger(t))
+	entries := Entries(snap, []checkpoint.Device{{Request: "lpus", Pool: node, Device: "ring0-start0-size2"}}, daemontest.Logger(t))
 	w.Queue("default", "claim-u1", "u1", entries)
 	if op, _ := w.next(time.Now().Add(time.Hour)); op == nil || len(op.devices) != 1 {
 		t.Fatalf("after the entries: %+v", op)
