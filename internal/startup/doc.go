@@ -4,23 +4,19 @@
 // flags laid over it, the logger, and tracing failing open (Tracing). What
 // a daemon then runs stays in its own packages.
 //
-// A daemon's main declares its commands and flags, then starts:
+// A daemon's package declares its flags on a cmdline.Command (the shared
+// ones through Flags.Declare, embedded in its Options); its main then
+// starts, as lpu-dra's does:
 //
-//	var f startup.Flags
-//	var o dra.Options
-//	cmd := cmdline.New("")
-//	f.Declare(cmd, "config", "root", "state-dir", "metrics-addr", "simulate", "version")
-//	cmd.String(&o.NodeName, "node-name", "NODE_NAME", "", "this node's `NAME`").Required()
-//	cmd.String(&o.CDIDir, "cdi-dir", "LPU_CDI_DIR", "", "CDI spec `DIR`").Absolute().
-//		Sets(func(c *config.Config) { c.CDI.SpecDir = o.CDIDir })
-//	p := startup.Program{Name: "lpu-dra", Version: version, Help: help}
-//	s, err := p.Start(os.Args[1:], &f, cmd)
+//	var opts daemon.Options
+//	p := startup.Program{Name: "lpu-dra", Version: version, Help: daemon.Usage}
+//	s, err := p.Start(os.Args[1:], &opts.Flags, daemon.Command(&opts))
 //	if s == nil {
 //		return err // nil after --help or --version
 //	}
 //	ctx, stop := startup.Context()
 //	defer stop()
-//	return dra.Run(ctx, s.Config, o, s.Log)
+//	return daemon.Run(ctx, daemon.Params{Config: s.Config, Options: &opts, Logger: s.Log, Version: version})
 //
 // A logger that is nil means "log nothing" in every package (Logger).
 package startup
