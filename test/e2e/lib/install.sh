@@ -116,7 +116,7 @@ example_pod() {
   else
     nok "$what: the docs' example pod $(basename "$f") completes" "$(pod_why lpu-example)"
   fi
-  kc delete pod lpu-example --grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1
+  delete_pod lpu-example
 }
 
 # injector_up STATE: the readiness socket under STATE says lpu-nri is
