@@ -126,6 +126,7 @@ fuzz_budget() {
     FuzzXilinxAttributes) echo 5000x ;; # writes six attributes of a card per input
     FuzzDecide) echo 10000x ;;
     FuzzCheck) echo 10000x ;;           # loads the seal key per input
+    FuzzFaultHistory) echo 5000x ;;     # writes a history file per input
     FuzzLoad) echo 30000x ;;
     FuzzPreferred|FuzzParseDev|FuzzParseNetworkTable) echo 100000x ;;
     *) echo 50000x ;;

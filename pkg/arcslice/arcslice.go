@@ -37,6 +37,13 @@ const PCIeRootAttribute resourceapi.QualifiedName = "resource.kubernetes.io/pcie
 // with another driver's device (a NIC, CPUs) on the same NUMA node.
 const NUMANodeAttribute resourceapi.QualifiedName = "resource.kubernetes.io/numaNode"
 
+// RecentFaultsAttribute counts the faults of an arc's LPUs in the driver's
+// recent history (lpu-dra: the last 24 h), 0 when there were none. Every
+// arc carries it, so a selector such as
+// device.attributes["lpu.hyperaccel.ai"].recentFaults == 0 never meets a
+// device without it.
+const RecentFaultsAttribute resourceapi.QualifiedName = "recentFaults"
+
 // Options tunes NewBuilder.
 type Options struct {
 	// PCIeRoot returns the PCIe root ("pci0000:00") of a PCI bus ID, "" when
@@ -219,6 +226,37 @@ func (b *Builder) slicesOf(order []alloc.Arc, unhealthy map[string]bool) []resou
 		out = append(out, resourceslice.Slice{SharedCounters: b.sets[i:min(i+MaxCounterSetsPerSlice, len(b.sets))]})
 	}
 	return out
+}
+
+// WithFaults sets RecentFaultsAttribute on every arc device of sl that
+// holds an LPU of faults to the sum of its LPUs' counts, and returns sl.
+// The devices' attribute maps are shared with the builder, so a device
+// that changes gets a map of its own; sl's Devices arrays are sl's own
+// (Slices and FreeSlices make them).
+func (b *Builder) WithFaults(sl []resourceslice.Slice, faults map[string]int) []resourceslice.Slice {
+	if len(faults) == 0 {
+		return sl
+	}
+	for i := range sl {
+		for j := range sl[i].Devices {
+			d := &sl[i].Devices[j]
+			a, err := ParseDeviceName(d.Name)
+			if err != nil {
+				continue
+			}
+			n := 0
+			for _, id := range b.layout.ArcIDs(a) {
+				n += faults[id]
+			}
+			if n == 0 {
+				continue
+			}
+			d.Attributes = maps.Clone(d.Attributes)
+			x := int64(n)
+			d.Attributes[RecentFaultsAttribute] = resourceapi.DeviceAttribute{IntValue: &x}
+		}
+	}
+	return sl
 }
 
 // interleave reorders arcs that come by size (alloc.Layout.ArcOrder) rank
@@ -535,9 +573,10 @@ func (b *builder) template(s shared) map[resourceapi.QualifiedName]resourceapi.D
 	if t, ok := b.templates[s]; ok {
 		return t
 	}
-	t := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, 10)
+	t := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, 11)
 	t["size"], t["start"], t["lpus"] = resourceapi.DeviceAttribute{}, resourceapi.DeviceAttribute{}, resourceapi.DeviceAttribute{}
 	t["ring"] = b.intAttr(s.ring)
+	t[RecentFaultsAttribute] = b.intAttr(0)
 	if b.inv.DriverVersion != "" {
 		t["driverVersion"] = b.strAttr(b.inv.DriverVersion)
 	}

@@ -11,7 +11,8 @@
 // ParseDeviceName) and carries, in the driver's domain lpu.hyperaccel.ai:
 //
 //	size (int), ring (int), start (int), lpus (string, IDs in ring order,
-//	comma-joined), model, driverVersion, firmware (string), numaNode (int)
+//	comma-joined), model, driverVersion, firmware (string), numaNode (int),
+//	recentFaults (int, 0 unless Builder.WithFaults says otherwise)
 //
 // and resource.kubernetes.io/pcieRoot when the PCIe root of its LPUs is
 // known. An attribute whose value differs between the arc's LPUs, or is

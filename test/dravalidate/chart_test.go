@@ -207,3 +207,66 @@ func TestStandardNUMANodeSelects(t *testing.T) {
 		}
 	}
 }
+
+// A claim from the chart's lpu-arc-4 template with the selector
+// recentFaults == 0 gets a 4-arc clear of the LPUs with recent faults, on
+// the real structured allocator; without the selector it takes the first
+// arc, over a flaky LPU; with every 4-arc flaky it gets nothing.
+func TestRecentFaultsSelectorAvoidsFlakyLPUs(t *testing.T) {
+	classes, templates := dratest.DefaultedChart(t)
+	var spec *resourcev1.ResourceClaimSpec
+	for _, rct := range templates {
+		if rct.Name == "lpu-arc-4" {
+			spec = rct.Spec.Spec.DeepCopy()
+		}
+	}
+	if spec == nil || len(spec.Devices.Requests) != 1 || spec.Devices.Requests[0].Exactly == nil {
+		t.Fatal("the chart has no single-request lpu-arc-4 template")
+	}
+	node := "node-a"
+	inv := inventory(1, 8)
+	b, err := arcslice.NewBuilder(inv, arcslice.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocate := func(faults map[string]int, selector bool) []string {
+		t.Helper()
+		slices := dratest.PoolSlices(node, b.WithFaults(b.Slices(nil, nil), faults))
+		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default", UID: "uid-c"}, Spec: *spec.DeepCopy()}
+		if selector {
+			req := c.Spec.Devices.Requests[0].Exactly
+			req.Selectors = append(req.Selectors, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{
+				Expression: `device.attributes["lpu.hyperaccel.ai"].recentFaults == 0`}})
+		}
+		legacyscheme.Scheme.Default(c)
+		a, err := structured.NewAllocator(context.Background(),
+			structured.Features{PartitionableDevices: true, DeviceTaints: true, PrioritizedList: true},
+			structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID]()}, dratest.Lister(classes), slices, cel.NewCache(10, cel.Features{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := a.Allocate(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, []*resourcev1.ResourceClaim{c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) == 0 {
+			return nil
+		}
+		arc, err := arcslice.ParseDeviceName(res[0].Devices.Results[0].Device)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.Layout().ArcIDs(arc)
+	}
+	flaky := map[string]int{"lpu1": 3}
+	if got := allocate(flaky, false); !slices.Contains(got, "lpu1") {
+		t.Fatalf("without the selector: %v; the test needs the first 4-arc to hold lpu1", got)
+	}
+	got := allocate(flaky, true)
+	if len(got) != 4 || slices.Contains(got, "lpu1") {
+		t.Fatalf("recentFaults == 0: got %v, want a 4-arc without lpu1", got)
+	}
+	if got := allocate(map[string]int{"lpu1": 1, "lpu5": 1}, true); got != nil {
+		t.Fatalf("every 4-arc holds lpu1 or lpu5: got %v, want nothing", got)
+	}
+}

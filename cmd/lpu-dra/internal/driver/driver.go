@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/faults"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/publish"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/state"
 	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
@@ -114,10 +116,16 @@ func New(devices Devices, opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	history, err := faults.Open(filepath.Join(opts.StateDir, faults.FileName), time.Now)
+	if err != nil {
+		// The history only steers selectors away from flaky LPUs: a lost
+		// one is logged and started afresh, never a reason not to serve.
+		log.Warn("fault history lost, starting an empty one", "err", err)
+	}
 	d := &Driver{opts: opts, devices: devices, log: log, tracer: tracer, state: st}
 	d.pub = publish.New(devices, st, dpView{d}, publish.Options{NodeName: opts.NodeName, PCIeRoot: opts.PCIeRoot,
 		ArcSizes: opts.ArcSizes, FollowInterval: opts.FollowInterval, NodeLabels: opts.NodeLabels,
-		Published: opts.Metrics.republished, Logger: log})
+		Published: opts.Metrics.republished, Faults: history, Logger: log})
 	return d, nil
 }
 

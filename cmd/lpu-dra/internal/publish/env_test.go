@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/faults"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/state"
 	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
@@ -41,6 +42,7 @@ type env struct {
 	p        *Publisher
 	arcSizes []int
 	labels   LabelSetter
+	faults   *faults.Log
 }
 
 func newEnv(t testing.TB, devices state.Devices) *env {
@@ -58,7 +60,7 @@ func (e *env) restart() {
 		e.t.Fatal(err)
 	}
 	e.st = st
-	e.p = New(e.devices, st, &e.dp, Options{NodeName: node, ArcSizes: e.arcSizes, NodeLabels: e.labels})
+	e.p = New(e.devices, st, &e.dp, Options{NodeName: node, ArcSizes: e.arcSizes, NodeLabels: e.labels, Faults: e.faults})
 }
 
 func arc(start, size int) alloc.Arc { return alloc.Arc{Ring: 0, Start: start, Size: size} }

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/faults"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/state"
 	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
@@ -55,7 +56,11 @@ type Options struct {
 	// Published is called after each publication handed to the sink;
 	// nil: not called.
 	Published func()
-	Logger    *slog.Logger
+	// Faults is the LPUs' fault history: every publication records the
+	// LPUs that turned unhealthy, and each arc's recentFaults attribute
+	// counts its LPUs' faults in the window. Nil: every arc publishes 0.
+	Faults *faults.Log
+	Logger *slog.Logger
 }
 
 // Publisher computes and publishes the node's pool.
@@ -126,7 +131,7 @@ func (p *Publisher) resources() (resourceslice.DriverResources, arcslice.Free, e
 		}
 	}
 	sick := arcslice.Unhealthy(inv)
-	sl := b.FreeSlices(held, allocatedArcs(s, p.opts.NodeName), sick)
+	sl := b.WithFaults(b.FreeSlices(held, allocatedArcs(s, p.opts.NodeName), sick), p.faultCounts(sick))
 	if len(sl) == 0 {
 		// A node without LPUs still publishes its pool, empty: "no
 		// devices" is news, "no pool" is not.
@@ -139,6 +144,30 @@ func (p *Publisher) resources() (resourceslice.DriverResources, arcslice.Free, e
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
 		p.opts.NodeName: {Slices: sl},
 	}}, free, nil
+}
+
+// faultCounts records the LPUs of sick that turned unhealthy and returns
+// every LPU's faults in the window; nil without a history.
+func (p *Publisher) faultCounts(sick map[string]bool) map[string]int {
+	if p.opts.Faults == nil {
+		return nil
+	}
+	if _, err := p.opts.Faults.Observe(sick); err != nil {
+		// The history in memory still counts; only a restart would
+		// forget what this save lost.
+		p.log.Warn("cannot save the fault history", "err", err)
+	}
+	return p.opts.Faults.Counts()
+}
+
+// expiry is when the next fault leaves the history's window, which
+// changes an arc's recentFaults: the timer's next duration, and false
+// when no fault is in the window.
+func (p *Publisher) expiry() (time.Duration, bool) {
+	if p.opts.Faults == nil {
+		return 0, false
+	}
+	return p.opts.Faults.NextExpiry()
 }
 
 // allocatedArcs returns the arcs of pool that the prepared claims of s were
@@ -221,7 +250,8 @@ func (p *Publisher) Publish(ctx context.Context, sink Sink) error {
 // Run publishes now and again whenever Republish is called (Prepare,
 // Unprepare, the device-plugin view), the devices or the checkpoint file
 // (written by another instance during a rolling update; polled every
-// Options.FollowInterval) change, until ctx ends. A node whose rings
+// Options.FollowInterval) change, or a fault leaves the history's window,
+// until ctx ends. A node whose rings
 // cannot be published at start is an error (a configuration problem);
 // every other failure (the API server away) is logged and retried with
 // backoff from 1 s to 30 s, while prepared claims keep being served.
@@ -236,6 +266,9 @@ func (p *Publisher) Run(ctx context.Context, sink Sink) error {
 	follow := time.NewTicker(cmp.Or(p.opts.FollowInterval, time.Second))
 	defer follow.Stop()
 	seen := p.claims.Stamp()
+	aged := time.NewTimer(0)
+	defer aged.Stop()
+	aged.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -244,6 +277,7 @@ func (p *Publisher) Run(ctx context.Context, sink Sink) error {
 			_, changed = p.devices.Snapshot()
 		case <-p.kick:
 		case <-retry.C:
+		case <-aged.C:
 		case <-follow.C:
 			// The other pod of a rolling update prepares claims too: its
 			// saves show as a new checkpoint file.
@@ -259,5 +293,10 @@ func (p *Publisher) Run(ctx context.Context, sink Sink) error {
 			continue
 		}
 		backoff = time.Second
+		if d, ok := p.expiry(); ok {
+			aged.Reset(d)
+		} else {
+			aged.Stop()
+		}
 	}
 }
