@@ -303,6 +303,14 @@ arcs_restored() {
   d=$(our_devices)
   [ "$(wc -l <<<"$d")" = "$1" ] && ! awk '$3 != 0' <<<"$d" | grep -q .
 }
+# faults_follow LPU-ID: every device of our pool whose lpus hold LPU-ID has
+# recentFaults >= 1 and every other device 0 (the fault outlives recovery).
+faults_follow() {
+  kc get resourceslices -o json | jq -e --arg d "$DRA_DRIVER" --arg n "$KNODE" --arg id "$1" '
+    [.items[] | select(.spec.driver == $d and .spec.nodeName == $n) | (.spec.devices // [])[]
+     | {held: ((.attributes["lpus"].string // "") | split(",") | index($id) != null), faults: (.attributes["recentFaults"].int // -1)}]
+    | length > 0 and all(if .held then .faults >= 1 else .faults == 0 end)' >/dev/null
+}
 scenario_d4() {
   log "DRA d4: LPU failure and recovery"
   delete_all_pods
@@ -334,6 +342,9 @@ scenario_d4() {
   else
     nok "$dev recovery restored all $total arcs" "$(our_devices | awk '$3 != 0' | head -3 | tr '\n' ';')"
   fi
+  expect "after the recovery every arc holding $dev publishes recentFaults >= 1, every other arc 0" \
+    "$(kc get resourceslices -o json | jq -c '[.items[].spec.devices[]? | {name, lpus: .attributes.lpus.string, f: .attributes.recentFaults.int}] | .[:6]')" \
+    wait_for 10 faults_follow "$dev"
   if wait_pod ring8 90; then
     ok "ring8: the full-ring pod runs after the recovery"
     check_dra_container ring8 8
