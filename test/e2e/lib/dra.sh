@@ -311,6 +311,29 @@ faults_follow() {
      | {held: ((.attributes["lpus"].string // "") | split(",") | index($id) != null), faults: (.attributes["recentFaults"].int // -1)}]
     | length > 0 and all(if .held then .faults >= 1 else .faults == 0 end)' >/dev/null
 }
+# claim_health POD HEALTH: a container of POD reports HEALTH for a device of
+# one of its claims (allocatedResourcesStatus entries named claim:…).
+claim_health() {
+  kc get pod "$1" -o json | jq -e --arg h "$2" \
+    '[.status.containerStatuses[]?.allocatedResourcesStatus[]? | select(.name | startswith("claim:")) | .resources[]?.health] | index($h) != null' >/dev/null
+}
+# claim_pod_sees_health POD LPU STATUS-FILE: while POD's claim holds LPU, a
+# failure of LPU shows in the pod's own status, and so does its recovery.
+claim_pod_sees_health() {
+  echo ECC_ERROR >"$3"
+  if wait_for 40 claim_health "$1" Unhealthy; then
+    ok "$1: its status reports its arc Unhealthy while $2 fails (containerStatuses[].allocatedResourcesStatus)"
+    log "$1: $(kc get pod "$1" -o json | jq -c '[.status.containerStatuses[]?.allocatedResourcesStatus]')"
+  else
+    nok "$1: its status reports its arc Unhealthy while $2 fails" "$(kc get pod "$1" -o json | jq -c '[.status.containerStatuses[]?.allocatedResourcesStatus]')"
+  fi
+  echo READY >"$3"
+  if wait_for 40 claim_health "$1" Healthy; then
+    ok "$1: its status reports its arc Healthy again after the recovery"
+  else
+    nok "$1: its status reports its arc Healthy again after the recovery" "$(kc get pod "$1" -o json | jq -c '[.status.containerStatuses[]?.allocatedResourcesStatus]')"
+  fi
+}
 scenario_d4() {
   log "DRA d4: LPU failure and recovery"
   delete_all_pods
@@ -348,6 +371,7 @@ scenario_d4() {
   if wait_pod ring8 90; then
     ok "ring8: the full-ring pod runs after the recovery"
     check_dra_container ring8 8
+    claim_pod_sees_health ring8 "$dev" "$st"
   else
     nok "ring8: the full-ring pod runs after the recovery" "$(pod_why ring8)"
   fi

@@ -419,6 +419,32 @@ scenario_4() {
   wait_gone free
 }
 
+# pod_lpu_health NAME LPU HEALTH: the kubelet's status of static pod NAME
+# reports LPU with HEALTH in a container's allocatedResourcesStatus.
+pod_lpu_health() {
+  kpod "$1" | jq -e --arg id "$2" --arg h "$3" \
+    '[.status.containerStatuses[]?.allocatedResourcesStatus[]?.resources[]? | select(.resourceID == $id) | .health] | index($h) != null' >/dev/null
+}
+
+# pod_sees_health NAME LPU STATUS-FILE RESOURCE: while pod NAME holds LPU,
+# a failure of LPU shows in the pod's own status (allocatedResourcesStatus,
+# under RESOURCE), and so does its recovery.
+pod_sees_health() {
+  echo ECC_ERROR >"$3"
+  if wait_for 30 pod_lpu_health "$1" "$2" Unhealthy; then
+    ok "$1: its status reports $2 Unhealthy under $4 (containerStatuses[].allocatedResourcesStatus)"
+    log "$1: $(kpod "$1" | jq -c '[.status.containerStatuses[]?.allocatedResourcesStatus]')"
+  else
+    nok "$1: its status reports $2 Unhealthy under $4" "$(kpod "$1" | jq -c '[.status.containerStatuses[]?.allocatedResourcesStatus]')"
+  fi
+  echo READY >"$3"
+  if wait_for 30 pod_lpu_health "$1" "$2" Healthy; then
+    ok "$1: its status reports $2 Healthy again after the recovery"
+  else
+    nok "$1: its status reports $2 Healthy again after the recovery" "$(kpod "$1" | jq -c '[.status.containerStatuses[]?.allocatedResourcesStatus]')"
+  fi
+}
+
 # ---------------------------------------------------------------- scenario 5
 # A device that fails stops being offered; once it recovers it is offered again.
 scenario_5() {
@@ -458,6 +484,7 @@ scenario_5() {
   if wait_running eight 60; then
     ok "eight: a pod needing all 8 LPUs runs after the recovery"
     check_lpu_container eight 8
+    pod_sees_health eight "$dev" "$st" "hyperaccel.ai/lpu"
   else
     nok "eight: a pod needing all 8 LPUs runs after the recovery" "$(kpod_status eight)"
   fi
