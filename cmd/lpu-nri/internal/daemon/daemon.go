@@ -198,7 +198,7 @@ func pluginConfig(ctx context.Context, p Params, n *node.Node, m *metrics.Metric
 	done.add(func() { led.Close() }) // syncs what the background flush has not yet
 	m.WatchLedger(led.Namespaces)
 	log.Info("seal key loaded", "path", key.Path(), "node", name, "fingerprint", key.Fingerprint(),
-		"acceptLegacySeals", cfg.Security.AcceptLegacySeals, "ledger", led.Path())
+		"ledger", led.Path())
 	store := inventory.New(n.Discoverer, inventory.Options{Interval: cfg.Health.ResyncInterval.Duration, Logger: log})
 	if _, err := store.Refresh(ctx); err != nil {
 		log.Warn("initial device discovery failed; retrying in the background", "err", err)
@@ -212,8 +212,8 @@ func pluginConfig(ctx context.Context, p Params, n *node.Node, m *metrics.Metric
 	tracer, stopTracing := startup.Tracing(ctx, cfg.Tracing, "lpu-nri", p.Version, log)
 	done.add(stopTracing)
 	pc := plugin.Config{Config: verify.Config{Key: key, Store: store, Options: n.Inject, Log: log,
-		CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration,
-		Ledger:       led, AcceptLegacySeals: cfg.Security.AcceptLegacySeals,
+		CheckTimeout:    cfg.Kubelet.PodResourcesTimeout.Duration,
+		Ledger:          led,
 		AllowNamespaces: cfg.Security.AllowNamespaces,
 		Claims: func(pod string, claims []string) ([]string, error) {
 			return dracheckpoint.PodLPUs(cfg.StateDir, pod, claims)
