@@ -31,7 +31,7 @@ func serve(t *testing.T, m *Metrics, healthz, readyz metricsserver.Check) string
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- metricsserver.ServeListener(ctx, ln, metricsserver.Handler(m.Registry, healthz, readyz), nil)
+		done <- metricsserver.ServeLimited(ctx, ln, metricsserver.Handler(m.Registry, healthz, readyz), nil, metricsserver.Limits{})
 	}()
 	t.Cleanup(func() {
 		cancel()
