@@ -9,13 +9,6 @@ import (
 
 // Security holds the fail-closed knobs of lpu-nri (docs/security.md).
 type Security struct {
-	// AcceptLegacySeals accepts allocations sealed in the v1 form (no node
-	// binding, allocation ID optional) that device plugins before node
-	// binding wrote. A migration aid for the upgrade window only: kubelet
-	// replays checkpointed annotations on container restart. Default false.
-	// Release 0.3.0 removes the field with the v1 seal branches
-	// (docs/security.md, "Legacy seals").
-	AcceptLegacySeals bool `json:"acceptLegacySeals"`
 	// AuditInterval is how often lpu-nri audits the running containers
 	// against their allocations (besides at Synchronize). Default 30s.
 	AuditInterval Duration `json:"auditInterval"`

@@ -8,7 +8,7 @@ import (
 
 func TestSecurity(t *testing.T) {
 	d := Default().Security
-	if d.AcceptLegacySeals || d.AuditInterval.Duration != DefaultAuditInterval || !slices.Equal(d.AllowNamespaces, DefaultAllowNamespaces) {
+	if d.AuditInterval.Duration != DefaultAuditInterval || !slices.Equal(d.AllowNamespaces, DefaultAllowNamespaces) {
 		t.Errorf("defaults %+v", d)
 	}
 	tests := map[string]struct {
@@ -16,11 +16,13 @@ func TestSecurity(t *testing.T) {
 		wantErr string
 		check   func(*Config) bool
 	}{
-		"legacy on":       {yaml: "security:\n  acceptLegacySeals: true\n", check: func(c *Config) bool { return c.Security.AcceptLegacySeals }},
 		"empty allowlist": {yaml: "security:\n  allowNamespaces: []\n", check: func(c *Config) bool { return len(c.Security.AllowNamespaces) == 0 }},
 		"audit too often": {yaml: "security:\n  auditInterval: 10ms\n", wantErr: `security.auditInterval: "10ms" must be at least 1s`},
 		"bad namespace":   {yaml: "security:\n  allowNamespaces: [kube-system, Bad_NS]\n", wantErr: `security.allowNamespaces[1]: "Bad_NS" is not a namespace name`},
 		"unknown field":   {yaml: "security:\n  acceptLegacy: true\n", wantErr: "acceptLegacy"},
+		// v1 seals are refused whatever the config says: the old switch
+		// fails the load, naming itself, rather than being ignored.
+		"removed legacy switch": {yaml: "security:\n  acceptLegacySeals: false\n", wantErr: "security.acceptLegacySeals: unknown field"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

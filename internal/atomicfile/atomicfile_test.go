@@ -122,11 +122,14 @@ func asNobody(t *testing.T, fn func()) {
 	fn()
 }
 
+// errInvalidSpec is what TestWriteFailureKeepsOld's verify step returns.
+var errInvalidSpec = errors.New("invalid spec")
+
 func TestWriteFailureKeepsOld(t *testing.T) {
 	tests := map[string]struct {
 		setup func(t *testing.T, dir string) // before the write
 		write func(path string) error
-		want  string // in the error
+		want  error // what the error wraps
 	}{
 		"read-only directory": {
 			setup: func(t *testing.T, dir string) {
@@ -139,7 +142,7 @@ func TestWriteFailureKeepsOld(t *testing.T) {
 				asNobody(t, func() { err = Write(path, []byte("new content")) })
 				return err
 			},
-			want: "permission denied",
+			want: fs.ErrPermission,
 		},
 		"full disk": {
 			setup: func(t *testing.T, _ string) {
@@ -148,7 +151,7 @@ func TestWriteFailureKeepsOld(t *testing.T) {
 				t.Cleanup(func() { wrapWriter = old })
 			},
 			write: func(path string) error { return Write(path, []byte("new content")) },
-			want:  "no space left",
+			want:  syscall.ENOSPC,
 		},
 		"verify refuses": {
 			write: func(path string) error {
@@ -156,21 +159,21 @@ func TestWriteFailureKeepsOld(t *testing.T) {
 					if b, err := os.ReadFile(tmp); err != nil || string(b) != "new content" {
 						return errors.New("verify saw the wrong bytes")
 					}
-					return errors.New("invalid spec")
+					return errInvalidSpec
 				}))
 			},
-			want: "invalid spec",
+			want: errInvalidSpec,
 		},
 		"source read fails midway": {
 			write: func(path string) error {
-				r := io.MultiReader(strings.NewReader("new con"), iotest.ErrReader(errors.New("input/output error")))
+				r := io.MultiReader(strings.NewReader("new con"), iotest.ErrReader(syscall.EIO))
 				return WriteFrom(path, r, WithMode(0o755))
 			},
-			want: "input/output error",
+			want: syscall.EIO,
 		},
 		"create over existing": {
 			write: func(path string) error { return Create(path, []byte("new content")) },
-			want:  "file exists",
+			want:  fs.ErrExist,
 		},
 	}
 	for name, tc := range tests {
@@ -184,8 +187,8 @@ func TestWriteFailureKeepsOld(t *testing.T) {
 				tc.setup(t, dir)
 			}
 			err := tc.write(path)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
-				t.Fatalf("err = %v, want one naming %s and %q", err, path, tc.want)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("err = %v, want one naming %s and wrapping %v", err, path, tc.want)
 			}
 			if got, _ := os.ReadFile(path); string(got) != "old" {
 				t.Errorf("target is %q, want the old content", got)

@@ -1,6 +1,8 @@
 package atomicfile
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,7 +29,7 @@ func TestRename(t *testing.T) {
 		t.Fatalf("%s still there: %v", oldPath, err)
 	}
 	err := Rename(oldPath, newPath, WithoutSync())
-	if err == nil || !strings.Contains(err.Error(), newPath) {
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), newPath) {
 		t.Fatalf("Rename of a missing file: %v, want an error naming %s", err, newPath)
 	}
 }

@@ -1,11 +1,14 @@
 package dracheckpoint
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/hyperaccel/lpu-node/internal/statedir"
 )
 
 func sample() *State {
@@ -152,14 +155,17 @@ func TestPodLPUs(t *testing.T) {
 		pod    string
 		claims []string
 		want   string
-		lpus   []string // PodLPUs' result when want is ""
+		// notReserved: the claim is prepared, not for this pod
+		// (ErrNotReserved, which lpu-nri waits out), not unknown.
+		notReserved bool
+		lpus        []string // PodLPUs' result when want is ""
 	}{
 		"prepared for the pod": {pod: "pod-1", claims: []string{"uid-a"}, lpus: []string{"lpu4", "lpu5", "lpu6", "lpu7"}},
 		"one claim twice":      {pod: "pod-1", claims: []string{"uid-a", "uid-a"}, lpus: []string{"lpu4", "lpu5", "lpu6", "lpu7"}},
-		"another pod":          {pod: "pod-2", claims: []string{"uid-a"}, want: "claim ns/a (uid-a) was not prepared for pod pod-2"},
-		"no pods recorded":     {pod: "pod-1", claims: []string{"uid-b"}, want: "was not prepared for pod pod-1"},
+		"another pod":          {pod: "pod-2", claims: []string{"uid-a"}, want: "claim ns/a (uid-a) was not prepared for pod pod-2", notReserved: true},
+		"no pods recorded":     {pod: "pod-1", claims: []string{"uid-b"}, want: "was not prepared for pod pod-1", notReserved: true},
 		"unknown claim":        {pod: "pod-1", claims: []string{"uid-a", "uid-x"}, want: "claim uid-x is not prepared by lpu-dra on this node"},
-		"empty pod uid":        {pod: "", claims: []string{"uid-a"}, want: "was not prepared for pod"},
+		"empty pod uid":        {pod: "", claims: []string{"uid-a"}, want: "was not prepared for pod", notReserved: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -176,6 +182,9 @@ func TestPodLPUs(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
+			if errors.Is(err, ErrNotReserved) != tc.notReserved {
+				t.Fatalf("err = %v: errors.Is(ErrNotReserved) = %v, want %v", err, !tc.notReserved, tc.notReserved)
+			}
 		})
 	}
 	if _, err := PodLPUs(t.TempDir(), "pod-1", []string{"uid-a"}); err == nil {
@@ -191,10 +200,11 @@ func TestStateChecks(t *testing.T) {
 	tests := map[string]struct {
 		breakIt func(t *testing.T, dir, path string)
 		want    string
+		is      error // what the error wraps, when there is a sentinel
 	}{
 		"file owned by 65534": {breakIt: func(t *testing.T, _, p string) { must(t, os.Chown(p, 65534, -1)) }, want: "owned by uid 65534"},
 		"file mode 0644":      {breakIt: func(t *testing.T, _, p string) { must(t, os.Chmod(p, 0o644)) }, want: "mode 0644"},
-		"file hard-linked":    {breakIt: func(t *testing.T, _, p string) { must(t, os.Link(p, p+".x")) }, want: "more than one link"},
+		"file hard-linked":    {breakIt: func(t *testing.T, _, p string) { must(t, os.Link(p, p+".x")) }, want: "more than one link", is: statedir.ErrLinks},
 		"dir owned by 65534":  {breakIt: func(t *testing.T, d, _ string) { must(t, os.Chown(d, 65534, -1)) }, want: "owned by uid 65534"},
 		"dir mode 0777":       {breakIt: func(t *testing.T, d, _ string) { must(t, os.Chmod(d, 0o777)) }, want: "lets group/others write"},
 	}
@@ -207,8 +217,8 @@ func TestStateChecks(t *testing.T) {
 				t.Fatalf("saved checkpoint: %v, %v; want mode 0600", fi, err)
 			}
 			tc.breakIt(t, dir, path)
-			if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Load = %v, want %q", err, tc.want)
+			if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), tc.want) || (tc.is != nil && !errors.Is(err, tc.is)) {
+				t.Errorf("Load = %v, want %q (wrapping %v)", err, tc.want, tc.is)
 			}
 			if _, err := PodLPUs(dir, "pod-1", []string{"uid-a"}); err == nil {
 				t.Error("PodLPUs trusted it")

@@ -150,13 +150,9 @@ func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) e
 	return ServeLimited(ctx, ln, h, log, Limits{Host: host})
 }
 
-// ServeListener is Serve on an open listener, which it closes (tests use
-// 127.0.0.1:0). A nil log logs nothing.
-func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
-	return ServeLimited(ctx, ln, h, log, Limits{})
-}
-
-// ServeLimited is ServeListener with explicit limits (tests shorten them).
+// ServeLimited is Serve on an open listener, which it closes (tests use
+// 127.0.0.1:0), with explicit limits (zero fields take the defaults; tests
+// shorten them). A nil log logs nothing.
 func ServeLimited(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, lim Limits) error {
 	lim = lim.withDefaults()
 	srv := &http.Server{

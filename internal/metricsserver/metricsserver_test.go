@@ -76,7 +76,7 @@ func TestServeLifecycle(t *testing.T) {
 	addr := ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- ServeListener(ctx, ln, Handler(prometheus.NewRegistry(), nil, nil), nil) }()
+	go func() { done <- ServeLimited(ctx, ln, Handler(prometheus.NewRegistry(), nil, nil), nil, Limits{}) }()
 	if code, _ := get(t, "http://"+addr+"/healthz"); code != 200 {
 		t.Fatalf("/healthz = %d", code)
 	}
@@ -87,7 +87,7 @@ func TestServeLifecycle(t *testing.T) {
 			t.Fatalf("after cancel: %v", err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("ServeListener did not return after cancel")
+		t.Fatal("ServeLimited did not return after cancel")
 	}
 	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		c.Close()

@@ -36,9 +36,9 @@
 // The seals are HMAC-SHA256 with a 32-byte node-local key (LoadOrCreateKey:
 // <stateDir>/seal.key, mode 0600, owned by the daemon, one link, in a state
 // dir only its owner can write; created once, shared by both daemons) over
-// "lpu.hyperaccel.ai/node=" + node + "\n" then the v1 input:
-// "lpu.hyperaccel.ai/devices=" + value, or "lpu.hyperaccel.ai/allocation=" +
-// ID + "\n" + "lpu.hyperaccel.ai/devices=" + value. The node name (ForNode)
+// "lpu.hyperaccel.ai/node=" + node + "\n" then "lpu.hyperaccel.ai/devices=" +
+// value, or "lpu.hyperaccel.ai/allocation=" + ID + "\n" +
+// "lpu.hyperaccel.ai/devices=" + value. The node name (ForNode)
 // keeps annotations sealed on one node from opening on another that shares
 // its key (cloned images; Fingerprint tells them apart). OpenAllocation
 // verifies the seals in constant time before parsing the value strictly
@@ -63,14 +63,11 @@
 //
 // # The legacy form
 //
-// Device plugins before node binding wrote v1 seals (no node), with or
-// without the allocation ID keys. OpenAllocation still opens them and
-// reports Allocation.Version SealV1; lpu-nri accepts them only behind its
-// migration switch (security.acceptLegacySeals), since kubelet replays
-// checkpointed annotations on container restart after an upgrade. No
-// production code writes them: tests make them with injecttest. Release
-// 0.3.0 removes the switch and the v1 branches of the opener
-// (docs/security.md, "Legacy seals").
+// Device plugins before node binding wrote v1 seals ("v1:", no node), with
+// or without the allocation ID keys. Open and OpenAllocation refuse them
+// with an error wrapping ErrLegacySeal and ErrBadSeal: a container whose
+// checkpointed annotations still carry one is refused until its pod is
+// recreated. Tests make them with injecttest.
 //
 // Trust decisions about pod annotations belong to lpu-nri; HasReservedKey
 // finds a contract key where none may be.

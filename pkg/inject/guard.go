@@ -28,6 +28,10 @@ const (
 	AnnotationVerified = AnnotationPrefix + "verified"
 )
 
+// verifiedV1 prefixes the verified token: its own format's version, apart
+// from the allocation seals'.
+const verifiedV1 = "v1:"
+
 // ErrNotVerified marks a container that carries no valid proof of
 // lpu-nri's verification.
 var ErrNotVerified = errors.New("container not verified by lpu-nri")
@@ -41,7 +45,7 @@ const maxContainerIDLen = 1024
 // token cannot be made ahead or carried over to another container; only
 // lpu-nri's applied adjustment puts it in the container's spec.
 func (k *Key) VerifiedToken(id string) string {
-	return encodeSeal(sealV1, k.macVerified(id))
+	return encodeSeal(verifiedV1, k.macVerified(id))
 }
 
 // CheckVerified returns nil when annotations hold the valid token for the
@@ -54,8 +58,8 @@ func (k *Key) CheckVerified(id string, annotations map[string]string) error {
 	if !ok {
 		return fmt.Errorf("%w: no %s annotation (lpu-nri did not adjust it: down, frozen or timed out by the runtime)", ErrNotVerified, AnnotationVerified)
 	}
-	version, got, err := decodeSeal(tok)
-	if err != nil || version != SealV1 {
+	got, err := decodeSeal(tok, verifiedV1)
+	if err != nil {
 		return fmt.Errorf("%w: %s is malformed", ErrNotVerified, AnnotationVerified)
 	}
 	if !hmac.Equal(got[:], k.macVerified(id)) {

@@ -2,11 +2,14 @@ package inject
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/hyperaccel/lpu-node/internal/statedir"
 )
 
 func TestLoadOrCreateKey(t *testing.T) {
@@ -58,17 +61,18 @@ func TestLoadOrCreateKeyRefuses(t *testing.T) {
 	tests := map[string]struct {
 		setup   func(t *testing.T, path string)
 		wantErr []string
+		is      error // what the error wraps, when there is a sentinel
 	}{
-		"group readable": {func(t *testing.T, p string) { writeKey(t, p, KeySize, 0o640) }, []string{"mode 0640", "allows group/other"}},
-		"other readable": {func(t *testing.T, p string) { writeKey(t, p, KeySize, 0o604) }, []string{"mode 0604"}},
-		"short":          {func(t *testing.T, p string) { writeKey(t, p, KeySize-1, 0o600) }, []string{"size 31 bytes, want 32"}},
-		"long":           {func(t *testing.T, p string) { writeKey(t, p, KeySize+1, 0o600) }, []string{"size 33 bytes, want 32"}},
-		"empty":          {func(t *testing.T, p string) { writeKey(t, p, 0, 0o600) }, []string{"size 0 bytes"}},
+		"group readable": {func(t *testing.T, p string) { writeKey(t, p, KeySize, 0o640) }, []string{"mode 0640", "allows group/other"}, nil},
+		"other readable": {func(t *testing.T, p string) { writeKey(t, p, KeySize, 0o604) }, []string{"mode 0604"}, nil},
+		"short":          {func(t *testing.T, p string) { writeKey(t, p, KeySize-1, 0o600) }, []string{"size 31 bytes, want 32"}, nil},
+		"long":           {func(t *testing.T, p string) { writeKey(t, p, KeySize+1, 0o600) }, []string{"size 33 bytes, want 32"}, nil},
+		"empty":          {func(t *testing.T, p string) { writeKey(t, p, 0, 0o600) }, []string{"size 0 bytes"}, nil},
 		"directory": {func(t *testing.T, p string) {
 			if err := os.Mkdir(p, 0o700); err != nil {
 				t.Fatal(err)
 			}
-		}, []string{"not a regular file"}},
+		}, []string{"not a regular file"}, nil},
 		"other owner": {func(t *testing.T, p string) {
 			writeKey(t, p, KeySize, 0o600)
 			if os.Geteuid() != 0 {
@@ -77,20 +81,20 @@ func TestLoadOrCreateKeyRefuses(t *testing.T) {
 			if err := os.Chown(p, os.Geteuid()+1000, -1); err != nil {
 				t.Fatal(err)
 			}
-		}, []string{"owned by uid", "the daemon's uid"}},
+		}, []string{"owned by uid", "the daemon's uid"}, nil},
 		"hard link": {func(t *testing.T, p string) {
 			writeKey(t, p, KeySize, 0o600)
 			if err := os.Link(p, p+".other"); err != nil {
 				t.Fatal(err)
 			}
-		}, []string{"more than one link (2)"}},
+		}, []string{"more than one link (2)"}, statedir.ErrLinks},
 		"symlink": {func(t *testing.T, p string) {
 			target := p + ".real"
 			writeKey(t, target, KeySize, 0o600)
 			if err := os.Symlink(target, p); err != nil {
 				t.Fatal(err)
 			}
-		}, []string{KeyFileName}},
+		}, []string{KeyFileName}, nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -108,6 +112,9 @@ func TestLoadOrCreateKeyRefuses(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("error %q does not wrap %v", err, tc.is)
 			}
 		})
 	}

@@ -11,20 +11,15 @@ import (
 	"strings"
 )
 
-// Seal versions prefix every seal so the format can change without
-// ambiguity: "v1:" or "v2:" followed by 64 lower-case hex digits. A v1 seal
-// covers the devices value (and allocation ID) only; a v2 seal also covers
-// the node name, so annotations sealed on one node do not open on another
-// that shares its key (cloned images).
+// A seal is its version's prefix followed by 64 lower-case hex digits, so
+// the format can change without ambiguity. The one version opened is v2,
+// which covers the node name, so annotations sealed on one node do not open
+// on another that shares its key (cloned images). The v1 form of device
+// plugins before node binding covered the devices value (and allocation ID)
+// only: it is refused with ErrLegacySeal.
 const (
-	sealV1 = "v1:"
-	sealV2 = "v2:"
-)
-
-// Seal versions as Allocation.Version reports them.
-const (
-	SealV1 = 1 // legacy: no node binding; the allocation ID is optional
-	SealV2 = 2 // node-bound, allocation ID required
+	sealV2       = "v2:"
+	legacySealV1 = "v1:"
 )
 
 // Sentinel errors of Open, for errors.Is.
@@ -35,28 +30,26 @@ var (
 	// ErrBadSeal means the seal is missing, malformed or does not match the
 	// value under this node's key.
 	ErrBadSeal = errors.New("lpu allocation seal invalid")
+	// ErrLegacySeal means a seal is in the v1 form (not bound to a node),
+	// which no device plugin of this release writes and no opener accepts.
+	// Errors wrapping it wrap ErrBadSeal too.
+	ErrLegacySeal = errors.New("v1 seal (not bound to a node) no longer accepted: recreate the pod so the device plugin seals it again")
 )
 
 // Allocation is what OpenAllocation reads from container annotations.
 type Allocation struct {
 	// IDs are the allocated device IDs in ring order, arc start first.
 	IDs []string
-	// ID is the allocation ID; "" only for a v1 allocation sealed before
-	// the device plugin wrote allocation IDs.
+	// ID is the allocation ID.
 	ID string
-	// Version is the seal version: SealV2 (node-bound, ID required) or
-	// SealV1 (legacy). lpu-nri accepts SealV1 only behind its migration
-	// switch.
-	Version int
 }
 
 // MAC inputs. Every value this package seals is HMAC-SHA256 under the
 // node's key over one of these byte strings, and no other function builds
 // one:
 //
-//	devices seal, v1        "lpu.hyperaccel.ai/devices=" value
-//	allocation seal, v1     "lpu.hyperaccel.ai/allocation=" ID "\n" "lpu.hyperaccel.ai/devices=" value
-//	either seal, v2         "lpu.hyperaccel.ai/node=" node "\n" then the v1 input
+//	devices seal            "lpu.hyperaccel.ai/node=" node "\n" "lpu.hyperaccel.ai/devices=" value
+//	allocation seal         "lpu.hyperaccel.ai/node=" node "\n" "lpu.hyperaccel.ai/allocation=" ID "\n" "lpu.hyperaccel.ai/devices=" value
 //	verified token          "lpu.hyperaccel.ai/verified=" container ID
 //	fingerprint             "lpu.hyperaccel.ai/fingerprint"
 //
@@ -75,25 +68,20 @@ var (
 	fingerprintInput  = []byte(AnnotationPrefix + "fingerprint")
 )
 
-// macDevices is the devices seal's MAC of value; version SealV2 covers the
-// key's node too.
-func (k *Key) macDevices(version int, value string) []byte {
+// macDevices is the devices seal's MAC of the key's node and value.
+func (k *Key) macDevices(value string) []byte {
 	return k.sum(func(m hash.Hash) {
-		if version == SealV2 {
-			k.writeNode(m)
-		}
+		k.writeNode(m)
 		m.Write(devicesMACPrefix)
 		io.WriteString(m, value)
 	})
 }
 
-// macAllocation is the allocation seal's MAC of ID and value; version
-// SealV2 covers the key's node too.
-func (k *Key) macAllocation(version int, value, allocID string) []byte {
+// macAllocation is the allocation seal's MAC of the key's node, ID and
+// value.
+func (k *Key) macAllocation(value, allocID string) []byte {
 	return k.sum(func(m hash.Hash) {
-		if version == SealV2 {
-			k.writeNode(m)
-		}
+		k.writeNode(m)
 		m.Write(allocMACPrefix)
 		io.WriteString(m, allocID)
 		m.Write(allocMACDevices)
@@ -142,8 +130,7 @@ func (k *Key) sum(write func(m hash.Hash)) []byte {
 // value, the allocation ID, and the v2 allocation seal over node, ID and
 // value. The key must be bound to a node (ForNode) and allocID must pass
 // CheckAllocationID (use NewAllocationID); otherwise it returns an error
-// and no annotations. It is the only seal writer: the v1 form older device
-// plugins wrote is made only by tests (injecttest).
+// and no annotations. It is the only seal writer.
 func (k *Key) AnnotationsWithID(ids []string, allocID string) (map[string]string, error) {
 	if k.node == "" {
 		return nil, errors.New("seal key has no node name: bind it with ForNode")
@@ -154,29 +141,25 @@ func (k *Key) AnnotationsWithID(ids []string, allocID string) (map[string]string
 	v := EncodeIDs(ids)
 	return map[string]string{
 		AnnotationDevices:        v,
-		AnnotationSeal:           encodeSeal(sealV2, k.macDevices(SealV2, v)),
+		AnnotationSeal:           encodeSeal(sealV2, k.macDevices(v)),
 		AnnotationAllocation:     allocID,
-		AnnotationAllocationSeal: encodeSeal(sealV2, k.macAllocation(SealV2, v, allocID)),
+		AnnotationAllocationSeal: encodeSeal(sealV2, k.macAllocation(v, allocID)),
 	}, nil
 }
 
-// OpenAllocation reads and verifies an allocation, with its ID and seal
-// version, from container annotations. It is Open (same errors) followed
-// by the allocation keys:
-//   - a v2 devices seal requires both allocation keys, a well-formed ID and
-//     a v2 allocation seal matching node, ID and value under this key;
-//   - a v1 devices seal with neither allocation key is a legacy allocation
-//     (ID ""); with both, the allocation seal must be v1 and match;
-//   - a mix of versions, only one allocation key, or allocation keys
-//     without a devices value: an error wrapping ErrBadSeal.
+// OpenAllocation reads and verifies an allocation, with its ID, from
+// container annotations. It is Open (same errors) followed by the
+// allocation keys: both are required, a well-formed ID and an allocation
+// seal matching node, ID and value under this key. A missing key, a v1
+// seal (also ErrLegacySeal) or allocation keys without a devices value: an
+// error wrapping ErrBadSeal.
 //
-// An ID cannot be forged, nor moved to another container's allocation, nor
-// (v2) to another node. Whether a v1 allocation is acceptable is the
-// caller's policy (Allocation.Version).
+// An ID cannot be forged, nor moved to another container's allocation or
+// to another node.
 func (k *Key) OpenAllocation(annotations map[string]string) (Allocation, error) {
 	allocID, hasID := annotations[AnnotationAllocation]
 	seal, hasSeal := annotations[AnnotationAllocationSeal]
-	ids, version, err := k.openDevices(annotations)
+	ids, err := k.Open(annotations)
 	if err != nil {
 		if errors.Is(err, ErrNoAllocation) && (hasID || hasSeal) {
 			return Allocation{}, fmt.Errorf("%w: allocation ID annotations present without %s", ErrBadSeal, AnnotationDevices)
@@ -184,8 +167,6 @@ func (k *Key) OpenAllocation(annotations map[string]string) (Allocation, error) 
 		return Allocation{}, err
 	}
 	switch {
-	case !hasID && !hasSeal && version == SealV1:
-		return Allocation{IDs: ids, Version: SealV1}, nil
 	case !hasID:
 		return Allocation{}, fmt.Errorf("%w: %s missing", ErrBadSeal, AnnotationAllocation)
 	case !hasSeal:
@@ -194,69 +175,56 @@ func (k *Key) OpenAllocation(annotations map[string]string) (Allocation, error) 
 	if err := CheckAllocationID(allocID); err != nil {
 		return Allocation{}, fmt.Errorf("%w: %s: %v", ErrBadSeal, AnnotationAllocation, err)
 	}
-	sealVersion, got, err := decodeSeal(seal)
+	got, err := decodeAllocationSeal(seal)
 	if err != nil {
-		return Allocation{}, fmt.Errorf("%w: %s: %v", ErrBadSeal, AnnotationAllocationSeal, err)
-	}
-	if sealVersion != version {
-		return Allocation{}, fmt.Errorf("%w: %s is v%d but %s is v%d", ErrBadSeal, AnnotationAllocationSeal, sealVersion, AnnotationSeal, version)
+		return Allocation{}, fmt.Errorf("%w: %s: %w", ErrBadSeal, AnnotationAllocationSeal, err)
 	}
 	value := annotations[AnnotationDevices]
-	if !hmac.Equal(got[:], k.macAllocation(version, value, allocID)) {
+	if !hmac.Equal(got[:], k.macAllocation(value, allocID)) {
 		return Allocation{}, fmt.Errorf("%w: %s does not match %s %q for %s %q", ErrBadSeal,
 			AnnotationAllocationSeal, AnnotationAllocation, allocID, AnnotationDevices, value)
 	}
-	return Allocation{IDs: ids, ID: allocID, Version: version}, nil
+	return Allocation{IDs: ids, ID: allocID}, nil
 }
 
 // Open reads and verifies the devices value of an allocation from
 // container annotations. It returns ErrNoAllocation when neither contract
 // key is present; an error wrapping ErrBadSeal when the seal is missing,
-// malformed or wrong; and a ParseIDs error when a correctly sealed value is
-// still malformed. A v2 devices seal is verified against the key's node
-// (ForNode); a v1 seal without one. The returned IDs are in ring order; the
-// caller must still check that they exist in its own inventory. Open
-// ignores the allocation ID keys; OpenAllocation reads and verifies them
-// too and says which seal version was used.
+// malformed, wrong or in the v1 form (also ErrLegacySeal); and a ParseIDs
+// error when a correctly sealed value is still malformed. The seal is
+// verified against the key's node (ForNode), in constant time before the
+// value is parsed. The returned IDs are in ring order; the caller must
+// still check that they exist in its own inventory. Open ignores the
+// allocation ID keys; OpenAllocation reads and verifies them too.
 func (k *Key) Open(annotations map[string]string) ([]string, error) {
-	ids, _, err := k.openDevices(annotations)
-	return ids, err
-}
-
-// openDevices is Open that also returns the devices seal's version: the
-// seal is verified in constant time before the value is parsed.
-func (k *Key) openDevices(annotations map[string]string) ([]string, int, error) {
 	value, hasDevices := annotations[AnnotationDevices]
 	seal, hasSeal := annotations[AnnotationSeal]
 	switch {
 	case !hasDevices && !hasSeal:
-		return nil, 0, ErrNoAllocation
+		return nil, ErrNoAllocation
 	case !hasDevices:
-		return nil, 0, fmt.Errorf("%w: %s present without %s", ErrBadSeal, AnnotationSeal, AnnotationDevices)
+		return nil, fmt.Errorf("%w: %s present without %s", ErrBadSeal, AnnotationSeal, AnnotationDevices)
 	case !hasSeal:
-		return nil, 0, fmt.Errorf("%w: %s missing", ErrBadSeal, AnnotationSeal)
+		return nil, fmt.Errorf("%w: %s missing", ErrBadSeal, AnnotationSeal)
 	}
 	if len(value) > MaxValueLen {
-		return nil, 0, fmt.Errorf("%s: value is %d bytes, limit %d", AnnotationDevices, len(value), MaxValueLen)
+		return nil, fmt.Errorf("%s: value is %d bytes, limit %d", AnnotationDevices, len(value), MaxValueLen)
 	}
-	version, got, err := decodeSeal(seal)
+	got, err := decodeAllocationSeal(seal)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %s: %v", ErrBadSeal, AnnotationSeal, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadSeal, AnnotationSeal, err)
 	}
-	if version == SealV2 && k.node == "" {
-		return nil, 0, fmt.Errorf("%w: %s is node-bound (v2) but this key has no node name", ErrBadSeal, AnnotationSeal)
+	if k.node == "" {
+		return nil, fmt.Errorf("%w: %s is node-bound (v2) but this key has no node name", ErrBadSeal, AnnotationSeal)
 	}
-	if !hmac.Equal(got[:], k.macDevices(version, value)) {
-		if version == SealV2 {
-			return nil, 0, fmt.Errorf("%w: %s does not match %s %q on node %q (sealed on another node, or forged)", ErrBadSeal, AnnotationSeal, AnnotationDevices, value, k.node)
-		}
-		return nil, 0, fmt.Errorf("%w: %s does not match %s %q", ErrBadSeal, AnnotationSeal, AnnotationDevices, value)
+	if !hmac.Equal(got[:], k.macDevices(value)) {
+		return nil, fmt.Errorf("%w: %s does not match %s %q on node %q (sealed on another node, or forged)", ErrBadSeal, AnnotationSeal, AnnotationDevices, value, k.node)
 	}
 	ids, err := ParseIDs(value)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%s: %w", AnnotationDevices, err)
+		return nil, fmt.Errorf("%s: %w", AnnotationDevices, err)
 	}
-	return ids, version, nil
+	return ids, nil
 }
 
 // encodeSeal renders a MAC as version + lower-case hex.
@@ -267,27 +235,31 @@ func encodeSeal(version string, sum []byte) string {
 	return string(buf)
 }
 
-// decodeSeal checks and decodes a seal in one pass over its digits and
-// returns its version (SealV1 or SealV2).
-func decodeSeal(seal string) (version int, sum [sha256.Size]byte, err error) {
-	digits, ok := strings.CutPrefix(seal, sealV2)
-	version = SealV2
-	if !ok {
-		digits, ok = strings.CutPrefix(seal, sealV1)
-		version = SealV1
+// decodeAllocationSeal decodes a devices or allocation seal: v2, or an
+// error wrapping ErrLegacySeal for the v1 form.
+func decodeAllocationSeal(seal string) (sum [sha256.Size]byte, err error) {
+	if strings.HasPrefix(seal, legacySealV1) {
+		return sum, ErrLegacySeal
 	}
+	return decodeSeal(seal, sealV2)
+}
+
+// decodeSeal checks and decodes a seal with the given prefix in one pass
+// over its digits.
+func decodeSeal(seal, prefix string) (sum [sha256.Size]byte, err error) {
+	digits, ok := strings.CutPrefix(seal, prefix)
 	if !ok {
-		return 0, sum, fmt.Errorf("seal %.16q...: want prefix %q or %q", seal, sealV2, sealV1)
+		return sum, fmt.Errorf("seal %.16q...: want prefix %q", seal, prefix)
 	}
 	if len(digits) != hex.EncodedLen(sha256.Size) {
-		return 0, sum, fmt.Errorf("seal has %d hex digits, want %d", len(digits), hex.EncodedLen(sha256.Size))
+		return sum, fmt.Errorf("seal has %d hex digits, want %d", len(digits), hex.EncodedLen(sha256.Size))
 	}
 	for i := 0; i < len(digits); i++ {
 		v, ok := lowerHex(digits[i])
 		if !ok {
-			return 0, sum, fmt.Errorf("seal digit %d %q: want lower-case hex", i, digits[i])
+			return sum, fmt.Errorf("seal digit %d %q: want lower-case hex", i, digits[i])
 		}
 		sum[i/2] = sum[i/2]<<4 | v
 	}
-	return version, sum, nil
+	return sum, nil
 }

@@ -55,14 +55,28 @@ func checkOpenErr(t *testing.T, err, wantIs error, wantErr string) {
 	}
 }
 
+// sealID is the allocation ID the seal helpers use.
+const sealID = "0123456789abcdef0123456789abcdef"
+
+// sealOf is k's devices seal of value (k bound to a node): the one writer
+// seals the value EncodeIDs makes, and a one-element list is value itself.
+func sealOf(k *injecttest.Key, value string) string {
+	return must(k.AnnotationsWithID([]string{value}, sealID))[inject.AnnotationSeal]
+}
+
+// allocSealOf is k's allocation seal of value and allocID.
+func allocSealOf(k *injecttest.Key, value, allocID string) string {
+	return must(k.AnnotationsWithID([]string{value}, allocID))[inject.AnnotationAllocationSeal]
+}
+
 // TestSealConcurrent: pooled MAC states give the same seals from many
 // goroutines at once (run with -race).
 func TestSealConcurrent(t *testing.T) {
-	k := testKey(t, 5)
+	k := nodeKey(t, 5, "node-a")
 	want := map[string]string{}
 	for i := range 16 {
 		v := longList(i + 1)
-		want[v] = testKey(t, 5).SealV1(v)
+		want[v] = sealOf(nodeKey(t, 5, "node-a"), v)
 	}
 	var wg sync.WaitGroup
 	for range 8 {
@@ -71,7 +85,7 @@ func TestSealConcurrent(t *testing.T) {
 			defer wg.Done()
 			for range 50 {
 				for v, seal := range want {
-					if got := k.SealV1(v); got != seal {
+					if got := sealOf(k, v); got != seal {
 						t.Errorf("Seal(%q) = %q, want %q", v, got, seal)
 						return
 					}
@@ -87,24 +101,24 @@ func TestSealConcurrent(t *testing.T) {
 }
 
 func TestSealFormat(t *testing.T) {
-	k := testKey(t, 1)
-	s := k.SealV1("lpu0,lpu1")
-	if !regexp.MustCompile(`^v1:[0-9a-f]{64}$`).MatchString(s) {
-		t.Errorf("seal %q: want v1:<64 hex>", s)
+	k := nodeKey(t, 1, "node-a")
+	s := sealOf(k, "lpu0,lpu1")
+	if !regexp.MustCompile(`^v2:[0-9a-f]{64}$`).MatchString(s) {
+		t.Errorf("seal %q: want v2:<64 hex>", s)
 	}
-	if k.SealV1("lpu0,lpu1") != s {
+	if sealOf(k, "lpu0,lpu1") != s {
 		t.Error("seal not deterministic")
 	}
-	if k.SealV1("lpu1,lpu0") == s {
+	if sealOf(k, "lpu1,lpu0") == s {
 		t.Error("seal ignores order")
 	}
 }
 
 func TestOpen(t *testing.T) {
-	k := testKey(t, 1)
-	other := testKey(t, 2)
-	good := k.AnnotationsV1([]string{"lpu7", "lpu0", "lpu1"})
-	sealOf := func(value string) string { return k.SealV1(value) }
+	k := nodeKey(t, 1, "node-a")
+	other := nodeKey(t, 2, "node-a")
+	full := must(k.AnnotationsWithID([]string{"lpu7", "lpu0", "lpu1"}, sealID))
+	good := map[string]string{inject.AnnotationDevices: full[inject.AnnotationDevices], inject.AnnotationSeal: full[inject.AnnotationSeal]}
 	flip := func(s string) string { // change the last hex digit
 		b := []byte(s)
 		if b[len(b)-1] == '0' {
@@ -132,12 +146,13 @@ func TestOpen(t *testing.T) {
 		"missing seal":      {ann: with(good, inject.AnnotationSeal, "<delete>"), key: k, wantIs: inject.ErrBadSeal, wantErr: "lpu.hyperaccel.ai/seal missing"},
 		"seal only":         {ann: with(good, inject.AnnotationDevices, "<delete>"), key: k, wantIs: inject.ErrBadSeal, wantErr: "present without"},
 		"empty seal":        {ann: with(good, inject.AnnotationSeal, ""), key: k, wantIs: inject.ErrBadSeal, wantErr: "want prefix"},
-		"no version":        {ann: with(good, inject.AnnotationSeal, strings.TrimPrefix(good[inject.AnnotationSeal], "v1:")), key: k, wantIs: inject.ErrBadSeal, wantErr: "want prefix"},
+		"no version":        {ann: with(good, inject.AnnotationSeal, strings.TrimPrefix(good[inject.AnnotationSeal], "v2:")), key: k, wantIs: inject.ErrBadSeal, wantErr: "want prefix"},
+		"v1 seal":           {ann: k.AnnotationsV1([]string{"lpu7", "lpu0", "lpu1"}), key: k, wantIs: inject.ErrLegacySeal, wantErr: "no longer accepted"},
 		"upper hex":         {ann: with(good, inject.AnnotationSeal, strings.ToUpper(good[inject.AnnotationSeal][:3])+strings.ToUpper(good[inject.AnnotationSeal][3:])), key: k, wantIs: inject.ErrBadSeal},
 		"short seal":        {ann: with(good, inject.AnnotationSeal, good[inject.AnnotationSeal][:40]), key: k, wantIs: inject.ErrBadSeal, wantErr: "hex digits, want 64"},
-		"sealed but bad":    {ann: map[string]string{inject.AnnotationDevices: "lpu1,lpu1", inject.AnnotationSeal: sealOf("lpu1,lpu1")}, key: k, wantErr: `duplicates element 0`},
-		"sealed empty":      {ann: map[string]string{inject.AnnotationDevices: "", inject.AnnotationSeal: sealOf("")}, key: k, wantErr: "devices value is empty"},
-		"huge value":        {ann: map[string]string{inject.AnnotationDevices: strings.Repeat("x", inject.MaxValueLen+1), inject.AnnotationSeal: "v1:"}, key: k, wantErr: "limit 4096"},
+		"sealed but bad":    {ann: map[string]string{inject.AnnotationDevices: "lpu1,lpu1", inject.AnnotationSeal: sealOf(k, "lpu1,lpu1")}, key: k, wantErr: `duplicates element 0`},
+		"sealed empty":      {ann: map[string]string{inject.AnnotationDevices: "", inject.AnnotationSeal: sealOf(k, "")}, key: k, wantErr: "devices value is empty"},
+		"huge value":        {ann: map[string]string{inject.AnnotationDevices: strings.Repeat("x", inject.MaxValueLen+1), inject.AnnotationSeal: "v2:"}, key: k, wantErr: "limit 4096"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -165,16 +180,17 @@ func TestOpen(t *testing.T) {
 // FuzzOpen: Open accepts a value only with the right seal, and then only a
 // value ParseIDs accepts; a value sealed with the key always opens to
 // exactly its IDs. Open ignores the allocation ID keys. OpenAllocation
-// accepts exactly what Open accepts when no allocation key is present (ID
-// ""), and otherwise only a well-formed ID whose seal matches the ID and the
-// devices value; a properly sealed ID always opens to itself.
+// accepts only what Open accepts, with both allocation keys: a well-formed
+// ID whose seal matches the ID and the devices value; a properly sealed ID
+// always opens to itself.
 func FuzzOpen(f *testing.F) {
-	k := testKey(f, 7)
+	k := nodeKey(f, 7, "node-a")
 	const id = "00112233445566778899aabbccddeeff"
+	f.Add("lpu7,lpu0,lpu1", sealOf(k, "lpu7,lpu0,lpu1"), true, id, allocSealOf(k, "lpu7,lpu0,lpu1", id), uint8(3))
+	f.Add("lpu7,lpu0,lpu1", sealOf(k, "lpu7,lpu0,lpu1"), true, id, allocSealOf(k, "lpu7,lpu0", id), uint8(3))
 	f.Add("lpu7,lpu0,lpu1", k.SealV1("lpu7,lpu0,lpu1"), true, id, k.SealAllocationV1("lpu7,lpu0,lpu1", id), uint8(3))
-	f.Add("lpu7,lpu0,lpu1", k.SealV1("lpu7,lpu0,lpu1"), true, id, k.SealAllocationV1("lpu7,lpu0", id), uint8(3))
-	f.Add("lpu1,lpu1", k.SealV1("lpu1,lpu1"), true, "", "", uint8(0))
-	f.Add("lpu0", "v1:00", false, "zz", "v1:00", uint8(1))
+	f.Add("lpu1,lpu1", sealOf(k, "lpu1,lpu1"), true, "", "", uint8(0))
+	f.Add("lpu0", "v2:00", false, "zz", "v2:00", uint8(1))
 	f.Add("", "", false, "", "", uint8(2))
 	f.Fuzz(func(t *testing.T, value, seal string, hasSeal bool, allocID, allocSeal string, allocKeys uint8) {
 		ann := map[string]string{inject.AnnotationDevices: value}
@@ -194,8 +210,8 @@ func FuzzOpen(f *testing.F) {
 			t.Fatalf("Open depends on allocation keys: %q, %v vs %q, %v", ids, err, bareIDs, bareErr)
 		}
 		if err == nil {
-			if !hasSeal || seal != k.SealV1(value) {
-				t.Fatalf("Open accepted %q with seal %q (want %q)", value, seal, k.SealV1(value))
+			if !hasSeal || seal != sealOf(k, value) {
+				t.Fatalf("Open accepted %q with seal %q (want %q)", value, seal, sealOf(k, value))
 			}
 			if _, perr := inject.ParseIDs(value); perr != nil || inject.EncodeIDs(ids) != value {
 				t.Fatalf("Open(%q) = %q but ParseIDs: %v", value, ids, perr)
@@ -210,22 +226,15 @@ func FuzzOpen(f *testing.F) {
 			if err != nil || inject.EncodeIDs(alloc.IDs) != inject.EncodeIDs(ids) {
 				t.Fatalf("OpenAllocation = %+v but Open = %q, %v", alloc, ids, err)
 			}
-			if allocKeys&3 == 0 && alloc.ID != "" {
-				t.Fatalf("OpenAllocation invented ID %q", alloc.ID)
+			if allocKeys&3 != 3 || alloc.ID != allocID || !allocIDRe.MatchString(allocID) || allocSeal != allocSealOf(k, value, allocID) {
+				t.Fatalf("OpenAllocation accepted ID %q seal %q (keys %d) for %q", allocID, allocSeal, allocKeys&3, value)
 			}
-			if allocKeys&3 != 0 {
-				if allocKeys&3 != 3 || alloc.ID != allocID || !allocIDRe.MatchString(allocID) || allocSeal != k.SealAllocationV1(value, allocID) {
-					t.Fatalf("OpenAllocation accepted ID %q seal %q (keys %d) for %q", allocID, allocSeal, allocKeys&3, value)
-				}
-			}
-		case err == nil && allocKeys&3 == 0:
-			t.Fatalf("OpenAllocation refused what Open accepts, without allocation keys: %v", aerr)
 		case err == nil && !errors.Is(aerr, inject.ErrBadSeal):
 			t.Fatalf("OpenAllocation refused an ID without ErrBadSeal: %v", aerr)
 		}
 
 		// The right seal always opens a parseable value.
-		ann[inject.AnnotationSeal] = k.SealV1(value)
+		ann[inject.AnnotationSeal] = sealOf(k, value)
 		ids, err = k.Open(ann)
 		if _, perr := inject.ParseIDs(value); (perr == nil) != (err == nil) {
 			t.Fatalf("sealed %q: Open err %v, ParseIDs err %v", value, err, perr)
@@ -235,7 +244,7 @@ func FuzzOpen(f *testing.F) {
 		}
 		// A well-formed ID sealed with the key always opens to itself.
 		if err == nil && inject.CheckAllocationID(allocID) == nil {
-			ann[inject.AnnotationAllocation], ann[inject.AnnotationAllocationSeal] = allocID, k.SealAllocationV1(value, allocID)
+			ann[inject.AnnotationAllocation], ann[inject.AnnotationAllocationSeal] = allocID, allocSealOf(k, value, allocID)
 			alloc, aerr = k.OpenAllocation(ann)
 			if aerr != nil || alloc.ID != allocID || inject.EncodeIDs(alloc.IDs) != value {
 				t.Fatalf("sealed ID %q for %q: OpenAllocation = %+v, %v", allocID, value, alloc, aerr)
@@ -321,8 +330,6 @@ func TestOpenAllocation(t *testing.T) {
 	otherCtr := must(k.AnnotationsWithID([]string{"lpu2", "lpu3"}, id2))
 	legacy := k.AnnotationsV1(ids)
 	legacyID := must(k.AnnotationsV1WithID(ids, id))
-	v2 := func(a inject.Allocation) inject.Allocation { a.Version = inject.SealV2; return a }
-	v1 := func(a inject.Allocation) inject.Allocation { a.Version = inject.SealV1; return a }
 	tests := map[string]struct {
 		ann     map[string]string
 		key     *injecttest.Key
@@ -330,11 +337,11 @@ func TestOpenAllocation(t *testing.T) {
 		wantIs  error
 		wantErr string
 	}{
-		"v2":                    {ann: good, key: k, want: v2(inject.Allocation{IDs: ids, ID: id})},
-		"v1 without ID":         {ann: legacy, key: k, want: v1(inject.Allocation{IDs: ids})},
-		"v1 with ID":            {ann: legacyID, key: k, want: v1(inject.Allocation{IDs: ids, ID: id})},
-		"v1 on unbound key":     {ann: legacyID, key: testKey(t, 1), want: v1(inject.Allocation{IDs: ids, ID: id})},
-		"extra annotations":     {ann: with(good, "io.kubernetes.pod.name", "p"), key: k, want: v2(inject.Allocation{IDs: ids, ID: id})},
+		"v2":                    {ann: good, key: k, want: inject.Allocation{IDs: ids, ID: id}},
+		"v1 without ID":         {ann: legacy, key: k, wantIs: inject.ErrLegacySeal, wantErr: "lpu.hyperaccel.ai/seal: v1 seal"},
+		"v1 with ID":            {ann: legacyID, key: k, wantIs: inject.ErrLegacySeal, wantErr: "lpu.hyperaccel.ai/seal: v1 seal"},
+		"v1 on unbound key":     {ann: legacyID, key: testKey(t, 1), wantIs: inject.ErrLegacySeal},
+		"extra annotations":     {ann: with(good, "io.kubernetes.pod.name", "p"), key: k, want: inject.Allocation{IDs: ids, ID: id}},
 		"no allocation":         {ann: map[string]string{"app": "x"}, key: k, wantIs: inject.ErrNoAllocation},
 		"nil":                   {ann: nil, key: k, wantIs: inject.ErrNoAllocation},
 		"other node":            {ann: good, key: otherNode, wantIs: inject.ErrBadSeal, wantErr: `on node "node-b" (sealed on another node, or forged)`},
@@ -342,10 +349,10 @@ func TestOpenAllocation(t *testing.T) {
 		"v2 without ID":         {ann: with(good, inject.AnnotationAllocation, "<delete>", inject.AnnotationAllocationSeal, "<delete>"), key: k, wantIs: inject.ErrBadSeal, wantErr: "lpu.hyperaccel.ai/allocation missing"},
 		"forged ID":             {ann: with(good, inject.AnnotationAllocation, id2), key: k, wantIs: inject.ErrBadSeal, wantErr: `does not match lpu.hyperaccel.ai/allocation "ffeeddccbbaa99887766554433221100"`},
 		"ID moved":              {ann: with(good, inject.AnnotationAllocation, id2, inject.AnnotationAllocationSeal, otherCtr[inject.AnnotationAllocationSeal]), key: k, wantIs: inject.ErrBadSeal, wantErr: "does not match"},
-		"v1 allocation seal":    {ann: with(good, inject.AnnotationAllocationSeal, legacyID[inject.AnnotationAllocationSeal]), key: k, wantIs: inject.ErrBadSeal, wantErr: "allocation-seal is v1 but lpu.hyperaccel.ai/seal is v2"},
-		"v2 seal on v1 devices": {ann: with(legacyID, inject.AnnotationAllocationSeal, good[inject.AnnotationAllocationSeal]), key: k, wantIs: inject.ErrBadSeal, wantErr: "is v2 but lpu.hyperaccel.ai/seal is v1"},
+		"v1 allocation seal":    {ann: with(good, inject.AnnotationAllocationSeal, legacyID[inject.AnnotationAllocationSeal]), key: k, wantIs: inject.ErrLegacySeal, wantErr: "allocation-seal: v1 seal"},
+		"v2 seal on v1 devices": {ann: with(legacyID, inject.AnnotationAllocationSeal, good[inject.AnnotationAllocationSeal]), key: k, wantIs: inject.ErrLegacySeal, wantErr: "lpu.hyperaccel.ai/seal: v1 seal"},
 		"ID added to legacy":    {ann: with(legacy, inject.AnnotationAllocation, id, inject.AnnotationAllocationSeal, legacyID[inject.AnnotationAllocationSeal]+"0"), key: k, wantIs: inject.ErrBadSeal},
-		"ID without seal":       {ann: with(legacy, inject.AnnotationAllocation, id), key: k, wantIs: inject.ErrBadSeal, wantErr: "lpu.hyperaccel.ai/allocation-seal missing"},
+		"ID without seal":       {ann: with(good, inject.AnnotationAllocationSeal, "<delete>"), key: k, wantIs: inject.ErrBadSeal, wantErr: "lpu.hyperaccel.ai/allocation-seal missing"},
 		"seal without ID":       {ann: with(good, inject.AnnotationAllocation, "<delete>"), key: k, wantIs: inject.ErrBadSeal, wantErr: "lpu.hyperaccel.ai/allocation missing"},
 		"ID without devices":    {ann: map[string]string{inject.AnnotationAllocation: id, inject.AnnotationAllocationSeal: good[inject.AnnotationAllocationSeal]}, key: k, wantIs: inject.ErrBadSeal, wantErr: "present without lpu.hyperaccel.ai/devices"},
 		"malformed ID":          {ann: with(good, inject.AnnotationAllocation, strings.ToUpper(id)), key: k, wantIs: inject.ErrBadSeal, wantErr: "not lower-case hex"},
@@ -355,7 +362,7 @@ func TestOpenAllocation(t *testing.T) {
 		"other key":             {ann: good, key: other, wantIs: inject.ErrBadSeal, wantErr: "lpu.hyperaccel.ai/seal does not match"},
 		"tampered devices":      {ann: with(good, inject.AnnotationDevices, "lpu7,lpu0"), key: k, wantIs: inject.ErrBadSeal, wantErr: "lpu.hyperaccel.ai/seal does not match"},
 		"devices resealed":      {ann: with(good, inject.AnnotationDevices, "lpu7,lpu0", inject.AnnotationSeal, must(k.AnnotationsWithID([]string{"lpu7", "lpu0"}, id2))[inject.AnnotationSeal]), key: k, wantIs: inject.ErrBadSeal, wantErr: "allocation-seal does not match"},
-		"sealed but bad list":   {ann: with(legacy, inject.AnnotationDevices, "lpu1,lpu1", inject.AnnotationSeal, k.SealV1("lpu1,lpu1")), key: k, wantErr: "duplicates element 0"},
+		"sealed but bad list":   {ann: must(k.AnnotationsWithID([]string{"lpu1", "lpu1"}, id)), key: k, wantErr: "duplicates element 0"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -365,7 +372,7 @@ func TestOpenAllocation(t *testing.T) {
 				if err != nil {
 					t.Fatalf("OpenAllocation: %v", err)
 				}
-				if inject.EncodeIDs(got.IDs) != inject.EncodeIDs(tc.want.IDs) || got.ID != tc.want.ID || got.Version != tc.want.Version {
+				if inject.EncodeIDs(got.IDs) != inject.EncodeIDs(tc.want.IDs) || got.ID != tc.want.ID {
 					t.Errorf("OpenAllocation = %+v, want %+v", got, tc.want)
 				}
 				if openErr != nil || inject.EncodeIDs(ids) != inject.EncodeIDs(got.IDs) {
@@ -413,12 +420,12 @@ func must(m map[string]string, err error) map[string]string {
 	return m
 }
 
-// TestSealAllocationVector pins the allocation seal's wire format (kubelet
-// replays annotations across upgrades, so it must never change silently).
-// The expected value was computed outside Go: Python's hmac over the
-// documented input. It pins both sides: injecttest's writer makes it, and
-// the opener accepts it.
-func TestSealAllocationVector(t *testing.T) {
+// TestLegacySealVectorRefused: a v1 allocation as device plugins before
+// node binding wrote it, with MACs that match under the node's key, is
+// refused with ErrLegacySeal (and ErrBadSeal), bound key or not. The v1
+// seal was computed outside Go (Python's hmac over the documented v1
+// input), so injecttest's writer is pinned to what those plugins wrote.
+func TestLegacySealVectorRefused(t *testing.T) {
 	k := testKey(t, 1)
 	const id = "00112233445566778899aabbccddeeff"
 	got := k.SealAllocationV1("lpu7,lpu0,lpu1", id)
@@ -427,8 +434,14 @@ func TestSealAllocationVector(t *testing.T) {
 		t.Errorf("SealAllocationV1 = %s, want %s", got, want)
 	}
 	ann := with(k.AnnotationsV1([]string{"lpu7", "lpu0", "lpu1"}), inject.AnnotationAllocation, id, inject.AnnotationAllocationSeal, want)
-	if a, err := k.OpenAllocation(ann); err != nil || a.ID != id || a.Version != inject.SealV1 {
-		t.Errorf("OpenAllocation of the vector = %+v, %v", a, err)
+	for name, key := range map[string]*injecttest.Key{"unbound": k, "bound": nodeKey(t, 1, "node-a")} {
+		a, err := key.OpenAllocation(ann)
+		if !errors.Is(err, inject.ErrLegacySeal) || !errors.Is(err, inject.ErrBadSeal) {
+			t.Errorf("%s key: OpenAllocation of a v1 allocation = %+v, %v; want ErrLegacySeal and ErrBadSeal", name, a, err)
+		}
+		if _, err := key.Open(ann); !errors.Is(err, inject.ErrLegacySeal) {
+			t.Errorf("%s key: Open of a v1 allocation = %v; want ErrLegacySeal", name, err)
+		}
 	}
 }
 
@@ -456,8 +469,7 @@ func TestSealV2Vector(t *testing.T) {
 // FuzzOpenAllocationV2 feeds arbitrary four-annotation sets to a key bound
 // to node-a. Invariants: no panic; a v2 result carries an ID and exactly
 // the seals AnnotationsWithID makes for it on node-a; the same annotations
-// never open as v2 for node-b (same secret); a v1 result's seals are the
-// unbound v1 seals.
+// never open for node-b (same secret).
 func FuzzOpenAllocationV2(f *testing.F) {
 	a := nodeKey(f, 7, "node-a")
 	b := nodeKey(f, 7, "node-b")
@@ -473,29 +485,20 @@ func FuzzOpenAllocationV2(f *testing.F) {
 		if err != nil {
 			return
 		}
-		switch got.Version {
-		case inject.SealV2:
-			want, werr := a.AnnotationsWithID([]string{value}, allocID)
-			if werr != nil || got.ID != allocID || want[inject.AnnotationSeal] != seal || want[inject.AnnotationAllocationSeal] != allocSeal {
-				t.Fatalf("v2 opened for seals that AnnotationsWithID does not make: %v", ann)
-			}
-			if other, err := b.OpenAllocation(ann); err == nil {
-				t.Fatalf("node-a's v2 annotations opened on node-b: %+v", other)
-			}
-		case inject.SealV1:
-			if seal != a.SealV1(value) || allocSeal != a.SealAllocationV1(value, allocID) {
-				t.Fatalf("v1 opened for seals that are not the v1 seals: %v", ann)
-			}
-		default:
-			t.Fatalf("version %d", got.Version)
+		want, werr := a.AnnotationsWithID([]string{value}, allocID)
+		if werr != nil || got.ID != allocID || want[inject.AnnotationSeal] != seal || want[inject.AnnotationAllocationSeal] != allocSeal {
+			t.Fatalf("opened for seals that AnnotationsWithID does not make: %v", ann)
+		}
+		if other, err := b.OpenAllocation(ann); err == nil {
+			t.Fatalf("node-a's annotations opened on node-b: %+v", other)
 		}
 	})
 }
 
 // BenchmarkOpen: verifying and parsing an 8-LPU allocation annotation.
 func BenchmarkOpen(b *testing.B) {
-	k := testKey(b, 3)
-	ann := k.AnnotationsV1([]string{"lpu4", "lpu5", "lpu6", "lpu7", "lpu0", "lpu1", "lpu2", "lpu3"})
+	k := nodeKey(b, 3, "node-a")
+	ann := must(k.AnnotationsWithID([]string{"lpu4", "lpu5", "lpu6", "lpu7", "lpu0", "lpu1", "lpu2", "lpu3"}, sealID))
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := k.Open(ann); err != nil {

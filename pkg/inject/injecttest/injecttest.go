@@ -1,18 +1,18 @@
 // Package injecttest is pkg/inject's test kit. It writes what no production
-// code writes any more: the legacy v1 allocation annotations of device
-// plugins before node binding. lpu-nri still opens them behind
-// security.acceptLegacySeals until that switch is removed (docs/security.md,
-// "Legacy seals"); its tests, inject's own and the e2e's sealtool make them
-// here. It also holds the golden tests' device sets (GoldenLayouts), which
-// pkg/inject renders to CDI specs and lpu-nri's nriedit to NRI adjustments.
+// code writes: the legacy v1 allocation annotations of device plugins
+// before node binding, which lpu-nri refuses (inject.ErrLegacySeal); its
+// tests, inject's own and the e2e's sealtool make them here to show that
+// refusal. It also holds the golden tests' device sets (GoldenLayouts),
+// which pkg/inject renders to CDI specs and lpu-nri's nriedit to NRI
+// adjustments.
 //
 //	k, err := injecttest.NewKey(secret) // the node key's 32 bytes
 //	ann := k.AnnotationsV1([]string{"lpu0", "lpu1"})
-//	ids, err := k.Open(ann) // k embeds *inject.Key
+//	_, err = k.Open(ann) // k embeds *inject.Key: errors.Is(err, inject.ErrLegacySeal)
 //
-// The v1 MAC inputs are written here from their documented form
-// (pkg/inject's package documentation), not borrowed from pkg/inject, so
-// a test that opens them checks the opener against the format.
+// The v1 MAC inputs are pkg/inject's without the node line (the table in
+// its seal.go), written here rather than borrowed from pkg/inject, which
+// no longer has them.
 package injecttest
 
 import (

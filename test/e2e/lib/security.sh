@@ -346,7 +346,7 @@ sec_crictl() {
   ann=$("$BASE/bin/sealtool" --state-dir "$STATE" --node other-node "${free[2]}" "${free[3]}")
   sec_refused "cross-node: sealed with this node's key for node other-node" bad-seal "$sb" tenant crossnode "$ann"
   ann=$("$BASE/bin/sealtool" --state-dir "$STATE" --legacy "${free[2]}" "${free[3]}")
-  sec_refused "legacy: a v1 seal (no node binding) with security.acceptLegacySeals off" legacy-seal "$sb" tenant legacy "$ann"
+  sec_refused "legacy: a v1 seal (no node binding), as device plugins before node binding wrote it" bad-seal "$sb" tenant legacy "$ann"
   ann=$("$BASE/bin/sealtool" --random-key "${free[2]}" "${free[3]}")
   sec_refused "forged container annotations (what a pod_annotations passthrough would deliver): sealed with another key" \
     bad-seal "$sb" tenant otherkey "$ann"

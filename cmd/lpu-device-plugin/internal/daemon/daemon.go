@@ -124,7 +124,7 @@ func serve(ctx context.Context, cfg *config.Config, mon *health.Monitor, plug *p
 		return plug.Run(ctx)
 	})
 	g.Go(func() error {
-		return m.Serve(ctx, cfg.Metrics.Address, Healthz(plug), Readyz(mon), log)
+		return metricsserver.Serve(ctx, cfg.Metrics.Address, metricsserver.Handler(m.Registry, Healthz(plug), Readyz(mon)), log)
 	})
 	if nfdFile != "" {
 		g.Go(func() error { return nfd.Keep(ctx, mon, nfdFile, cfg.ResourceName, log) })

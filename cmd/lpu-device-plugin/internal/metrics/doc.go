@@ -1,5 +1,6 @@
-// Package metrics is lpu-device-plugin's Prometheus endpoint: its own
-// registry served on /metrics, with /healthz and /readyz probes.
+// Package metrics is lpu-device-plugin's Prometheus registry, which
+// internal/metricsserver serves on /metrics beside the /healthz and
+// /readyz probes.
 //
 // Series:
 //
@@ -23,5 +24,5 @@
 //
 //	m := metrics.New(metrics.Options{Node: node, Devices: monitor, Telemetry: sysfs,
 //		Holders: podresources.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)})
-//	go m.Serve(ctx, ":9400", healthz, readyz, log)
+//	go metricsserver.Serve(ctx, ":9400", metricsserver.Handler(m.Registry, healthz, readyz), log)
 package metrics

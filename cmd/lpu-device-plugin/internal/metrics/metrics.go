@@ -1,10 +1,7 @@
 package metrics
 
 import (
-	"context"
 	"log/slog"
-	"net"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -13,7 +10,6 @@ import (
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/plugin"
 	"github.com/hyperaccel/lpu-node/internal/devicemetrics"
-	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 )
 
 // Results are the plugin's allocation results, the values of
@@ -99,23 +95,6 @@ func (m *Metrics) AllocateDuration(d time.Duration) { m.allocate.Observe(d.Secon
 
 // Registered counts one successful registration.
 func (m *Metrics) Registered() { m.registrations.Inc() }
-
-// Handler serves /metrics, /healthz and /readyz: each probe answers 200
-// "ok" while its check passes, else 503 with the reason.
-func (m *Metrics) Handler(healthz, readyz metricsserver.Check) http.Handler {
-	return metricsserver.Handler(m.Registry, healthz, readyz)
-}
-
-// Serve listens on addr and serves Handler until ctx ends. An empty addr
-// disables the endpoint: Serve then waits for ctx.
-func (m *Metrics) Serve(ctx context.Context, addr string, healthz, readyz metricsserver.Check, log *slog.Logger) error {
-	return metricsserver.Serve(ctx, addr, m.Handler(healthz, readyz), log)
-}
-
-// ServeListener is Serve on an open listener (tests use 127.0.0.1:0).
-func (m *Metrics) ServeListener(ctx context.Context, ln net.Listener, healthz, readyz metricsserver.Check, log *slog.Logger) error {
-	return metricsserver.ServeListener(ctx, ln, m.Handler(healthz, readyz), log)
-}
 
 var (
 	descArc = prometheus.NewDesc("lpu_largest_free_arc",

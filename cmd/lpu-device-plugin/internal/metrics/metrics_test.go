@@ -30,7 +30,9 @@ func serve(t *testing.T, m *Metrics, healthz, readyz metricsserver.Check) string
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- m.ServeListener(ctx, ln, healthz, readyz, nil) }()
+	go func() {
+		done <- metricsserver.ServeLimited(ctx, ln, metricsserver.Handler(m.Registry, healthz, readyz), nil, metricsserver.Limits{})
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

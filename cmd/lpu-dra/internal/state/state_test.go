@@ -59,7 +59,8 @@ func TestSaveFailureRemovesSpecUnderLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	saveState = func(string, *checkpoint.State) error { return errors.New("disk full") }
+	diskFull := errors.New("disk full")
+	saveState = func(string, *checkpoint.State) error { return diskFull }
 	var heldAtRemoval error
 	removed := false
 	specRemovedHook = func() {
@@ -75,7 +76,7 @@ func TestSaveFailureRemovesSpecUnderLock(t *testing.T) {
 	t.Cleanup(func() { saveState, specRemovedHook = checkpoint.Save, nil })
 	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "claim-u1", Namespace: "default", UID: "u1"}}
 	_, added, err := s.Prepare(context.Background(), Request{Claim: c, Devices: []checkpoint.Device{{Request: "lpus", Pool: "node-a", Device: "ring0-start0-size4"}}})
-	if err == nil || added || !strings.Contains(err.Error(), "disk full") {
+	if !errors.Is(err, diskFull) || added {
 		t.Fatalf("err = %v (added %v), want the save's error", err, added)
 	}
 	if !removed {

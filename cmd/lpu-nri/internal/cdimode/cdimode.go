@@ -25,6 +25,9 @@ import (
 // maxSpecSize bounds the spec files read when looking for stale ones.
 const maxSpecSize = 1 << 20
 
+// errNotSynced is /readyz's answer until a Sync leaves a current spec.
+var errNotSynced = errors.New("no current CDI spec on disk yet")
+
 // Render discovers the node and renders its CDI spec.
 func Render(ctx context.Context, disc device.Discoverer, opts inject.Options) (*specs.Spec, error) {
 	inv, err := disc.Discover(ctx)
@@ -65,8 +68,14 @@ type Syncer struct {
 
 func (s *Syncer) log() *slog.Logger { return cmp.Or(s.Log, slog.New(slog.DiscardHandler)) }
 
-// Synced reports whether the last Sync left a current spec on disk.
-func (s *Syncer) Synced() bool { return s.synced.Load() }
+// Ready is the readiness check of CDI mode: nil while the last Sync left a
+// current spec on disk.
+func (s *Syncer) Ready() error {
+	if !s.synced.Load() {
+		return errNotSynced
+	}
+	return nil
+}
 
 // Sync discovers once and brings Dir in line: it writes the spec when it
 // differs from the file (changed=true), removes it when the node has no

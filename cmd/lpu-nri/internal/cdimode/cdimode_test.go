@@ -170,6 +170,9 @@ func TestSyncNoDevicesRemovesSpec(t *testing.T) {
 	if _, err := s.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Ready(); err != nil {
+		t.Fatalf("Ready() with a current spec = %v", err)
+	}
 	for _, id := range []string{"lpu0", "lpu1"} {
 		if err := os.RemoveAll(filepath.Join(root, device.ClassDir, id)); err != nil {
 			t.Fatal(err)
@@ -182,8 +185,8 @@ func TestSyncNoDevicesRemovesSpec(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, inject.SpecFileName)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("spec still present: %v", err)
 	}
-	if s.Synced() {
-		t.Fatal("Synced() true without a spec")
+	if err := s.Ready(); !errors.Is(err, errNotSynced) {
+		t.Fatalf("Ready() without a spec = %v, want errNotSynced", err)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/backoff"
 	"github.com/hyperaccel/lpu-node/internal/dracheckpoint"
+	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 	"github.com/hyperaccel/lpu-node/internal/node"
 	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/internal/startup"
@@ -87,7 +88,9 @@ func Run(ctx context.Context, p Params) error {
 		s := &cdimode.Syncer{Discoverer: n.Discoverer, Dir: cfg.CDI.SpecDir, Options: n.Inject,
 			Interval: cfg.Health.ResyncInterval.Duration, Metrics: m, Log: log, OnSync: p.onSync}
 		g.Go(func() error { return s.Run(ctx) })
-		g.Go(func() error { return m.Serve(ctx, cfg.Metrics.Address, s.Synced, log) })
+		g.Go(func() error {
+			return metricsserver.Serve(ctx, cfg.Metrics.Address, metricsserver.Handler(m.Registry, nil, s.Ready), log)
+		})
 	case config.InjectionNRI:
 		if err := installGuard(p); err != nil {
 			return err
@@ -167,7 +170,9 @@ func startNRI(ctx context.Context, g *errgroup.Group, p Params, n *node.Node, m 
 	g.Go(func() error { return pc.Store.Run(ctx) })
 	g.Go(func() error { return r.Run(ctx) })
 	g.Go(func() error { return pl.RunAudit(ctx, cfg.Security.AuditInterval.Duration) })
-	g.Go(func() error { return m.Serve(ctx, cfg.Metrics.Address, func() bool { return pl.Live() == nil }, log) })
+	g.Go(func() error {
+		return metricsserver.Serve(ctx, cfg.Metrics.Address, metricsserver.Handler(m.Registry, nil, pl.Live), log)
+	})
 	return done.run, nil
 }
 
@@ -193,7 +198,7 @@ func pluginConfig(ctx context.Context, p Params, n *node.Node, m *metrics.Metric
 	done.add(func() { led.Close() }) // syncs what the background flush has not yet
 	m.WatchLedger(led.Namespaces)
 	log.Info("seal key loaded", "path", key.Path(), "node", name, "fingerprint", key.Fingerprint(),
-		"acceptLegacySeals", cfg.Security.AcceptLegacySeals, "ledger", led.Path())
+		"ledger", led.Path())
 	store := inventory.New(n.Discoverer, inventory.Options{Interval: cfg.Health.ResyncInterval.Duration, Logger: log})
 	if _, err := store.Refresh(ctx); err != nil {
 		log.Warn("initial device discovery failed; retrying in the background", "err", err)
@@ -207,8 +212,8 @@ func pluginConfig(ctx context.Context, p Params, n *node.Node, m *metrics.Metric
 	tracer, stopTracing := startup.Tracing(ctx, cfg.Tracing, "lpu-nri", p.Version, log)
 	done.add(stopTracing)
 	pc := plugin.Config{Config: verify.Config{Key: key, Store: store, Options: n.Inject, Log: log,
-		CheckTimeout: cfg.Kubelet.PodResourcesTimeout.Duration,
-		Ledger:       led, AcceptLegacySeals: cfg.Security.AcceptLegacySeals,
+		CheckTimeout:    cfg.Kubelet.PodResourcesTimeout.Duration,
+		Ledger:          led,
 		AllowNamespaces: cfg.Security.AllowNamespaces,
 		Claims: func(pod string, claims []string) ([]string, error) {
 			return dracheckpoint.PodLPUs(cfg.StateDir, pod, claims)

@@ -257,8 +257,8 @@ func TestAppendFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.wal.Close() // every write now fails
-	if err := l.Claim(idA, Holder{Pod: "pod-1"}); err == nil || !strings.Contains(err.Error(), WALName) {
-		t.Fatalf("Claim = %v, want a write error naming the log", err)
+	if err := l.Claim(idA, Holder{Pod: "pod-1"}); !errors.Is(err, os.ErrClosed) || !strings.Contains(err.Error(), WALName) {
+		t.Fatalf("Claim = %v, want the write error (file closed) naming the log", err)
 	}
 	if l.Len() != 0 {
 		t.Errorf("an unrecorded ID was kept in memory")

@@ -1,7 +1,8 @@
 // Package metrics owns lpu-nri's Prometheus collectors, in their own
-// registry, and the HTTP endpoint serving /metrics, /healthz and /readyz.
+// registry; internal/metricsserver serves it with the probes.
 //
 //	m := metrics.New()
 //	m.Injections.Inc()
-//	go m.Serve(ctx, "127.0.0.1:9465", func() bool { return connected.Load() }, log)
+//	h := metricsserver.Handler(m.Registry, nil, pl.Live) // pl: the NRI plugin
+//	go metricsserver.Serve(ctx, "127.0.0.1:9465", h, log)
 package metrics

@@ -1,18 +1,11 @@
 package metrics
 
 import (
-	"context"
-	"errors"
-	"log/slog"
-	"net"
-	"net/http"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
 	"github.com/hyperaccel/lpu-node/internal/devicemetrics"
-	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 )
 
 // Metrics holds lpu-nri's collectors in their own registry.
@@ -108,28 +101,6 @@ func New() *Metrics {
 		m.Unallocated, m.UnallocatedFound, m.Uninjected, m.UninjectedFound, m.Reconnects, m.SpecWrites, m.Build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
-}
-
-// Handler returns the HTTP handler serving /metrics, /healthz (the process
-// answers) and /readyz (200 while ready() is true, else 503).
-func (m *Metrics) Handler(ready func() bool) http.Handler {
-	return metricsserver.Handler(m.Registry, nil, func() error {
-		if ready != nil && !ready() {
-			return errors.New("not ready")
-		}
-		return nil
-	})
-}
-
-// Serve listens on addr and serves Handler until ctx is done. An empty
-// addr disables the endpoint: Serve then just waits for ctx.
-func (m *Metrics) Serve(ctx context.Context, addr string, ready func() bool, log *slog.Logger) error {
-	return metricsserver.Serve(ctx, addr, m.Handler(ready), log)
-}
-
-// ServeListener is Serve on an existing listener (tests use 127.0.0.1:0).
-func (m *Metrics) ServeListener(ctx context.Context, ln net.Listener, ready func() bool, log *slog.Logger) error {
-	return metricsserver.ServeListener(ctx, ln, m.Handler(ready), log)
 }
 
 // ledgerIDs is lpu_nri_ledger_ids{namespace}, read from the ledger at

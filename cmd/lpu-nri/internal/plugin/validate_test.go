@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 
+	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/ledger"
 	"github.com/hyperaccel/lpu-node/internal/nritest"
 )
 
@@ -204,7 +206,7 @@ func TestSynchronizeSeedsLedger(t *testing.T) {
 	rt.Start(t)
 	f.connect(t, rt)
 	rt.WaitPlugins(t, 1)
-	if _, _, err := f.p.CreateContainer(context.Background(), pod("thief", nil), ctr("thief", ann)); err == nil || !strings.Contains(err.Error(), "already used by another pod") {
+	if _, _, err := f.p.CreateContainer(context.Background(), pod("thief", nil), ctr("thief", ann)); !errors.Is(err, ledger.ErrOtherPod) {
 		t.Fatalf("a running pod's allocation in another pod: %v, want refused", err)
 	}
 	if _, _, err := f.p.CreateContainer(context.Background(), victim, ctr("victim", ann)); err != nil {

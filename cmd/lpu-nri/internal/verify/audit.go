@@ -81,9 +81,6 @@ func (v *Verifier) coverage(snap *inventory.Snapshot, pod *api.PodSandbox, c *ap
 		if err != nil {
 			return err.Error()
 		}
-		if alloc.Version == inject.SealV1 && !v.acceptV1 {
-			return "legacy v1 seal (security.acceptLegacySeals is off)"
-		}
 		ids = alloc.IDs
 	}
 	type number struct{ major, minor int64 }

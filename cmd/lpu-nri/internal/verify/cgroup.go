@@ -138,7 +138,7 @@ func (v *Verifier) cgroupCoverage(snap *inventory.Snapshot, pod *api.PodSandbox,
 	var ids []string
 	if claims := claimUIDs(c.GetCDIDevices()); len(claims) > 0 {
 		ids, _ = v.claimLPUs(pod, claims)
-	} else if alloc, err := v.key.OpenAllocation(c.GetAnnotations()); err == nil && (alloc.Version != inject.SealV1 || v.acceptV1) {
+	} else if alloc, err := v.key.OpenAllocation(c.GetAnnotations()); err == nil {
 		ids = alloc.IDs
 	}
 	if _, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {

@@ -23,10 +23,10 @@
 //     writes the last one over lpu-nri's value. [ReasonBadValue]
 //  3. Sealed allocation (checkSealedAllocation, ErrSealedAllocation).
 //     The allocation is read from the container annotations only; its v2
-//     seals must verify with the node key and node name, v1 only behind
-//     security.acceptLegacySeals. No allocation: no devices and
-//     LPU_VISIBLE_DEVICES=none, overriding the image (NRI v0.12 drops
-//     env removals). [ReasonBadSeal, ReasonBadValue, ReasonLegacySeal]
+//     seals must verify with the node key and node name (a v1 seal is a
+//     bad seal). No allocation: no devices and LPU_VISIBLE_DEVICES=none,
+//     overriding the image (NRI v0.12 drops env removals).
+//     [ReasonBadSeal, ReasonBadValue]
 //  4. Known, healthy LPUs (checkKnownHealthy, ErrKnownHealthy). Each ID
 //     must be in the current inventory and healthy; nodes, majors and
 //     minors come from discovery. An unhealthy device refuses the

@@ -10,7 +10,6 @@ const (
 	ReasonUnhealthyDevice  = "unhealthy-device"  // ID known but unhealthy
 	ReasonPodResources     = "podresources"      // kubelet PodResources disagrees or cannot answer
 	ReasonNoInventory      = "no-inventory"      // discovery has not succeeded yet
-	ReasonLegacySeal       = "legacy-seal"       // v1 seal while security.acceptLegacySeals is off
 	ReasonReplayed         = "replayed"          // allocation ID first used by another pod, or not recordable
 	ReasonMismatch         = "device-mismatch"   // validator: final LPU nodes differ from the allocation
 	ReasonUnallocatedNodes = "unallocated-nodes" // privileged container carrying LPU nodes it was not allocated
@@ -20,6 +19,6 @@ const (
 // Reasons lists every refusal reason, so each series exists from the start.
 var Reasons = []string{
 	ReasonPodAnnotation, ReasonBadSeal, ReasonBadValue, ReasonUnknownDevice,
-	ReasonUnhealthyDevice, ReasonPodResources, ReasonNoInventory, ReasonLegacySeal,
+	ReasonUnhealthyDevice, ReasonPodResources, ReasonNoInventory,
 	ReasonReplayed, ReasonMismatch, ReasonUnallocatedNodes, ReasonDeviceCgroup,
 }

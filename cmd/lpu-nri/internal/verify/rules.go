@@ -105,9 +105,6 @@ func (v *Verifier) checkSealedAllocation(ctr *api.Container) (inject.Allocation,
 		return alloc, false, refuse(ErrSealedAllocation, ReasonBadSeal, "allocation annotation not sealed by this node's device plugin: %w", err)
 	case err != nil:
 		return alloc, false, refuse(ErrSealedAllocation, ReasonBadValue, "allocation annotation invalid: %w", err)
-	case alloc.Version == inject.SealV1 && !v.acceptV1:
-		return alloc, false, refuse(ErrSealedAllocation, ReasonLegacySeal,
-			"allocation %s is sealed in the legacy v1 form (not bound to this node); recreate the pod so the device plugin seals it again, or set security.acceptLegacySeals: true during the upgrade", inject.EncodeIDs(alloc.IDs))
 	}
 	return alloc, true, nil
 }

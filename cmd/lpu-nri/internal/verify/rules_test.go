@@ -151,8 +151,8 @@ func TestSealedAllocation(t *testing.T) {
 			reason: verify.ReasonBadSeal, has: "without"},
 		"sealed on another node with the same key": {ctr: ctr("p", seal(t, otherNode, "lpu0")),
 			reason: verify.ReasonBadSeal, has: `on node "node-1" (sealed on another node, or forged)`},
-		"legacy v1 seal while the switch is off": {ctr: ctr("p", nd.Legacy.AnnotationsV1([]string{"lpu0"})),
-			reason: verify.ReasonLegacySeal, has: "security.acceptLegacySeals"},
+		"legacy v1 seal": {ctr: ctr("p", nd.Legacy.AnnotationsV1([]string{"lpu0"})),
+			reason: verify.ReasonBadSeal, has: "v1 seal (not bound to a node) no longer accepted: recreate the pod"},
 		"path-like ID":      {ctr: sealed("../lpu0"), reason: verify.ReasonBadValue, has: "want lpuN"},
 		"absolute path ID":  {ctr: sealed("/dev/lpu0"), reason: verify.ReasonBadValue, has: "want lpuN"},
 		"duplicate IDs":     {ctr: sealed("lpu1,lpu2,lpu1"), reason: verify.ReasonBadValue, has: "duplicates"},
@@ -162,27 +162,22 @@ func TestSealedAllocation(t *testing.T) {
 	})
 }
 
-// TestLegacySeals: the v1 form (before node binding) opens only behind the
-// migration switch, with or without an allocation ID.
+// TestLegacySeals: the v1 form (before node binding), with MACs that match
+// under the node's key, is refused as a bad seal with or without an
+// allocation ID, and the refusal wraps inject.ErrLegacySeal.
 func TestLegacySeals(t *testing.T) {
 	ids := []string{"lpu2", "lpu3"}
-	for name, accept := range map[string]bool{"switch off": false, "switch on": true} {
-		t.Run(name, func(t *testing.T) {
-			nd, v := newVerifier(t, 8, false, func(c *verify.Config) { c.AcceptLegacySeals = accept })
-			withID, err := nd.Legacy.AnnotationsV1WithID(ids, inject.NewAllocationID())
-			if err != nil {
-				t.Fatal(err)
-			}
-			for form, ann := range map[string]map[string]string{"no ID": nd.Legacy.AnnotationsV1(ids), "with ID": withID} {
-				_, alloc, err := v.Decide(context.Background(), pod("l", nil), ctr("l", ann))
-				switch {
-				case accept && (err != nil || !slices.Equal(alloc.IDs, ids)):
-					t.Errorf("%s: accepted form got %v, %v", form, alloc.IDs, err)
-				case !accept:
-					wantRefusal(t, err, verify.ErrSealedAllocation, verify.ReasonLegacySeal, "legacy v1 form")
-				}
-			}
-		})
+	nd, v := newVerifier(t, 8, false)
+	withID, err := nd.Legacy.AnnotationsV1WithID(ids, inject.NewAllocationID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for form, ann := range map[string]map[string]string{"no ID": nd.Legacy.AnnotationsV1(ids), "with ID": withID} {
+		_, alloc, err := v.Decide(context.Background(), pod("l", nil), ctr("l", ann))
+		wantRefusal(t, err, verify.ErrSealedAllocation, verify.ReasonBadSeal, "no longer accepted")
+		if !errors.Is(err, inject.ErrLegacySeal) || len(alloc.IDs) != 0 {
+			t.Errorf("%s: Decide = %v, %v; want a refusal wrapping inject.ErrLegacySeal", form, alloc.IDs, err)
+		}
 	}
 }
 

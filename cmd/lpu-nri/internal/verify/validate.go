@@ -121,7 +121,7 @@ func (v *Verifier) verified(snap *inventory.Snapshot, pod *api.PodSandbox, ctr *
 		}
 	} else {
 		alloc, err := v.key.OpenAllocation(ctr.GetAnnotations())
-		if err != nil || (alloc.Version == inject.SealV1 && !v.acceptV1) {
+		if err != nil {
 			return nil
 		}
 		ids = alloc.IDs

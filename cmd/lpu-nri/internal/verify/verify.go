@@ -40,9 +40,6 @@ type Config struct {
 	// Ledger records the first pod of each allocation ID and refuses the
 	// ID from any other pod; nil disables the check (tests only).
 	Ledger *ledger.Ledger
-	// AcceptLegacySeals accepts v1 (not node-bound) seals: the
-	// security.acceptLegacySeals migration switch.
-	AcceptLegacySeals bool
 	// AllowNamespaces may hold LPU nodes without an allocation
 	// (security.allowNamespaces).
 	AllowNamespaces []string
@@ -70,7 +67,6 @@ type Verifier struct {
 	claims       func(podUID string, claimUIDs []string) ([]string, error)
 	claimWait    time.Duration
 	ledger       *ledger.Ledger
-	acceptV1     bool
 	allowNS      []string
 }
 
@@ -84,7 +80,7 @@ func New(cfg Config) (*Verifier, error) {
 	}
 	v := &Verifier{key: cfg.Key, store: cfg.Store, opts: cfg.Options, check: cfg.Check,
 		checkTimeout: cfg.CheckTimeout, log: cmp.Or(cfg.Log, slog.New(slog.DiscardHandler)), ledger: cfg.Ledger,
-		acceptV1: cfg.AcceptLegacySeals, allowNS: cfg.AllowNamespaces, claims: cfg.Claims,
+		allowNS: cfg.AllowNamespaces, claims: cfg.Claims,
 		claimWait: claimWait(cfg.ClaimWait)}
 	if v.checkTimeout <= 0 || v.checkTimeout > MaxCrossCheckTimeout {
 		v.checkTimeout = MaxCrossCheckTimeout

@@ -146,7 +146,7 @@ func TestAllocationID(t *testing.T) {
 		"sealed with allocation ID":     {ann: withID, wantID: id},
 		"allocation ID swapped":         {ann: swapped, reason: verify.ReasonBadSeal},
 		"allocation ID without devices": {ann: idOnly, reason: verify.ReasonBadSeal},
-		"legacy annotations, no ID":     {ann: nd.Legacy.AnnotationsV1([]string{"lpu2"}), reason: verify.ReasonLegacySeal},
+		"legacy annotations, no ID":     {ann: nd.Legacy.AnnotationsV1([]string{"lpu2"}), reason: verify.ReasonBadSeal},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -190,12 +190,20 @@ func TestInventoryChangesAreSeen(t *testing.T) {
 // reason; a reserved pod key always refuses; devices are granted only for a
 // value carrying this key's seal, only inventory devices, with
 // LPU_VISIBLE_DEVICES naming exactly them; otherwise the container gets no
-// device and LPU_VISIBLE_DEVICES=none. The legacy v1 form is accepted
-// here so that a fuzzed value can reach a grant without an allocation ID
-// seal; TestLegacySeals covers the switch.
+// device and LPU_VISIBLE_DEVICES=none. Each container also carries an
+// allocation ID with this key's allocation seal over devVal, so that a
+// fuzzed value can reach a grant when sealVal is its devices seal.
 func FuzzDecide(f *testing.F) {
-	fx, v := newVerifier(f, 8, true, func(c *verify.Config) { c.AcceptLegacySeals = true })
-	seal := fx.Legacy.SealV1
+	fx, v := newVerifier(f, 8, true)
+	const allocID = "00112233445566778899aabbccddeeff"
+	sealed := func(value string) map[string]string {
+		ann, err := fx.Key.AnnotationsWithID([]string{value}, allocID)
+		if err != nil {
+			f.Fatal(err)
+		}
+		return ann
+	}
+	seal := func(value string) string { return sealed(value)[inject.AnnotationSeal] }
 	f.Add("app", "x", "lpu0,lpu1", seal("lpu0,lpu1"), true, true)
 	f.Add("lpu.hyperaccel.ai/devices", "lpu0", "lpu0", seal("lpu0"), true, true)
 	f.Add("app", "x", "lpu0", "", true, false)
@@ -205,7 +213,8 @@ func FuzzDecide(f *testing.F) {
 	f.Add("app", "x", "lpu5", seal("lpu5"), true, true)
 	f.Add("app", "x", "lpu9", seal("lpu9"), true, true)
 	f.Add("LPU.HYPERACCEL.AI/devices", "lpu0", "lpu7,lpu0", seal("lpu7,lpu0"), true, true)
-	f.Add("app", "x", "lpu0", "v1:"+strings.Repeat("0", 64), true, true)
+	f.Add("app", "x", "lpu0", "v2:"+strings.Repeat("0", 64), true, true)
+	f.Add("app", "x", "lpu0,lpu1", fx.Legacy.SealV1("lpu0,lpu1"), true, true)
 	reasons := map[string]bool{}
 	for _, r := range verify.Reasons {
 		reasons[r] = true
@@ -214,6 +223,8 @@ func FuzzDecide(f *testing.F) {
 		ann := map[string]string{}
 		if hasDev {
 			ann[inject.AnnotationDevices] = devVal
+			ann[inject.AnnotationAllocation] = allocID
+			ann[inject.AnnotationAllocationSeal] = sealed(devVal)[inject.AnnotationAllocationSeal]
 		}
 		if hasSeal {
 			ann[inject.AnnotationSeal] = sealVal

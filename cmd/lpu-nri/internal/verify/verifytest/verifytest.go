@@ -44,7 +44,7 @@ func Key(t testing.TB, b byte) *inject.Key {
 }
 
 // LegacyKey is Key(t, b) as a writer of the v1 form, which only device
-// plugins before node binding wrote (security.acceptLegacySeals).
+// plugins before node binding wrote and lpu-nri refuses.
 func LegacyKey(t testing.TB, b byte) *injecttest.Key {
 	t.Helper()
 	k, err := injecttest.NewKey(slices.Repeat([]byte{b}, inject.KeySize))
