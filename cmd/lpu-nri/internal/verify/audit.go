@@ -25,12 +25,14 @@ type Finding struct {
 
 // Audit judges a running container against its allocation, for the
 // periodic audit. Containers in security.allowNamespaces may hold nodes
-// they were not allocated. snap is the audit's one view of the inventory.
+// they were not allocated. snap is the audit's one view of the inventory;
+// the allocation is opened once (openGrant) for every check.
 func (v *Verifier) Audit(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.Container) Finding {
 	var f Finding
+	g := v.openGrant(pod, c)
 	held := auditNodes(snap, c.GetLinux().GetDevices())
 	if !v.allowed(pod.GetNamespace()) {
-		if why := v.holderWhy(snap, pod, c, held); why != "" {
+		if why := v.holderWhy(snap, pod, c, g, held); why != "" {
 			f.Unallocated = why
 			for _, d := range held {
 				f.Held = append(f.Held, d.path)
@@ -38,7 +40,7 @@ func (v *Verifier) Audit(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.C
 			return f
 		}
 	}
-	ids := v.verified(snap, pod, c)
+	ids := verified(snap, g)
 	if len(ids) == 0 {
 		return f
 	}
@@ -50,43 +52,33 @@ func (v *Verifier) Audit(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.C
 // holderWhy returns why the container holds LPUs no valid allocation of
 // its covers, "" when it does not: LPU nodes (coverage), or device cgroup
 // rules admitting LPUs (cgroupCoverage).
-func (v *Verifier) holderWhy(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.Container, held []node) string {
+func (v *Verifier) holderWhy(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.Container, g grant, held []node) string {
 	if len(held) > 0 {
-		if why := v.coverage(snap, pod, c, held); why != "" {
+		if why := coverage(snap, g, held); why != "" {
 			return why
 		}
 	}
-	return v.cgroupCoverage(snap, pod, c)
+	return v.cgroupCoverage(snap, pod, c, g)
 }
 
-// coverage returns "" when the container's verified allocation (sealed, or
-// its DRA claims') covers every held node, else why not. A node is judged
-// by what it opens, its device number, not by its path: /dev/accel with
-// lpu3's number is lpu3, and /dev/lpu3 with lpu5's number is lpu5. Only an
+// coverage returns "" when the container's allocation g (sealed, or its DRA
+// claims') covers every held node, else why not. A node is judged by what
+// it opens, its device number, not by its path: /dev/accel with lpu3's
+// number is lpu3, and /dev/lpu3 with lpu5's number is lpu5. Only an
 // allocated ID the inventory no longer knows falls back to its path. snap
 // is the audit's one view of the inventory, the same it found the held
 // nodes with.
-func (v *Verifier) coverage(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.Container, held []node) string {
-	if key, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {
-		return fmt.Sprintf("pod annotation %q", key)
-	}
-	var ids []string
-	if claims := claimUIDs(c.GetCDIDevices()); len(claims) > 0 {
-		var err error
-		if ids, err = v.claimLPUs(pod, claims); err != nil {
-			return err.Error()
-		}
-	} else {
-		alloc, err := v.key.OpenAllocation(c.GetAnnotations())
-		if err != nil {
-			return err.Error()
-		}
-		ids = alloc.IDs
+func coverage(snap *inventory.Snapshot, g grant, held []node) string {
+	switch {
+	case g.reserved != "":
+		return fmt.Sprintf("pod annotation %q", g.reserved)
+	case g.err != nil:
+		return g.err.Error()
 	}
 	type number struct{ major, minor int64 }
-	numbers := make(map[number]bool, len(ids))
+	numbers := make(map[number]bool, len(g.ids))
 	paths := make(map[string]bool)
-	for _, id := range ids {
+	for _, id := range g.ids {
 		if d, ok := snap.Device(id); ok {
 			for _, n := range d.NodeList() {
 				numbers[number{n.Major, n.Minor}] = true
@@ -97,7 +89,7 @@ func (v *Verifier) coverage(snap *inventory.Snapshot, pod *api.PodSandbox, c *ap
 	}
 	for _, h := range held {
 		if !numbers[number{h.num.Major, h.num.Minor}] && !paths[h.path] {
-			return fmt.Sprintf("%s (%d:%d) is not in its allocation %s", h.path, h.num.Major, h.num.Minor, inject.EncodeIDs(ids))
+			return fmt.Sprintf("%s (%d:%d) is not in its allocation %s", h.path, h.num.Major, h.num.Minor, inject.EncodeIDs(g.ids))
 		}
 	}
 	return ""

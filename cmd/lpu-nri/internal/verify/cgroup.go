@@ -128,24 +128,15 @@ func (v *Verifier) checkCgroup(snap *inventory.Snapshot, pod *api.PodSandbox, ct
 }
 
 // cgroupCoverage is the audit's check of a running container's rules: ""
-// when they admit no LPU beyond its allocation (sealed, or its claims'),
+// when they admit no LPU beyond its allocation g (sealed, or its claims'),
 // else why. An allocation that does not open grants nothing.
-func (v *Verifier) cgroupCoverage(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.Container) string {
+func (v *Verifier) cgroupCoverage(snap *inventory.Snapshot, pod *api.PodSandbox, c *api.Container, g grant) string {
 	devs := c.GetLinux().GetResources().GetDevices()
 	if len(devs) == 0 {
 		return ""
 	}
-	var ids []string
-	if claims := claimUIDs(c.GetCDIDevices()); len(claims) > 0 {
-		ids, _ = v.claimLPUs(pod, claims)
-	} else if alloc, err := v.key.OpenAllocation(c.GetAnnotations()); err == nil {
-		ids = alloc.IDs
-	}
-	if _, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {
-		ids = nil
-	}
 	var buf [16]devcgroup.Rule
-	if err := v.cgroupRefusal(snap, pod, cgroupRules(devs, buf[:0]), ids); err != nil {
+	if err := v.cgroupRefusal(snap, pod, cgroupRules(devs, buf[:0]), g.ids); err != nil {
 		var r *Refusal
 		if errors.As(err, &r) {
 			return r.Err.Error()

@@ -62,14 +62,33 @@
 // # Validator and audit
 //
 // Validate (on runtimes with NRI validators, containerd >= 2.2) checks a
-// container's merged adjustment: its final LPU nodes, by device number,
-// must equal its verified allocation and no plugin may add an LPU CDI
-// device [ErrFinalDevices, ReasonMismatch], its final device cgroup rules
-// may admit no other LPU [ErrNoOtherLPU, ReasonDeviceCgroup], and without
-// an inventory a container with an allocation is refused [ErrKnownHealthy,
-// ReasonNoInventory]. Audit judges a running container for the periodic
-// audit (cmd/lpu-nri/internal/audit): LPUs held without a valid
-// allocation, or an allocation whose LPUs it does not hold.
+// container's merged adjustment, the one other plugins may have changed.
+// Each check is one function (validate.go), named here, which Validate
+// calls in this order; its Refusal is the error named here under
+// errors.Is and carries the reason named here.
+//
+//  1. Inventory (validateInventory). Without an inventory nothing is known
+//     to be an LPU and no other check runs: a container with an allocation
+//     (sealed or claims) is refused, the others pass (a node whose driver
+//     is not loaded still runs its CNI and agents). [ErrKnownHealthy,
+//     ReasonNoInventory]
+//  2. No LPU CDI device (validateNoLPUCDIDevices). No plugin may add a CDI
+//     device of this project's kind or an lpu-dra claim's.
+//     [ErrPluginCDIDevice, which is also ErrFinalDevices; ReasonMismatch]
+//  3. Final LPU nodes (validateFinalNodes). The container's final LPU
+//     nodes, by device number, must equal its verified allocation (the
+//     sealed annotation's, or its prepared claims' LPUs, all known and
+//     healthy; none when they do not verify); in security.allowNamespaces
+//     it may hold more. [ErrFinalDevices, ReasonMismatch]
+//  4. Final device cgroup (validateFinalCgroup). Its final device cgroup
+//     rules may admit no LPU beyond that allocation, outside
+//     security.allowNamespaces. [ErrNoOtherLPU, ReasonDeviceCgroup]
+//
+// Audit judges a running container for the periodic audit
+// (cmd/lpu-nri/internal/audit): LPUs held (nodes or device cgroup rules)
+// without a valid allocation, or an allocation whose LPUs it does not
+// hold. The validator and the audit open a container's allocation once
+// (openGrant) and judge every check on that.
 //
 // Apart from the optional cross-check and reading lpu-dra's checkpoint for
 // claim containers no rule does I/O: the inventory is an atomic snapshot

@@ -104,34 +104,48 @@ func describe(snap *inventory.Snapshot, h node) string {
 	return fmt.Sprintf("%s (%d:%d)", h.path, h.num.Major, h.num.Minor)
 }
 
+// grant is a container's allocation as the validator and the audit judge
+// it, opened once per container: the sealed annotation's IDs or, for a
+// container with DRA claim devices, the LPUs of the claims lpu-dra's
+// checkpoint says it prepared for the pod.
+type grant struct {
+	reserved string   // a reserved pod annotation key: the pod's allocation grants nothing
+	ids      []string // nil unless the allocation opened
+	err      error    // why it did not open (inject.ErrNoAllocation: it has none)
+}
+
+// openGrant opens the container's allocation (seal or claims) once, for
+// every check of the validator or the audit on it. A pod with a reserved
+// annotation key is not opened: nothing it carries grants LPUs.
+func (v *Verifier) openGrant(pod *api.PodSandbox, ctr *api.Container) grant {
+	if key, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {
+		return grant{reserved: key}
+	}
+	var g grant
+	if claims := claimUIDs(ctr.GetCDIDevices()); len(claims) > 0 {
+		g.ids, g.err = v.claimLPUs(pod, claims)
+	} else {
+		var alloc inject.Allocation
+		alloc, g.err = v.key.OpenAllocation(ctr.GetAnnotations())
+		g.ids = alloc.IDs
+	}
+	if g.err != nil {
+		g.ids = nil
+	}
+	return g
+}
+
 // verified returns the container's allocation under the trust rules that
 // need no call to the kubelet (pod annotations, seal, version, inventory):
-// the sealed annotation's IDs or, for a container with DRA claim devices,
-// the LPUs of the claims lpu-dra's checkpoint says it prepared for the pod.
-// Anything that does not verify grants nothing.
-func (v *Verifier) verified(snap *inventory.Snapshot, pod *api.PodSandbox, ctr *api.Container) []string {
-	if _, ok := inject.HasReservedKey(pod.GetAnnotations()); ok {
-		return nil
-	}
-	var ids []string
-	if claims := claimUIDs(ctr.GetCDIDevices()); len(claims) > 0 {
-		var err error
-		if ids, err = v.claimLPUs(pod, claims); err != nil {
-			return nil
-		}
-	} else {
-		alloc, err := v.key.OpenAllocation(ctr.GetAnnotations())
-		if err != nil {
-			return nil
-		}
-		ids = alloc.IDs
-	}
-	for _, id := range ids {
+// g's IDs when every one is a known, healthy LPU. Anything that does not
+// verify grants nothing.
+func verified(snap *inventory.Snapshot, g grant) []string {
+	for _, id := range g.ids {
 		if d, ok := snap.Device(id); !ok || !d.Health.Healthy {
 			return nil
 		}
 	}
-	return ids
+	return g.ids
 }
 
 // allowed reports whether the namespace may hold LPU nodes without an
@@ -140,31 +154,66 @@ func (v *Verifier) allowed(namespace string) bool {
 	return slices.Contains(v.allowNS, namespace)
 }
 
-// Validate is the validator's check, without logging or metrics.
+// Validate is the validator's check (package doc, Validator and audit),
+// without logging or metrics: a list of checks in the documented order,
+// each returning its rule's *Refusal.
 func (v *Verifier) Validate(pod *api.PodSandbox, ctr *api.Container, adj *api.ContainerAdjustment) error {
 	snap := v.store.Load()
 	if !snap.Ready() {
-		// Without an inventory nothing is known to be an LPU. Containers
-		// with an allocation were refused by CreateContainer; the others
-		// must keep starting (a node whose driver is not loaded still runs
-		// its CNI and agents).
-		if _, ok := ctr.GetAnnotations()[inject.AnnotationDevices]; ok || len(claimUIDs(ctr.GetCDIDevices())) > 0 {
-			return refuse(ErrKnownHealthy, ReasonNoInventory, "no LPU inventory yet (%v); cannot validate the container's devices", snap.Err)
-		}
-		return nil
+		return validateInventory(snap, ctr)
 	}
+	if err := validateNoLPUCDIDevices(adj); err != nil {
+		return err
+	}
+	ids := verified(snap, v.openGrant(pod, ctr))
+	if err := v.validateFinalNodes(snap, pod, ctr, adj, ids); err != nil {
+		return err
+	}
+	return v.validateFinalCgroup(snap, pod, ctr, adj, ids)
+}
+
+// validateInventory is the validator's check without an inventory:
+// nothing is known to be an LPU, so no other check can run. Containers
+// with an allocation were refused by CreateContainer; the others must keep
+// starting (a node whose driver is not loaded still runs its CNI and
+// agents).
+func validateInventory(snap *inventory.Snapshot, ctr *api.Container) error {
+	if _, ok := ctr.GetAnnotations()[inject.AnnotationDevices]; ok || len(claimUIDs(ctr.GetCDIDevices())) > 0 {
+		return refuse(ErrKnownHealthy, ReasonNoInventory, "no LPU inventory yet (%v); cannot validate the container's devices", snap.Err)
+	}
+	return nil
+}
+
+// validateNoLPUCDIDevices refuses an LPU CDI device (this project's kind,
+// or an lpu-dra claim's) that a plugin adds: LPUs come only from lpu-nri's
+// own nodes or the pod spec's claims.
+func validateNoLPUCDIDevices(adj *api.ContainerAdjustment) error {
 	for _, c := range adj.GetCDIDevices() {
 		if strings.HasPrefix(c.GetName(), cdiKindPrefix) || strings.HasPrefix(c.GetName(), inject.ClaimKind+"=") {
-			return refuse(ErrFinalDevices, ReasonMismatch, "CDI device %q injected by a plugin: LPUs reach a container only through lpu-nri's verified allocation or a claim in its pod spec", c.GetName())
+			return refuse(ErrPluginCDIDevice, ReasonMismatch, "CDI device %q injected by a plugin: LPUs reach a container only through lpu-nri's verified allocation or a claim in its pod spec", c.GetName())
 		}
 	}
-	ids := v.verified(snap, pod, ctr)
+	return nil
+}
+
+// validateFinalNodes refuses a container whose final LPU nodes, by device
+// number, differ from its verified allocation ids (held beyond it only in
+// security.allowNamespaces).
+func (v *Verifier) validateFinalNodes(snap *inventory.Snapshot, pod *api.PodSandbox, ctr *api.Container, adj *api.ContainerAdjustment, ids []string) error {
 	var gbuf [16]inventory.DevNum
 	granted := want(snap, ids, gbuf[:0])
 	held := finalNodes(snap, ctr.GetLinux().GetDevices(), adj)
 	if why := mismatch(snap, ids, granted, held, v.allowed(pod.GetNamespace())); why != "" {
 		return refuse(ErrFinalDevices, ReasonMismatch, "%s", why)
 	}
+	return nil
+}
+
+// validateFinalCgroup refuses a container whose final device cgroup rules
+// (the pristine ones, an allow for each added node, adj's own) admit an
+// LPU beyond its verified allocation ids: No other LPU on what the merged
+// adjustment makes of it.
+func (v *Verifier) validateFinalCgroup(snap *inventory.Snapshot, pod *api.PodSandbox, ctr *api.Container, adj *api.ContainerAdjustment, ids []string) error {
 	return v.cgroupRefusal(snap, pod, finalRules(ctr.GetLinux().GetResources().GetDevices(), adj), ids)
 }
 

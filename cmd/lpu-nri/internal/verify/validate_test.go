@@ -2,8 +2,10 @@ package verify_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
@@ -189,4 +191,109 @@ func TestAuditOrion(t *testing.T) {
 	extra := &api.ContainerAdjustment{Linux: &api.LinuxContainerAdjustment{
 		Devices: append(slices.Clone(adj.GetLinux().GetDevices()), &api.LinuxDevice{Path: "/dev/xclmgmt2", Type: "c", Major: devicesim.XclmgmtMajor, Minor: 2})}}
 	wantRefusal(t, v.Validate(pd, c, extra), verify.ErrFinalDevices, verify.ReasonMismatch, "not allocated /dev/xclmgmt2")
+}
+
+// validatorRules are the refusals of Validate's checks; a refusal is its
+// check's and no other's, except that ErrPluginCDIDevice is also
+// ErrFinalDevices.
+var validatorRules = []error{verify.ErrKnownHealthy, verify.ErrPluginCDIDevice, verify.ErrFinalDevices, verify.ErrNoOtherLPU}
+
+// TestValidatorChecks drives each of Validate's checks (package doc,
+// Validator and audit) to its refusal, tells them apart with errors.Is,
+// and pins their order: where two checks would refuse, the earlier one
+// does.
+func TestValidatorChecks(t *testing.T) {
+	nd, v := newVerifier(t, 8, false, withClaims(t))
+	adjust := func(cdi []string, devs []*api.LinuxDevice, rules ...*api.LinuxDeviceCgroup) *api.ContainerAdjustment {
+		adj := &api.ContainerAdjustment{Linux: &api.LinuxContainerAdjustment{Devices: devs,
+			Resources: &api.LinuxResources{Devices: rules}}}
+		for _, n := range cdi {
+			adj.CDIDevices = append(adj.CDIDevices, &api.CDIDevice{Name: n})
+		}
+		return adj
+	}
+	own := []*api.LinuxDevice{lpuDev("/dev/lpu1", 1)}
+	tests := map[string]struct {
+		ctr         *api.Container
+		adj         *api.ContainerAdjustment
+		rule        error // nil: admitted
+		reason, has string
+	}{
+		"its own nodes": {ctr: ctr("c", seal(t, nd.Key, "lpu1")), adj: adjust(nil, own)},
+		"a plugin's LPU CDI device": {ctr: ctr("c", seal(t, nd.Key, "lpu1")), adj: adjust([]string{"hyperaccel.ai/lpu=lpu4"}, own),
+			rule: verify.ErrPluginCDIDevice, reason: verify.ReasonMismatch, has: `CDI device "hyperaccel.ai/lpu=lpu4" injected by a plugin`},
+		"a plugin's claim CDI device": {ctr: ctr("c", nil), adj: adjust([]string{"lpu.hyperaccel.ai/claim=c2"}, nil),
+			rule: verify.ErrPluginCDIDevice, reason: verify.ReasonMismatch, has: `CDI device "lpu.hyperaccel.ai/claim=c2" injected by a plugin`},
+		"CDI device before final nodes": {ctr: ctr("c", seal(t, nd.Key, "lpu1")), adj: adjust([]string{"hyperaccel.ai/lpu=lpu4"}, nil),
+			rule: verify.ErrPluginCDIDevice, reason: verify.ReasonMismatch, has: "injected by a plugin"},
+		"its nodes lost": {ctr: ctr("c", seal(t, nd.Key, "lpu1")), adj: adjust(nil, nil),
+			rule: verify.ErrFinalDevices, reason: verify.ReasonMismatch, has: "differ from its allocation (lpu1): missing lpu1 (509:1)"},
+		"a plugin's LPU node": {ctr: ctr("c", seal(t, nd.Key, "lpu1")), adj: adjust(nil, append(own, lpuDev("/dev/lpu2", 2))),
+			rule: verify.ErrFinalDevices, reason: verify.ReasonMismatch, has: "not allocated /dev/lpu2 (509:2, lpu2)"},
+		"final nodes before final cgroup": {ctr: ctr("c", nil), adj: adjust(nil, []*api.LinuxDevice{lpuDev("/dev/lpu2", 2)}, rule(true, "c", lpuMajor, -1, "rw")),
+			rule: verify.ErrFinalDevices, reason: verify.ReasonMismatch, has: "(none): not allocated /dev/lpu2"},
+		"a plugin's cgroup rule": {ctr: ctr("c", seal(t, nd.Key, "lpu1")), adj: adjust(nil, own, rule(true, "c", lpuMajor, 2, "rw")),
+			rule: verify.ErrNoOtherLPU, reason: verify.ReasonDeviceCgroup, has: "device cgroup admits LPUs it was not allocated (allocation lpu1): 509:2 (lpu2) rw"},
+		"a claim's LPUs": {ctr: claimCtr("c", []string{"c2"}, 1), adj: adjust(nil, nil)},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := v.Validate(pod("x", nil), tc.ctr, tc.adj)
+			if tc.rule == nil {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			wantRefusal(t, err, tc.rule, tc.reason, tc.has)
+			for _, other := range validatorRules {
+				if other != tc.rule && errors.Is(err, other) && (tc.rule != verify.ErrPluginCDIDevice || other != verify.ErrFinalDevices) {
+					t.Errorf("refusal %v is also %q", err, other)
+				}
+			}
+		})
+	}
+}
+
+// TestValidatorInventoryFirst: without an inventory the validator's first
+// check decides alone: a container without an allocation passes even with
+// a plugin's LPU CDI device (nothing is known to be an LPU), one with a
+// claim is refused.
+func TestValidatorInventoryFirst(t *testing.T) {
+	empty := inventory.New(device.NewSysfs(t.TempDir(), device.WithLogger(verifytest.Discard)), inventory.Options{Logger: verifytest.Discard})
+	_, v := newVerifier(t, 8, false, withClaims(t), func(c *verify.Config) { c.Store = empty })
+	adj := &api.ContainerAdjustment{CDIDevices: []*api.CDIDevice{{Name: "hyperaccel.ai/lpu=lpu4"}}}
+	if err := v.Validate(pod("x", nil), ctr("c", nil), adj); err != nil {
+		t.Errorf("unallocated container refused without inventory: %v", err)
+	}
+	err := v.Validate(pod("x", nil), claimCtr("c", []string{"c2"}, 1), adj)
+	wantRefusal(t, err, verify.ErrKnownHealthy, verify.ReasonNoInventory, "cannot validate the container's devices")
+	if errors.Is(err, verify.ErrFinalDevices) {
+		t.Errorf("no-inventory refusal %v is also ErrFinalDevices", err)
+	}
+}
+
+// TestAuditOpensOnce: the audit opens a container's allocation once for
+// all its checks (held nodes, device cgroup rules, injected LPUs): for a
+// claim container that is one read of lpu-dra's checkpoint, not one per
+// check. The finding is unchanged: its claim covers what it holds.
+func TestAuditOpensOnce(t *testing.T) {
+	var reads atomic.Int32
+	nd, v := newVerifier(t, 8, false, withClaims(t), func(c *verify.Config) {
+		read := c.Claims
+		c.Claims = func(pod string, uids []string) ([]string, error) {
+			reads.Add(1)
+			return read(pod, uids)
+		}
+	})
+	c := claimCtr("x", []string{"c1"}, 4, 5, 6, 7)
+	c.Linux.Resources = &api.LinuxResources{Devices: ctrRules(
+		rule(true, "c", lpuMajor, 4, "rw"), rule(true, "c", lpuMajor, 5, "rw"),
+		rule(true, "c", lpuMajor, 6, "rw"), rule(true, "c", lpuMajor, 7, "rw"))}
+	if f := audit(nd, v, pod("x", nil), c); f.Unallocated != "" || f.Uninjected != "" {
+		t.Fatalf("Audit = %+v, want nothing to report", f)
+	}
+	if n := reads.Load(); n != 1 {
+		t.Fatalf("the audit read lpu-dra's claims %d times for one container, want 1", n)
+	}
 }

@@ -107,6 +107,9 @@ var (
 	ErrReplayLedger      = errors.New("trust rule: replay ledger")
 	ErrPreparedClaims    = errors.New("trust rule: prepared claims")
 	ErrFinalDevices      = errors.New("validator: final LPU devices")
+	// ErrPluginCDIDevice is the validator's refusal of an LPU CDI device a
+	// plugin adds; it is also ErrFinalDevices under errors.Is.
+	ErrPluginCDIDevice = fmt.Errorf("validator: LPU CDI device from a plugin: %w", ErrFinalDevices)
 )
 
 // Refusal is the error CreateContainer returns when it refuses a container:
@@ -122,9 +125,10 @@ func (r *Refusal) Error() string { return "lpu-nri refused the container: " + r.
 // Unwrap returns the cause.
 func (r *Refusal) Unwrap() error { return r.Err }
 
-// Is reports whether target is the refusing rule's error, so errors.Is
-// tells the rules apart (the cause's chain is Unwrap's).
-func (r *Refusal) Is(target error) bool { return target == r.Rule }
+// Is reports whether target is the refusing rule's error (or one it
+// wraps: ErrPluginCDIDevice is ErrFinalDevices), so errors.Is tells the
+// rules apart (the cause's chain is Unwrap's).
+func (r *Refusal) Is(target error) bool { return r.Rule != nil && errors.Is(r.Rule, target) }
 
 func refuse(rule error, reason string, format string, args ...any) *Refusal {
 	return &Refusal{Reason: reason, Rule: rule, Err: fmt.Errorf(format, args...)}
