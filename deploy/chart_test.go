@@ -43,10 +43,11 @@ type chartCase struct {
 
 const nfdDir = "/etc/kubernetes/node-feature-discovery/features.d"
 
-// gateKinds are the runtime gate's policies and bindings (cluster-scoped).
+// gateKinds are the runtime gate's policies and bindings (cluster-scoped);
+// their parameters, a ConfigMap, are listed as PolicyParams.
 var gateKinds = []string{"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
-var baseKinds = append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "DaemonSet"}, gateKinds...)
+var baseKinds = append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "PolicyParams", "DaemonSet"}, gateKinds...)
 
 func chartCases() map[string]chartCase {
 	return map[string]chartCase{
@@ -71,7 +72,7 @@ func chartCases() map[string]chartCase {
 				"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=hyperaccel.ai/lpu.model",
 				"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
 				"metrics.service.enabled=true", "metrics.service.annotations.a=b"},
-			kinds: append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "Service", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI,
+			kinds: append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "PolicyParams", "Service", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI,
 			knobs: true,
 		},
 		"two driver mounts, checked as directories": {
@@ -90,12 +91,12 @@ func chartCases() map[string]chartCase {
 		},
 		"service monitor": {
 			sets:  []string{"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prom"},
-			kinds: []string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "Service", "DaemonSet", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "ServiceMonitor", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
+			kinds: []string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "PolicyParams", "Service", "DaemonSet", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "ServiceMonitor", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
 			mode:  config.InjectionNRI,
 		},
 		"service only": {
 			sets:  []string{"metrics.service.enabled=true"},
-			kinds: append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "Service", "DaemonSet"}, gateKinds...),
+			kinds: append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "PolicyParams", "Service", "DaemonSet"}, gateKinds...),
 			mode:  config.InjectionNRI,
 		},
 		"simulated node with a network table and pod-resources check": {
@@ -110,7 +111,7 @@ func chartCases() map[string]chartCase {
 		},
 		"no network policy": {
 			sets:  []string{"networkPolicy.enabled=false"},
-			kinds: append([]string{"ServiceAccount", "ConfigMap", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI, noNetworkPolicy: true,
+			kinds: append([]string{"ServiceAccount", "ConfigMap", "PolicyParams", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI, noNetworkPolicy: true,
 		},
 		"runtime guard in nri mode": {
 			sets:  []string{"config.security.runtimeGuard=true"},
@@ -125,7 +126,7 @@ func chartCases() map[string]chartCase {
 				"config.kubelet.devicePluginDir=/data/kubelet/device-plugins",
 				"config.kubelet.podResourcesSocket=/data/kubelet/pod-resources/kubelet.sock",
 				"config.allocation.policy=strict", "serviceAccount.create=false"},
-			kinds: append([]string{"NetworkPolicy", "ConfigMap", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI,
+			kinds: append([]string{"NetworkPolicy", "ConfigMap", "PolicyParams", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI,
 		},
 	}
 }

@@ -71,8 +71,8 @@ func TestDRANodeLabelPolicy(t *testing.T) {
 	if kinds := installPolicies(ctx, t, cs, rbac); kinds["ClusterRole"] != 1 {
 		t.Fatalf("rendered RBAC kinds %v", kinds)
 	}
-	policy := render(t, helm, "--show-only", "templates/dra-node-label-policy.yaml", "mode=dra")
-	if kinds := installPolicies(ctx, t, cs, policy); len(kinds) != 2 || kinds["ValidatingAdmissionPolicy"] != 1 || kinds["ValidatingAdmissionPolicyBinding"] != 1 {
+	policy := render(t, helm, "--show-only", "templates/dra-node-label-policy.yaml", "--show-only", paramsTemplate, "mode=dra")
+	if kinds := installPolicies(ctx, t, cs, policy); len(kinds) != 3 || kinds["ConfigMap"] != 1 || kinds["ValidatingAdmissionPolicy"] != 1 || kinds["ValidatingAdmissionPolicyBinding"] != 1 {
 		t.Fatalf("rendered kinds %v, want the policy and its binding", kinds)
 	}
 	for _, name := range []string{"node-a", "node-b"} {
@@ -269,12 +269,13 @@ func waitLabels(ctx context.Context, t *testing.T, cs kubernetes.Interface, node
 }
 
 // prefilterRendering is the part of a rendering the prefilter touches:
-// the admission policies (by name, gatePolicies), lpu-dra's ClusterRole
-// and the node configs.
+// the admission policies (by name, gatePolicies) and their parameters,
+// lpu-dra's ClusterRole and the node configs.
 type prefilterRendering struct {
 	gatePolicies
 	Role      *rbacv1.ClusterRole
 	ConfigMap *corev1.ConfigMap
+	Params    *corev1.ConfigMap
 }
 
 func decodePrefilter(t *testing.T, rendered []byte) prefilterRendering {
@@ -290,8 +291,13 @@ func decodePrefilter(t *testing.T, rendered []byte) prefilterRendering {
 			r.Role = &rbacv1.ClusterRole{}
 			strict(t, doc, r.Role)
 		case "ConfigMap":
-			r.ConfigMap = &corev1.ConfigMap{}
-			strict(t, doc, r.ConfigMap)
+			cm := &corev1.ConfigMap{}
+			strict(t, doc, cm)
+			if isPolicyParams(doc) {
+				r.Params = cm
+			} else {
+				r.ConfigMap = cm
+			}
 		}
 	}
 	return r

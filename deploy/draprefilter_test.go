@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -82,29 +83,36 @@ func TestChartDRAPrefilter(t *testing.T) {
 		})
 	}
 
-	// The MAP matches exactly the chart's names for the offered sizes.
+	// The MAP matches exactly the chart's names for the offered sizes: its
+	// conditions read them from the parameters.
 	for sizes, tc := range map[string]struct{ has, lacks []string }{
-		"[1,4]": {has: []string{`"lpu-arc-1"`, `"lpu-arc-4"`, `"lpu-4-best-effort"`, `"hyperaccel.ai/lpu-arc-4"`,
-			`"deviceclass.resource.kubernetes.io/lpu-arc-4.hyperaccel.ai"`}, lacks: []string{`"lpu-arc-2"`, `"lpu-1-best-effort"`, `"lpu-8-best-effort"`}},
-		"[1,3,16]": {has: []string{`"lpu-3-best-effort"`, `"lpu-arc-16"`, `"hyperaccel.ai/lpu-arc-16"`}, lacks: []string{`"lpu-arc-4"`}},
+		"[1,4]": {has: []string{"lpu-arc-1", "lpu-arc-4", "lpu-4-best-effort", "hyperaccel.ai/lpu-arc-4",
+			"deviceclass.resource.kubernetes.io/lpu-arc-4.hyperaccel.ai"}, lacks: []string{"lpu-arc-2", "lpu-1-best-effort", "lpu-8-best-effort"}},
+		"[1,3,16]": {has: []string{"lpu-3-best-effort", "lpu-arc-16", "hyperaccel.ai/lpu-arc-16"}, lacks: []string{"lpu-arc-4"}},
 	} {
 		r := decodePrefilter(t, render(t, helm, "mode=dra", "json:dra.arcSizes="+sizes, `json:dra.claimTemplates.namespaces=["ml","research"]`))
 		p := r.Mutating[prefilterPolicy]
-		if p == nil || len(p.Spec.MatchConditions) != 2 {
-			t.Fatalf("arcSizes %s: MAP %+v", sizes, p)
+		if p == nil || len(p.Spec.MatchConditions) != 2 || r.Params == nil {
+			t.Fatalf("arcSizes %s: MAP %+v, parameters %+v", sizes, p, r.Params)
 		}
-		if got := p.Spec.MatchConditions[0].Expression; got != `request.namespace in ["ml","research"]` {
+		if got := r.Params.Data["claimTemplateNamespaces"]; got != "ml,research" {
+			t.Errorf("arcSizes %s: claimTemplateNamespaces %q, want ml,research", sizes, got)
+		}
+		if got := p.Spec.MatchConditions[0].Expression; got != `request.namespace in params.data.claimTemplateNamespaces.split(",")` {
 			t.Errorf("arcSizes %s: namespace condition %q", sizes, got)
 		}
-		asks := p.Spec.MatchConditions[1].Expression
+		if asks := p.Spec.MatchConditions[1].Expression; !strings.Contains(asks, "params.data.arcResources") || !strings.Contains(asks, "params.data.arcClaimTemplates") {
+			t.Errorf("arcSizes %s: asks-arc does not read the arcs' names from the parameters: %s", sizes, asks)
+		}
+		names := strings.Split(r.Params.Data["arcResources"]+","+r.Params.Data["arcClaimTemplates"], ",")
 		for _, s := range tc.has {
-			if !strings.Contains(asks, s) {
-				t.Errorf("arcSizes %s: asks-arc lacks %s: %s", sizes, s, asks)
+			if !slices.Contains(names, s) {
+				t.Errorf("arcSizes %s: asks-arc lacks %s: %v", sizes, s, names)
 			}
 		}
 		for _, s := range tc.lacks {
-			if strings.Contains(asks, s) {
-				t.Errorf("arcSizes %s: asks-arc names %s: %s", sizes, s, asks)
+			if slices.Contains(names, s) {
+				t.Errorf("arcSizes %s: asks-arc names %s: %v", sizes, s, names)
 			}
 		}
 		if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != admissionv1.Ignore || len(p.Spec.MatchConstraints.ResourceRules) != 1 ||
@@ -207,9 +215,10 @@ func TestDRAPrefilterPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rendered := render(t, helm, "--show-only", "templates/dra-prefilter.yaml", "mode=dra", `json:dra.claimTemplates.namespaces=["ml","default"]`)
-	if kinds := installPolicies(ctx, t, cs, rendered); len(kinds) != 2 || kinds["MutatingAdmissionPolicy"] != 1 || kinds["MutatingAdmissionPolicyBinding"] != 1 {
-		t.Fatalf("rendered kinds %v, want the prefilter MAP and its binding", kinds)
+	sets := []string{"mode=dra", `json:dra.claimTemplates.namespaces=["ml","default"]`}
+	rendered := render(t, helm, append([]string{"--show-only", "templates/dra-prefilter.yaml", "--show-only", paramsTemplate}, sets...)...)
+	if kinds := installPolicies(ctx, t, cs, rendered); len(kinds) != 3 || kinds["MutatingAdmissionPolicy"] != 1 || kinds["MutatingAdmissionPolicyBinding"] != 1 || kinds["ConfigMap"] != 1 {
+		t.Fatalf("rendered kinds %v, want the prefilter MAP, its binding and parameters", kinds)
 	}
 	waitForPrefilter(ctx, t, cs, "lpu-arc-4", []corev1.NodeSelectorTerm{term(strictExpr(4))})
 
@@ -225,15 +234,17 @@ func TestDRAPrefilterPolicy(t *testing.T) {
 	})
 	t.Run("scheduling", func(t *testing.T) { testPrefilterScheduling(ctx, t, cs) })
 
-	// Other sizes offered: the names and the NotIn lists follow dra.arcSizes.
-	if err := cs.AdmissionregistrationV1().MutatingAdmissionPolicies().Delete(ctx, prefilterPolicy, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	// Other sizes offered: the names and the NotIn lists follow dra.arcSizes,
+	// through the parameters alone (the policy's text does not depend on
+	// the values).
+	other := []string{"mode=dra", "json:dra.arcSizes=[1,3,16]", `json:dra.claimTemplates.namespaces=["ml"]`}
+	policy := func(sets []string) []byte {
+		return render(t, helm, append([]string{"--show-only", "templates/dra-prefilter.yaml"}, sets...)...)
 	}
-	if err := cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Delete(ctx, prefilterPolicy, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	if a, b := policy(sets), policy(other); !bytes.Equal(a, b) {
+		t.Errorf("the prefilter policy's text depends on dra.arcSizes or dra.claimTemplates.namespaces (first difference at byte %d)", firstDiff(string(a), string(b)))
 	}
-	installPolicies(ctx, t, cs, render(t, helm, "--show-only", "templates/dra-prefilter.yaml", "mode=dra",
-		"json:dra.arcSizes=[1,3,16]", `json:dra.claimTemplates.namespaces=["ml"]`))
+	updateParams(ctx, t, cs, render(t, helm, append([]string{"--show-only", paramsTemplate}, other...)...))
 	waitForPrefilter(ctx, t, cs, "lpu-arc-16", []corev1.NodeSelectorTerm{term(strictExpr(16))})
 	t.Run("other sizes", func(t *testing.T) {
 		for name, tc := range map[string]struct {

@@ -39,7 +39,7 @@ func TestDRASlicePolicy(t *testing.T) {
 	if kinds := installPolicies(ctx, t, cs, render(t, helm, "--show-only", "templates/dra-rbac.yaml", "mode=dra")); kinds["ServiceAccount"] != 1 || kinds["ClusterRole"] != 1 {
 		t.Fatalf("rendered RBAC kinds %v", kinds)
 	}
-	policy := render(t, helm, "--show-only", "templates/dra-slice-policy.yaml", "mode=dra")
+	policy := render(t, helm, "--show-only", "templates/dra-slice-policy.yaml", "--show-only", paramsTemplate, "mode=dra")
 	if kinds := installPolicies(ctx, t, cs, policy); kinds["ValidatingAdmissionPolicy"] != 1 || kinds["ValidatingAdmissionPolicyBinding"] != 1 {
 		t.Fatalf("rendered kinds %v", kinds)
 	}

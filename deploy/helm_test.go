@@ -157,7 +157,9 @@ type objects struct {
 	Service        *corev1.Service
 	ServiceMonitor *ServiceMonitor
 	NetworkPolicy  *networkingv1.NetworkPolicy
-	// The runtime gate (cluster-scoped).
+	// The runtime gate (cluster-scoped) and its parameters, a second
+	// ConfigMap (listed in Kinds as PolicyParams).
+	PolicyParams      *corev1.ConfigMap
 	MutatingPolicy    *admissionv1.MutatingAdmissionPolicy
 	MutatingBinding   *admissionv1.MutatingAdmissionPolicyBinding
 	ValidatingPolicy  *admissionv1.ValidatingAdmissionPolicy
@@ -182,12 +184,16 @@ func decode(t *testing.T, rendered []byte) objects {
 			t.Fatalf("document %d: %v\n%s", i, err, doc)
 		}
 		gvk := tm.APIVersion + "/" + tm.Kind
+		kind := tm.Kind
 		var target any
 		switch gvk {
-		case "apps/v1/DaemonSet":
-			target = &objs.DaemonSet
 		case "v1/ConfigMap":
 			target = &objs.ConfigMap
+			if isPolicyParams(doc) {
+				target, kind = &objs.PolicyParams, "PolicyParams"
+			}
+		case "apps/v1/DaemonSet":
+			target = &objs.DaemonSet
 		case "v1/ServiceAccount":
 			target = &objs.ServiceAccount
 		case "v1/Service":
@@ -207,15 +213,22 @@ func decode(t *testing.T, rendered []byte) objects {
 		default:
 			t.Fatalf("document %d: unexpected kind %q\n%s", i, gvk, doc)
 		}
-		if slices.Contains(objs.Kinds, tm.Kind) {
-			t.Fatalf("document %d: second %s", i, tm.Kind)
+		if slices.Contains(objs.Kinds, kind) {
+			t.Fatalf("document %d: second %s", i, kind)
 		}
-		objs.Kinds = append(objs.Kinds, tm.Kind)
+		objs.Kinds = append(objs.Kinds, kind)
 		if err := yaml.UnmarshalStrict([]byte(doc), target); err != nil {
 			t.Fatalf("document %d (%s): strict decode: %v\n%s", i, gvk, err, doc)
 		}
 	}
 	return objs
+}
+
+// isPolicyParams: doc is the admission policies' parameters
+// (templates/policy-params.yaml), not the daemons' ConfigMap.
+func isPolicyParams(doc string) bool {
+	var m metav1.PartialObjectMetadata
+	return yaml.Unmarshal([]byte(doc), &m) == nil && strings.HasSuffix(m.Name, "-policy-params")
 }
 
 func stripComments(doc string) string {

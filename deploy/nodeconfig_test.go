@@ -75,7 +75,9 @@ func renderSplit(t *testing.T, helm string, sets ...string) rendering {
 				r.DaemonSets[ds.Name] = ds
 			}
 		case "ConfigMap":
-			err = yaml.UnmarshalStrict([]byte(doc), &r.ConfigMap)
+			if !isPolicyParams(doc) { // the daemons' configs, not the policies' parameters
+				err = yaml.UnmarshalStrict([]byte(doc), &r.ConfigMap)
+			}
 		case "NodeFeatureRule":
 			if tm.APIVersion != "nfd.k8s-sigs.io/v1alpha1" {
 				t.Errorf("NodeFeatureRule apiVersion %s", tm.APIVersion)

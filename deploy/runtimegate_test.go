@@ -26,6 +26,9 @@ const (
 	lpuTenantLabel = "example.com/lpu-tenant"
 )
 
+// paramsTemplate renders the ConfigMap the policies read as params.
+const paramsTemplate = "templates/policy-params.yaml"
+
 // Substrings of the policies' messages.
 const (
 	msgToleration = "lets a pod start while lpu-nri is down"
@@ -50,7 +53,7 @@ func TestRuntimeGatePolicies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	rendered := render(t, helm, "--show-only", "templates/runtimegate.yaml", "mode=dra",
+	rendered := render(t, helm, "--show-only", "templates/runtimegate.yaml", "--show-only", paramsTemplate, "mode=dra",
 		"json:runtimeGate.tolerateNamespaces=[\"node-agents\"]",
 		"json:runtimeGate.lpuResources=[\"example.com/lpu-slice\"]",
 		"json:runtimeGate.lpuDeviceClasses=[\"custom-lpu.example.com\"]",
@@ -69,8 +72,8 @@ func TestRuntimeGatePolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if kinds := installPolicies(ctx, t, cs, rendered); len(kinds) != 4 || kinds["MutatingAdmissionPolicy"] != 2 || kinds["ValidatingAdmissionPolicy"] != 4 {
-		t.Fatalf("rendered kinds %v, want the two policies for pods and for claim pods, the two for LPU claims and templates, and their bindings", kinds)
+	if kinds := installPolicies(ctx, t, cs, rendered); len(kinds) != 5 || kinds["MutatingAdmissionPolicy"] != 2 || kinds["ValidatingAdmissionPolicy"] != 4 || kinds["ConfigMap"] != 1 {
+		t.Fatalf("rendered kinds %v, want the two policies for pods and for claim pods, the two for LPU claims and templates, their bindings and parameters", kinds)
 	}
 	waitForGate(ctx, t, cs)
 	noTypeWarnings(ctx, t, cs)
@@ -80,6 +83,29 @@ func TestRuntimeGatePolicies(t *testing.T) {
 	t.Run("subresources", func(t *testing.T) { testGateSubresources(ctx, t, cs) })
 	t.Run("claim scope", func(t *testing.T) { testGateClaimScope(ctx, t, cs, c.Config) })
 	t.Run("annotation values", func(t *testing.T) { testGateAnnotationValues(ctx, t, cs) })
+	// Last: it takes the parameters away.
+	t.Run("without parameters", func(t *testing.T) { testGateWithoutParams(ctx, t, cs) })
+}
+
+// testGateWithoutParams: with the policy-params ConfigMap gone the gate
+// fails closed (the bindings' parameterNotFoundAction Deny): an LPU pod is
+// refused rather than created ungated.
+func testGateWithoutParams(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
+	if err := cs.CoreV1().ConfigMaps(namespace).Delete(ctx, release+"-policy-params", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	eventuallyPolicy(ctx, t, func() error {
+		p, err := cs.CoreV1().Pods("tenant").Create(ctx, lpuPod("noparams", "tenant", nil), dry)
+		if err == nil {
+			return errString("an LPU pod is still admitted, annotated " + p.Annotations[requiredPlugins])
+		}
+		if !strings.Contains(err.Error(), "no params found") {
+			return err
+		}
+		t.Logf("refused as it must: %v", err)
+		return nil
+	})
 }
 
 // testGateCreate: LPU pods get the required-plugins annotation, other pods
@@ -408,8 +434,9 @@ func eventuallyPolicy(ctx context.Context, t *testing.T, check func() error) {
 	}
 }
 
-// installPolicies creates the rendered policies and bindings (and RBAC
-// objects: service accounts, cluster roles and their bindings) and returns
+// installPolicies creates the rendered policies and bindings (and their
+// parameters' ConfigMap, and RBAC objects: service accounts, cluster roles
+// and their bindings) and returns
 // how many of each kind it created.
 func installPolicies(ctx context.Context, t *testing.T, cs kubernetes.Interface, rendered []byte) map[string]int {
 	t.Helper()
@@ -441,6 +468,10 @@ func installPolicies(ctx context.Context, t *testing.T, cs kubernetes.Interface,
 			var o admissionv1.ValidatingAdmissionPolicyBinding
 			strict(t, doc, &o)
 			_, err = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &o, metav1.CreateOptions{})
+		case "ConfigMap": // the policies' parameters
+			var o corev1.ConfigMap
+			strict(t, doc, &o)
+			_, err = cs.CoreV1().ConfigMaps(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
 		case "ServiceAccount":
 			var o corev1.ServiceAccount
 			strict(t, doc, &o)
@@ -461,6 +492,17 @@ func installPolicies(ctx context.Context, t *testing.T, cs kubernetes.Interface,
 		}
 	}
 	return kinds
+}
+
+// updateParams replaces the policies' parameters with the rendered
+// ConfigMap: the policies read them at each request.
+func updateParams(ctx context.Context, t *testing.T, cs kubernetes.Interface, rendered []byte) {
+	t.Helper()
+	var cm corev1.ConfigMap
+	strict(t, stripComments(string(rendered)), &cm)
+	if _, err := cs.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, &cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("update %s: %v", cm.Name, err)
+	}
 }
 
 func strict(t *testing.T, doc string, into any) {

@@ -164,3 +164,71 @@ func TestRuntimeGateRejectsBadValues(t *testing.T) {
 
 // names are a map's keys, sorted and joined by commas.
 func names[V any](m map[string]V) string { return strings.Join(keys(m), ",") }
+
+// TestPoliciesStatic: the admission policies and their bindings are the
+// same text whatever the values their CEL depends on (plugin and resource
+// names, allowlisted namespaces, DeviceClasses, claim templates, arc sizes):
+// those reach the CEL as params, from the policy-params ConfigMap that
+// every such policy's binding names. Only dra-no-config needs none.
+func TestPoliciesStatic(t *testing.T) {
+	helm := helmBinary(t)
+	policies := func(sets ...string) map[string]string {
+		out := map[string]string{}
+		for _, doc := range docSep.Split(string(render(t, helm, append([]string{"mode=dra"}, sets...)...)), -1) {
+			var o metav1.PartialObjectMetadata
+			if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(o.APIVersion, "admissionregistration.k8s.io/") {
+				out[o.Kind+"/"+o.Name] = doc
+			}
+		}
+		return out
+	}
+	base := policies()
+	other := policies("config.nri.pluginName=lpu2", "config.resourceName=example.com/lpu",
+		"nri.tolerateMissingPluginsAnnotation=example.com/tolerate", "check.enabled=false",
+		`json:runtimeGate.tolerateNamespaces=["ops"]`, `json:runtimeGate.lpuResources=["example.com/slice"]`,
+		`json:runtimeGate.lpuDeviceClasses=["big.example.com"]`, `json:runtimeGate.lpuClaimTemplates=["mine"]`,
+		"json:dra.arcSizes=[1,3]", `json:dra.claimTemplates.namespaces=["ml"]`)
+	if len(base) != 20 || !slices.Equal(slices.Sorted(maps.Keys(base)), slices.Sorted(maps.Keys(other))) {
+		t.Fatalf("policies and bindings %v, then %v: want the same 10 of each", slices.Sorted(maps.Keys(base)), slices.Sorted(maps.Keys(other)))
+	}
+	for key, doc := range base {
+		if doc != other[key] {
+			t.Errorf("%s depends on the values (first difference at byte %d):\n%s", key, firstDiff(doc, other[key]), other[key])
+		}
+	}
+	params := release + "-policy-params"
+	for key, doc := range base {
+		kind, name, _ := strings.Cut(key, "/")
+		var ref *admissionv1.ParamRef
+		switch kind {
+		case "ValidatingAdmissionPolicyBinding":
+			var b admissionv1.ValidatingAdmissionPolicyBinding
+			strict(t, doc, &b)
+			ref = b.Spec.ParamRef
+		case "MutatingAdmissionPolicyBinding":
+			var b admissionv1.MutatingAdmissionPolicyBinding
+			strict(t, doc, &b)
+			ref = b.Spec.ParamRef
+		default:
+			continue
+		}
+		policy := base[strings.TrimSuffix(kind, "Binding")+"/"+name]
+		if name == release+"-dra-no-config" {
+			if ref != nil || strings.Contains(policy, "paramKind") {
+				t.Errorf("%s: paramRef %+v, want no parameters", name, ref)
+			}
+			continue
+		}
+		want := admissionv1.DenyAction
+		if name == release+"-dra-prefilter" {
+			want = admissionv1.AllowAction // a hint: without parameters it changes nothing
+		}
+		if !strings.Contains(policy, "paramKind:\n    apiVersion: v1\n    kind: ConfigMap\n") || ref == nil || ref.Name != params ||
+			ref.Namespace != namespace || ref.ParameterNotFoundAction == nil || *ref.ParameterNotFoundAction != want {
+			t.Errorf("%s: paramRef %+v, want %s/%s, %s when missing; the policy must declare paramKind ConfigMap", name, ref, namespace, params, want)
+		}
+	}
+}
