@@ -1,4 +1,4 @@
-package deploy_test
+package tests_test
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 )
@@ -37,7 +38,7 @@ const (
 // MAP's names follow dra.arcSizes; without claim-template namespaces it
 // has nothing to match and is not rendered.
 func TestChartDRAPrefilter(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	named := `json:nodeConfigs.configs={"ring4":{"allocation":{"policy":"strict"}}}`
 	for name, tc := range map[string]struct {
 		sets []string
@@ -49,7 +50,7 @@ func TestChartDRAPrefilter(t *testing.T) {
 		"dra nodes, prefilter off":            {sets: []string{"nodeModes.enabled=true", named, "dra.prefilter.enabled=false"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r := decodePrefilter(t, render(t, helm, tc.sets...))
+			r := decodePrefilter(t, charttest.Render(t, helm, tc.sets...))
 			if _, ok := r.Mutating[prefilterPolicy]; ok != tc.on {
 				t.Errorf("MAP %s rendered %v, want %v", prefilterPolicy, ok, tc.on)
 			}
@@ -90,7 +91,7 @@ func TestChartDRAPrefilter(t *testing.T) {
 			"deviceclass.resource.kubernetes.io/lpu-arc-4.hyperaccel.ai"}, lacks: []string{"lpu-arc-2", "lpu-1-best-effort", "lpu-8-best-effort"}},
 		"[1,3,16]": {has: []string{"lpu-3-best-effort", "lpu-arc-16", "hyperaccel.ai/lpu-arc-16"}, lacks: []string{"lpu-arc-4"}},
 	} {
-		r := decodePrefilter(t, render(t, helm, "mode=dra", "json:dra.arcSizes="+sizes, `json:dra.claimTemplates.namespaces=["ml","research"]`))
+		r := decodePrefilter(t, charttest.Render(t, helm, "mode=dra", "json:dra.arcSizes="+sizes, `json:dra.claimTemplates.namespaces=["ml","research"]`))
 		p := r.Mutating[prefilterPolicy]
 		if p == nil || len(p.Spec.MatchConditions) != 2 || r.Params == nil {
 			t.Fatalf("arcSizes %s: MAP %+v, parameters %+v", sizes, p, r.Params)
@@ -120,14 +121,14 @@ func TestChartDRAPrefilter(t *testing.T) {
 			t.Errorf("arcSizes %s: failurePolicy %v, rules %+v: want Ignore (a hint), pods CREATE only", sizes, p.Spec.FailurePolicy, p.Spec.MatchConstraints.ResourceRules)
 		}
 	}
-	r := decodePrefilter(t, render(t, helm, "mode=dra", "json:dra.claimTemplates.namespaces=[]", "check.enabled=false"))
+	r := decodePrefilter(t, charttest.Render(t, helm, "mode=dra", "json:dra.claimTemplates.namespaces=[]", "check.enabled=false"))
 	if _, ok := r.Mutating[prefilterPolicy]; ok {
 		t.Error("no claim-template namespaces: the prefilter MAP still rendered")
 	}
 	if _, ok := r.Validating[nodeLabelsPolicy]; !ok {
 		t.Error("no claim-template namespaces: lpu-dra still labels its Node, the node-label policy must stay")
 	}
-	if out := string(render(t, helm)); strings.Contains(out, "prefilter") || strings.Contains(out, "node-labels") {
+	if out := string(charttest.Render(t, helm)); strings.Contains(out, "prefilter") || strings.Contains(out, "node-labels") {
 		t.Error("mode devicePlugin renders prefilter objects")
 	}
 }
@@ -203,7 +204,7 @@ func multiPod(name, ns string, templates []string, res ...string) *corev1.Pod {
 // own affinity conflicts stays Pending, Unschedulable) and places it on a
 // labelled node with room or an unlabelled one.
 func TestDRAPrefilterPolicy(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	c := clustertest.Start(t, prefilterClusterOptions)
 	cs := kubernetes.NewForConfigOrDie(c.Config)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -216,8 +217,8 @@ func TestDRAPrefilterPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	sets := []string{"mode=dra", `json:dra.claimTemplates.namespaces=["ml","default"]`}
-	rendered := render(t, helm, append([]string{"--show-only", "templates/dra-prefilter.yaml", "--show-only", paramsTemplate}, sets...)...)
-	if kinds := installPolicies(ctx, t, cs, rendered); len(kinds) != 3 || kinds["MutatingAdmissionPolicy"] != 1 || kinds["MutatingAdmissionPolicyBinding"] != 1 || kinds["ConfigMap"] != 1 {
+	rendered := charttest.Render(t, helm, append([]string{"--show-only", "templates/dra-prefilter.yaml", "--show-only", charttest.ParamsTemplate}, sets...)...)
+	if kinds := charttest.InstallPolicies(ctx, t, cs, rendered); len(kinds) != 3 || kinds["MutatingAdmissionPolicy"] != 1 || kinds["MutatingAdmissionPolicyBinding"] != 1 || kinds["ConfigMap"] != 1 {
 		t.Fatalf("rendered kinds %v, want the prefilter MAP, its binding and parameters", kinds)
 	}
 	waitForPrefilter(ctx, t, cs, "lpu-arc-4", []corev1.NodeSelectorTerm{term(strictExpr(4))})
@@ -239,12 +240,12 @@ func TestDRAPrefilterPolicy(t *testing.T) {
 	// the values).
 	other := []string{"mode=dra", "json:dra.arcSizes=[1,3,16]", `json:dra.claimTemplates.namespaces=["ml"]`}
 	policy := func(sets []string) []byte {
-		return render(t, helm, append([]string{"--show-only", "templates/dra-prefilter.yaml"}, sets...)...)
+		return charttest.Render(t, helm, append([]string{"--show-only", "templates/dra-prefilter.yaml"}, sets...)...)
 	}
 	if a, b := policy(sets), policy(other); !bytes.Equal(a, b) {
 		t.Errorf("the prefilter policy's text depends on dra.arcSizes or dra.claimTemplates.namespaces (first difference at byte %d)", firstDiff(string(a), string(b)))
 	}
-	updateParams(ctx, t, cs, render(t, helm, append([]string{"--show-only", paramsTemplate}, other...)...))
+	updateParams(ctx, t, cs, charttest.Render(t, helm, append([]string{"--show-only", charttest.ParamsTemplate}, other...)...))
 	waitForPrefilter(ctx, t, cs, "lpu-arc-16", []corev1.NodeSelectorTerm{term(strictExpr(16))})
 	t.Run("other sizes", func(t *testing.T) {
 		for name, tc := range map[string]struct {

@@ -1,4 +1,4 @@
-package deploy_test
+package tests_test
 
 import (
 	"context"
@@ -7,15 +7,13 @@ import (
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 )
 
@@ -25,9 +23,6 @@ const (
 	// lpuTenantLabel marks the namespaces the test's claim selector picks.
 	lpuTenantLabel = "example.com/lpu-tenant"
 )
-
-// paramsTemplate renders the ConfigMap the policies read as params.
-const paramsTemplate = "templates/policy-params.yaml"
 
 // Substrings of the policies' messages.
 const (
@@ -47,13 +42,13 @@ var gateClusterOptions = clustertest.Options{ControllerManager: true,
 // claims gated in namespaces labelled lpuTenantLabel) in a real
 // kube-apiserver v1.37 and creates and updates pods against them.
 func TestRuntimeGatePolicies(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	c := clustertest.Start(t, gateClusterOptions)
 	cs := kubernetes.NewForConfigOrDie(c.Config)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	rendered := render(t, helm, "--show-only", "templates/runtimegate.yaml", "--show-only", paramsTemplate, "mode=dra",
+	rendered := charttest.Render(t, helm, "--show-only", "templates/runtimegate.yaml", "--show-only", charttest.ParamsTemplate, "mode=dra",
 		"json:runtimeGate.tolerateNamespaces=[\"node-agents\"]",
 		"json:runtimeGate.lpuResources=[\"example.com/lpu-slice\"]",
 		"json:runtimeGate.lpuDeviceClasses=[\"custom-lpu.example.com\"]",
@@ -72,7 +67,7 @@ func TestRuntimeGatePolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if kinds := installPolicies(ctx, t, cs, rendered); len(kinds) != 5 || kinds["MutatingAdmissionPolicy"] != 2 || kinds["ValidatingAdmissionPolicy"] != 4 || kinds["ConfigMap"] != 1 {
+	if kinds := charttest.InstallPolicies(ctx, t, cs, rendered); len(kinds) != 5 || kinds["MutatingAdmissionPolicy"] != 2 || kinds["ValidatingAdmissionPolicy"] != 4 || kinds["ConfigMap"] != 1 {
 		t.Fatalf("rendered kinds %v, want the two policies for pods and for claim pods, the two for LPU claims and templates, their bindings and parameters", kinds)
 	}
 	waitForGate(ctx, t, cs)
@@ -434,80 +429,13 @@ func eventuallyPolicy(ctx context.Context, t *testing.T, check func() error) {
 	}
 }
 
-// installPolicies creates the rendered policies and bindings (and their
-// parameters' ConfigMap, and RBAC objects: service accounts, cluster roles
-// and their bindings) and returns
-// how many of each kind it created.
-func installPolicies(ctx context.Context, t *testing.T, cs kubernetes.Interface, rendered []byte) map[string]int {
-	t.Helper()
-	kinds := map[string]int{}
-	for _, doc := range docSep.Split(string(rendered), -1) {
-		if strings.TrimSpace(stripComments(doc)) == "" {
-			continue
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
-			t.Fatal(err)
-		}
-		kinds[tm.Kind]++
-		var err error
-		switch tm.Kind {
-		case "MutatingAdmissionPolicy":
-			var o admissionv1.MutatingAdmissionPolicy
-			strict(t, doc, &o)
-			_, err = cs.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, &o, metav1.CreateOptions{})
-		case "MutatingAdmissionPolicyBinding":
-			var o admissionv1.MutatingAdmissionPolicyBinding
-			strict(t, doc, &o)
-			_, err = cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Create(ctx, &o, metav1.CreateOptions{})
-		case "ValidatingAdmissionPolicy":
-			var o admissionv1.ValidatingAdmissionPolicy
-			strict(t, doc, &o)
-			_, err = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &o, metav1.CreateOptions{})
-		case "ValidatingAdmissionPolicyBinding":
-			var o admissionv1.ValidatingAdmissionPolicyBinding
-			strict(t, doc, &o)
-			_, err = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &o, metav1.CreateOptions{})
-		case "ConfigMap": // the policies' parameters
-			var o corev1.ConfigMap
-			strict(t, doc, &o)
-			_, err = cs.CoreV1().ConfigMaps(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-		case "ServiceAccount":
-			var o corev1.ServiceAccount
-			strict(t, doc, &o)
-			_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-		case "ClusterRole":
-			var o rbacv1.ClusterRole
-			strict(t, doc, &o)
-			_, err = cs.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
-		case "ClusterRoleBinding":
-			var o rbacv1.ClusterRoleBinding
-			strict(t, doc, &o)
-			_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
-		default:
-			t.Fatalf("unexpected kind %s among the admission policies and RBAC objects", tm.Kind)
-		}
-		if err != nil {
-			t.Fatalf("create %s: %v", tm.Kind, err)
-		}
-	}
-	return kinds
-}
-
 // updateParams replaces the policies' parameters with the rendered
 // ConfigMap: the policies read them at each request.
 func updateParams(ctx context.Context, t *testing.T, cs kubernetes.Interface, rendered []byte) {
 	t.Helper()
 	var cm corev1.ConfigMap
-	strict(t, stripComments(string(rendered)), &cm)
+	charttest.Strict(t, charttest.StripComments(string(rendered)), &cm)
 	if _, err := cs.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, &cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("update %s: %v", cm.Name, err)
-	}
-}
-
-func strict(t *testing.T, doc string, into any) {
-	t.Helper()
-	if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {
-		t.Fatalf("strict decode: %v\n%s", err, doc)
 	}
 }
