@@ -55,8 +55,23 @@ const (
 
 // Dir is the deploy directory (this package's parent), joined with elem.
 func Dir(elem ...string) string {
+	return filepath.Join(append([]string{deployDir()}, elem...)...)
+}
+
+// deployDir is found from this file's path, or, when -trimpath left a
+// module path instead, from the working directory up.
+func deployDir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(append([]string{filepath.Dir(filepath.Dir(file))}, elem...)...)
+	if d := filepath.Dir(filepath.Dir(file)); filepath.IsAbs(d) {
+		return d
+	}
+	wd, _ := os.Getwd()
+	for d := wd; filepath.Dir(d) != d; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "deploy", "helm", "lpu-node", "Chart.yaml")); err == nil {
+			return filepath.Join(d, "deploy")
+		}
+	}
+	return filepath.Dir(wd)
 }
 
 // ChartDir is the chart's directory.
