@@ -20,12 +20,14 @@
 //
 // # Tests
 //
-// The tests render the chart with a real helm binary ($HELM, the
-// test/e2e/tools.sh helm cache, or PATH), decode every object strictly into
-// k8s.io/api types, check the security properties of the DaemonSet, load the
+// The tests live in deploy/tests, grouped by concern (chart_*, dra_*,
+// policy_*, runtime_*, release_*), and render the chart through one helper,
+// deploy/charttest: a real helm binary ($HELM, the test/e2e/tools.sh helm
+// cache, or PATH), every object decoded strictly into k8s.io/api types, the
+// admission policies installed in a real kube-apiserver. They also load the
 // rendered config with config.Load, parse the runtime snippets, and — when
 // the tools are present — let containerd merge its snippet and build the
 // image with umoci:
 //
-//	HELM=/var/cache/lpu-e2e/helm-v3.22.0/helm go test ./deploy/
+//	HELM=/var/cache/lpu-e2e/helm-v3.22.0/helm go test ./deploy/tests/
 package deploy

@@ -2,7 +2,7 @@
 # render.sh — regenerates deploy/manifests/lpu-node.yaml (and lpu-node-dra.yaml
 # with mode=dra), the Helm chart
 # rendered with its default values for namespace kube-system, for clusters
-# installed without Helm. `go test ./deploy/` fails when the file is stale.
+# installed without Helm. `go test ./deploy/tests/` fails when the file is stale.
 #
 # usage: deploy/render.sh        (helm from $HELM, the test/e2e/tools.sh helm cache, or PATH)
 set -euo pipefail

@@ -77,7 +77,7 @@ do_deadcode() {
 
 do_unit() {
   log "go test -race ./..."
-  # An explicit budget per package binary: ./deploy (chart, image, release
+  # An explicit budget per package binary: ./deploy/tests/ (chart, image, release
   # and the real-apiserver policy tests) passes 10 minutes, go test's
   # default, on a cold 2-core machine.
   HELM=${HELM:-$(bash test/e2e/tools.sh path | tr ':' '\n' | grep helm)/helm} go test -race -count=1 -timeout 30m ./...
@@ -110,9 +110,9 @@ do_lab() {
 # step with its own budget: 3-4 min warm, far longer on a cold 2-core
 # machine, so it stays out of the unit stage's packages.
 do_release() {
-  log "go test ./deploy -run TestRelease (make release, checked)"
+  log "go test ./deploy/tests/ -run TestRelease (make release, checked)"
   HELM=${HELM:-$(bash test/e2e/tools.sh path | tr ':' '\n' | grep helm)/helm} LPU_RELEASE_TEST=1 \
-    go test -count=1 -timeout 40m -run '^TestRelease$' ./deploy
+    go test -count=1 -timeout 40m -run '^TestRelease$' ./deploy/tests/
 }
 
 # Smoke budgets are execution counts, about 2-7 s each on 2 cores. A

@@ -198,17 +198,19 @@ type shipped struct {
 	classes   []*resourceapi.DeviceClass
 	templates map[string]*resourceapi.ResourceClaimTemplate
 	arcSizes  []int
-	// prefilter is the chart's prefilter policy and its bindings, for the
-	// prefilter arms (policy nil: the manifest has none).
+	// prefilter is the chart's prefilter policy, its bindings and the
+	// ConfigMap of parameters they name, for the prefilter arms (policy
+	// nil: the manifest has none).
 	prefilter struct {
 		policy   *admissionv1.MutatingAdmissionPolicy
 		bindings []*admissionv1.MutatingAdmissionPolicyBinding
+		params   *corev1.ConfigMap
 	}
 }
 
 // loadShipped reads the DeviceClasses, the ResourceClaimTemplates, the
-// prefilter MutatingAdmissionPolicy with its bindings (if any) and the
-// lpu-dra config of the rendered DRA manifest. It fails unless every size
+// prefilter MutatingAdmissionPolicy with its bindings and parameters (if
+// any) and the lpu-dra config of the rendered DRA manifest. It fails unless every size
 // in sizes has its strict template and, above 1, its best-effort one.
 func loadShipped(path string, sizes []int) (*shipped, error) {
 	b, err := os.ReadFile(path)
@@ -285,6 +287,10 @@ func (s *shipped) add(kind string, doc []byte) (config bool, err error) {
 		if err != nil {
 			return false, err
 		}
+		if strings.HasSuffix(cm.Name, policyParamsSuffix) {
+			s.prefilter.params = cm
+			return false, nil
+		}
 		body, ok := cm.Data["config.yaml"]
 		if !ok {
 			return false, nil
@@ -308,6 +314,9 @@ func (s *shipped) complete(sizes []int) error {
 		})
 		if len(s.prefilter.bindings) == 0 {
 			return fmt.Errorf("no MutatingAdmissionPolicyBinding of %s", p.Name)
+		}
+		if p.Spec.ParamKind != nil && s.prefilter.params == nil {
+			return fmt.Errorf("no ConfigMap *%s of parameters for %s", policyParamsSuffix, p.Name)
 		}
 	}
 	for _, k := range sizes {

@@ -22,6 +22,10 @@ import (
 // <fullname>-dra-prefilter.
 const prefilterPolicySuffix = "-dra-prefilter"
 
+// policyParamsSuffix ends the name of the ConfigMap the chart's policies
+// read their parameters from, <fullname>-policy-params.
+const policyParamsSuffix = "-policy-params"
+
 // labelKeys are the prefilter labels lpu-dra keeps on its Node.
 var labelKeys = []string{arcslice.LabelLargestFreeArc, arcslice.LabelFreeLPUs}
 
@@ -35,11 +39,20 @@ type prefilter struct {
 	wg     sync.WaitGroup
 }
 
-// startPrefilter creates the policy and its bindings, waits until the
-// API server applies them, and starts a Keeper for every node.
+// startPrefilter creates the policy's parameters, the policy and its
+// bindings, waits until the API server applies them, and starts a Keeper
+// for every node.
 func startPrefilter(ctx context.Context, l *lab) (*prefilter, error) {
 	pf := &prefilter{l: l}
 	p := l.shipped.prefilter
+	if p.params != nil {
+		// Kept between arms: the same manifest's parameters each time.
+		cm := p.params.DeepCopy()
+		cm.ResourceVersion = ""
+		if _, err := l.cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, refused("ConfigMap "+cm.Name, cm, err)
+		}
+	}
 	policy := p.policy.DeepCopy()
 	policy.ResourceVersion = ""
 	if _, err := l.cs.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {

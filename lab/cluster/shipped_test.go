@@ -42,6 +42,9 @@ func TestShippedManifest(t *testing.T) {
 	if p := s.prefilter.policy; p == nil || p.Name != "lpu-node-dra-prefilter" || len(s.prefilter.bindings) != 1 || s.prefilter.bindings[0].Spec.PolicyName != p.Name {
 		t.Errorf("prefilter policy %v with bindings %v, want lpu-node-dra-prefilter and its one binding", p, s.prefilter.bindings)
 	}
+	if cm := s.prefilter.params; cm == nil || cm.Name != "lpu-node-policy-params" || cm.Data["arcSizes"] != "1,2,4,8" {
+		t.Errorf("prefilter parameters %v, want lpu-node-policy-params with the chart's arc sizes", cm)
+	}
 	if name := templateName(1, true); name != "lpu-arc-1" {
 		t.Errorf("a best-effort 1-LPU pod uses %s, want the strict lpu-arc-1", name)
 	}

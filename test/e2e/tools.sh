@@ -19,7 +19,7 @@
 #
 # usage: test/e2e/tools.sh [apt|containerd|containerd17|crictl|kubelet|etcd|kube|helm|prometheus|crio|nfd|path|all]...
 #   path prints the cached tools' directories for PATH; all is every step but
-#   helm, crio, nfd and containerd17 (containerd 1.7 for go test ./deploy/'s
+#   helm, crio, nfd and containerd17 (containerd 1.7 for go test ./deploy/tests/'s
 #   TestContainerd17Snippet; ~4 min cold)
 set -euo pipefail
 

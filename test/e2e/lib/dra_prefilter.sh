@@ -23,11 +23,13 @@ expect_labels() {
 }
 
 # prefilter_policy apply|delete: the chart's MutatingAdmissionPolicy
-# *-dra-prefilter and its binding, rendered for mode=dra.
+# *-dra-prefilter, its binding and the ConfigMap of parameters it reads,
+# rendered for mode=dra.
 prefilter_policy() {
   local helm=${HELM:-$(command -v helm)}
   "$helm" template e2e "$CHART" -n default --kube-version 1.37.2 --set mode=dra |
-    awk 'BEGIN{RS="\n---"} /\nkind: MutatingAdmissionPolicy(Binding)?\n/ && /name: e2e-lpu-node-dra-prefilter\n/ {print "---"; print}' |
+    awk 'BEGIN{RS="\n---"} (/\nkind: MutatingAdmissionPolicy(Binding)?\n/ && /name: e2e-lpu-node-dra-prefilter\n/) ||
+      (/\nkind: ConfigMap\n/ && /name: e2e-lpu-node-policy-params\n/) {print "---"; print}' |
     kc "$1" -f - >>"$LOGS/kubectl.log" 2>&1
 }
 

@@ -367,7 +367,7 @@ sec_crictl() {
 # container whose pod requires plugin lpu; the toleration annotation lets it
 # through bare (no LPUs: nothing granted, the tenant starves itself), which
 # is why the chart's ValidatingAdmissionPolicy forbids it outside an
-# allowlist (go test ./deploy -run TestRuntimeGatePolicies, real apiserver);
+# allowlist (go test ./deploy/tests/ -run TestRuntimeGatePolicies, real apiserver);
 # the audit reports the bare container once lpu-nri is back.
 sec_gate() {
   local req='{"required-plugins.noderesource.dev": "[\"lpu\"]"}'

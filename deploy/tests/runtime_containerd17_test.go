@@ -1,4 +1,4 @@
-package deploy_test
+package tests_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
 )
 
@@ -41,7 +42,7 @@ func (p *syncProbe) Synchronize(context.Context, []*api.PodSandbox, []*api.Conta
 // registers on the snippet's socket and is synchronized. Skipped without
 // the binary ($CONTAINERD17 or test/e2e/tools.sh containerd17) or root.
 func TestContainerd17Snippet(t *testing.T) {
-	bin := firstExecutable(os.Getenv("CONTAINERD17"), "/var/cache/lpu-e2e/containerd-"+containerd17Version+"/containerd")
+	bin := charttest.FirstExecutable(os.Getenv("CONTAINERD17"), "/var/cache/lpu-e2e/containerd-"+containerd17Version+"/containerd")
 	if bin == "" {
 		t.Skip("no containerd 1.7 ($CONTAINERD17 or test/e2e/tools.sh containerd17)")
 	}

@@ -1,4 +1,4 @@
-package deploy_test
+package tests_test
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 )
 
 // TestBuildOCI builds the image twice with deploy/container/build-oci.sh and
@@ -208,7 +210,7 @@ func TestImageLabelsAgree(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Comments may mention labels; only code lines count.
-		found := re.FindAllString(stripComments(string(b)), -1)
+		found := re.FindAllString(charttest.StripComments(string(b)), -1)
 		slices.Sort(found)
 		return slices.Compact(found)
 	}

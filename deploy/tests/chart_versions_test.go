@@ -1,4 +1,4 @@
-package deploy_test
+package tests_test
 
 import (
 	"os"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 )
 
@@ -13,7 +14,7 @@ import (
 // render and names the value that turns the feature off (docs/install.md,
 // "Versions"); at the floor, or with the value off, it renders.
 func TestChartVersionFloors(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	for name, tc := range map[string]struct {
 		kube string
 		sets []string
@@ -27,7 +28,7 @@ func TestChartVersionFloors(t *testing.T) {
 		"mode dra and the gate at 1.36": {kube: "1.36.0", sets: []string{"mode=dra"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			out, err := runHelm(t, helm, templateArgs(append([]string{"--kube-version", tc.kube}, tc.sets...)...)...)
+			out, err := charttest.RunHelm(t, helm, charttest.TemplateArgs(append([]string{"--kube-version", tc.kube}, tc.sets...)...)...)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("helm template on %s: %v", tc.kube, err)
@@ -46,7 +47,7 @@ func TestChartVersionFloors(t *testing.T) {
 // with it off: the runtime gate's, and in mode dra the prefilter's. (A v1.37 API server with resource.k8s.io/v1 off does not
 // become ready, so DRA's API check is left to its version floor above.)
 func TestChartInstallWithoutGateAPI(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	c := clustertest.Start(t, clustertest.Options{APIServerFlags: []string{
 		"--runtime-config=admissionregistration.k8s.io/v1/mutatingadmissionpolicies=false",
 		"--disable-admission-plugins=MutatingAdmissionPolicy"}}) // as a cluster with the API off runs
@@ -55,7 +56,7 @@ func TestChartInstallWithoutGateAPI(t *testing.T) {
 		for _, s := range sets {
 			args = append(args, "--set", s)
 		}
-		return runHelm(t, helm, args...)
+		return charttest.RunHelm(t, helm, args...)
 	}
 	// helm keeps its cache and config out of the user's home
 	t.Setenv("HELM_CACHE_HOME", filepath.Join(t.TempDir(), "cache"))

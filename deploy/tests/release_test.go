@@ -1,4 +1,4 @@
-package deploy_test
+package tests_test
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 )
 
 // TestRelease runs deploy/release.sh (what `make release` runs) with the
@@ -37,7 +39,7 @@ func TestRelease(t *testing.T) {
 	if err != nil {
 		t.Skip("umoci not installed (apt-get install umoci)")
 	}
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	want, err := versionSh(t)
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +184,7 @@ func TestRelease(t *testing.T) {
 
 	t.Run("chart", func(t *testing.T) {
 		tgz := filepath.Join(dist, "lpu-node-"+want+".tgz")
-		out, err := runHelm(t, helm, "show", "chart", tgz)
+		out, err := charttest.RunHelm(t, helm, "show", "chart", tgz)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -503,7 +505,7 @@ func checkPush(t *testing.T, dist, helm, version string) {
 		t.Errorf("registry serves %s as %.300s (%v), want the two-platform index", version, raw, err)
 	}
 
-	if _, err := runHelm(t, helm, "push", filepath.Join(dist, "lpu-node-"+version+".tgz"), "oci://"+addr+"/charts", "--plain-http"); err != nil {
+	if _, err := charttest.RunHelm(t, helm, "push", filepath.Join(dist, "lpu-node-"+version+".tgz"), "oci://"+addr+"/charts", "--plain-http"); err != nil {
 		t.Fatal(err)
 	}
 	layout := filepath.Join(t.TempDir(), "chart")
@@ -513,15 +515,15 @@ func checkPush(t *testing.T, dist, helm, version string) {
 	run(t, "tar", "-xf", filepath.Join(dist, "lpu-node-chart-"+version+".oci.tar"), "-C", layout)
 	run(t, skopeo, "copy", "--dest-tls-verify=false", "oci:"+layout+":"+version, "docker://"+addr+"/artifact/lpu-node:"+version)
 	pulled := t.TempDir()
-	if _, err := runHelm(t, helm, "pull", "oci://"+addr+"/artifact/lpu-node", "--version", version, "--plain-http", "-d", pulled); err != nil {
+	if _, err := charttest.RunHelm(t, helm, "pull", "oci://"+addr+"/artifact/lpu-node", "--version", version, "--plain-http", "-d", pulled); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := fileSum(t, filepath.Join(pulled, "lpu-node-"+version+".tgz")), fileSum(t, filepath.Join(dist, "lpu-node-"+version+".tgz")); a != b {
 		t.Errorf("helm pull of chartoci's artifact gave a different .tgz (%s vs %s)", a, b)
 	}
 	for _, repo := range []string{"charts", "artifact"} {
-		out, err := runHelm(t, helm, "template", "lpu-node", "oci://"+addr+"/"+repo+"/lpu-node", "--version", version,
-			"--plain-http", "-n", "kube-system", "--kube-version", kubeVersion, "--skip-tests", "--set", "image.repository="+addr+"/lpu-node")
+		out, err := charttest.RunHelm(t, helm, "template", "lpu-node", "oci://"+addr+"/"+repo+"/lpu-node", "--version", version,
+			"--plain-http", "-n", "kube-system", "--kube-version", charttest.KubeVersion, "--skip-tests", "--set", "image.repository="+addr+"/lpu-node")
 		if err != nil {
 			t.Fatal(err)
 		}

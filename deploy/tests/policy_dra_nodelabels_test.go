@@ -1,4 +1,4 @@
-package deploy_test
+package tests_test
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/nodelabel"
@@ -60,19 +60,19 @@ func labelPatch(t *testing.T, labels map[string]any) []byte {
 // With dra.prefilter.enabled=false the RBAC has no node writes, and the
 // Keeper gives up (Run returns nil, Disabled set): lpu-dra runs on.
 func TestDRANodeLabelPolicy(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	c := clustertest.Start(t, gateClusterOptions)
 	cs := kubernetes.NewForConfigOrDie(c.Config)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
 	const sa = release + "-dra"
-	rbac := render(t, helm, "--show-only", "templates/dra-rbac.yaml", "mode=dra")
-	if kinds := installPolicies(ctx, t, cs, rbac); kinds["ClusterRole"] != 1 {
+	rbac := charttest.Render(t, helm, "--show-only", "templates/dra-rbac.yaml", "mode=dra")
+	if kinds := charttest.InstallPolicies(ctx, t, cs, rbac); kinds["ClusterRole"] != 1 {
 		t.Fatalf("rendered RBAC kinds %v", kinds)
 	}
-	policy := render(t, helm, "--show-only", "templates/dra-node-label-policy.yaml", "mode=dra")
-	if kinds := installPolicies(ctx, t, cs, policy); len(kinds) != 2 || kinds["ValidatingAdmissionPolicy"] != 1 || kinds["ValidatingAdmissionPolicyBinding"] != 1 {
+	policy := charttest.Render(t, helm, "--show-only", "templates/dra-node-label-policy.yaml", "--show-only", charttest.ParamsTemplate, "mode=dra")
+	if kinds := charttest.InstallPolicies(ctx, t, cs, policy); len(kinds) != 3 || kinds["ConfigMap"] != 1 || kinds["ValidatingAdmissionPolicy"] != 1 || kinds["ValidatingAdmissionPolicyBinding"] != 1 {
 		t.Fatalf("rendered kinds %v, want the policy and its binding", kinds)
 	}
 	for _, name := range []string{"node-a", "node-b"} {
@@ -209,7 +209,7 @@ func TestDRANodeLabelPolicy(t *testing.T) {
 	}
 
 	// dra.prefilter.enabled=false: the same ClusterRole without node writes.
-	off := decodePrefilter(t, render(t, helm, "--show-only", "templates/dra-rbac.yaml", "mode=dra", "dra.prefilter.enabled=false"))
+	off := decodePrefilter(t, charttest.Render(t, helm, "--show-only", "templates/dra-rbac.yaml", "mode=dra", "dra.prefilter.enabled=false"))
 	if got := nodeVerbs(t, off.Role); len(got) != 1 || got[0] != "get" {
 		t.Fatalf("prefilter off: lpu-dra's verbs on nodes %v, want [get]", got)
 	}
@@ -269,29 +269,32 @@ func waitLabels(ctx context.Context, t *testing.T, cs kubernetes.Interface, node
 }
 
 // prefilterRendering is the part of a rendering the prefilter touches:
-// the admission policies (by name, gatePolicies), lpu-dra's ClusterRole
-// and the node configs.
+// the admission policies (by name, gatePolicies) and their parameters,
+// lpu-dra's ClusterRole and the node configs.
 type prefilterRendering struct {
 	gatePolicies
 	Role      *rbacv1.ClusterRole
 	ConfigMap *corev1.ConfigMap
+	Params    *corev1.ConfigMap
 }
 
 func decodePrefilter(t *testing.T, rendered []byte) prefilterRendering {
 	t.Helper()
 	r := prefilterRendering{gatePolicies: decodeGate(t, rendered)}
-	for _, doc := range docSep.Split(string(rendered), -1) {
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
-			t.Fatal(err)
-		}
+	for _, tm := range charttest.Split(t, rendered) {
+		doc := tm.Text
 		switch tm.Kind {
 		case "ClusterRole":
 			r.Role = &rbacv1.ClusterRole{}
-			strict(t, doc, r.Role)
+			charttest.Strict(t, doc, r.Role)
 		case "ConfigMap":
-			r.ConfigMap = &corev1.ConfigMap{}
-			strict(t, doc, r.ConfigMap)
+			cm := &corev1.ConfigMap{}
+			charttest.Strict(t, doc, cm)
+			if tm.IsPolicyParams() {
+				r.Params = cm
+			} else {
+				r.ConfigMap = cm
+			}
 		}
 	}
 	return r

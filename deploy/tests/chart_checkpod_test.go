@@ -1,4 +1,4 @@
-package deploy_test
+package tests_test
 
 import (
 	"slices"
@@ -10,23 +10,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
+
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 )
 
 // checkPod renders the chart's helm test pod with sets, and the claim
 // template rendered beside it (nil when none).
 func checkPod(t *testing.T, helm string, sets ...string) (*corev1.Pod, *resourcev1.ResourceClaimTemplate) {
 	t.Helper()
-	out := render(t, helm, append([]string{"--with-tests", "--show-only", "templates/tests/check.yaml"}, sets...)...)
+	out := charttest.Render(t, helm, append([]string{"--with-tests", "--show-only", "templates/tests/check.yaml"}, sets...)...)
 	var pod *corev1.Pod
 	var tmpl *resourcev1.ResourceClaimTemplate
-	for _, doc := range docSep.Split(string(out), -1) {
-		if strings.TrimSpace(stripComments(doc)) == "" {
-			continue
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
-			t.Fatalf("check: %v\n%s", err, doc)
-		}
+	for _, tm := range charttest.Split(t, out) {
+		doc := tm.Text
 		var v any
 		switch tm.Kind {
 		case "Pod":
@@ -57,7 +53,7 @@ func checkPod(t *testing.T, helm string, sets ...string) (*corev1.Pod, *resource
 // manifests and every other rendering leave it out; values it cannot serve
 // are refused naming them.
 func TestChartCheckPod(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	for name, tc := range map[string]struct {
 		sets []string
 		ns   string
@@ -101,7 +97,7 @@ func TestChartCheckPod(t *testing.T) {
 				if len(reqs) != 1 || reqs[0].Exactly == nil || reqs[0].Exactly.DeviceClassName != "lpu-arc-"+tc.lpus+".hyperaccel.ai" || reqs[0].Exactly.Count > 1 {
 					t.Errorf("claim template requests %+v, want one lpu-arc-%s.hyperaccel.ai device", reqs, tc.lpus)
 				}
-				o := decodeDRA(t, render(t, helm, tc.sets...))
+				o := decodeDRA(t, charttest.Render(t, helm, tc.sets...))
 				for n, ds := range o.DaemonSets {
 					selects(t, n, ds.Spec.Selector, pod)
 				}
@@ -112,12 +108,12 @@ func TestChartCheckPod(t *testing.T) {
 				if q := c.Resources.Limits["hyperaccel.ai/lpu"]; q.String() != tc.lpus || len(pod.Spec.ResourceClaims) != 0 {
 					t.Errorf("limits %v claims %v, want hyperaccel.ai/lpu: %s", c.Resources.Limits, pod.Spec.ResourceClaims, tc.lpus)
 				}
-				ds := decode(t, render(t, helm, tc.sets...)).DaemonSet
+				ds := decode(t, charttest.Render(t, helm, tc.sets...)).DaemonSet
 				selects(t, ds.Name, ds.Spec.Selector, pod)
 			}
 		})
 	}
-	if out := render(t, helm); strings.Contains(string(out), "lpu-nri\", \"check\"") {
+	if out := charttest.Render(t, helm); strings.Contains(string(out), "lpu-nri\", \"check\"") {
 		t.Error("a plain rendering (the manifests) carries the helm test pod")
 	}
 	for set, want := range map[string]string{
@@ -128,11 +124,11 @@ func TestChartCheckPod(t *testing.T) {
 		if set == "check.lpus=3" {
 			sets = append(sets, "mode=dra")
 		}
-		if _, err := runHelm(t, helm, templateArgs(sets...)...); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := charttest.RunHelm(t, helm, charttest.TemplateArgs(sets...)...); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--set %s: %v, want an error saying %q", set, err, want)
 		}
 	}
-	if out := render(t, helm, "--with-tests", "check.enabled=false"); strings.Contains(string(out), "helm.sh/hook: test") {
+	if out := charttest.Render(t, helm, "--with-tests", "check.enabled=false"); strings.Contains(string(out), "helm.sh/hook: test") {
 		t.Error("check.enabled=false still renders the test pod")
 	}
 }

@@ -1,4 +1,4 @@
-package deploy_test
+package tests_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"sigs.k8s.io/yaml"
 
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -61,14 +62,8 @@ func readGang(t *testing.T) gang {
 		t.Fatal(err)
 	}
 	var g gang
-	for i, doc := range docSep.Split(string(b), -1) {
-		if strings.TrimSpace(stripComments(doc)) == "" {
-			continue
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
-			t.Fatalf("%s document %d: %v", gangExample, i, err)
-		}
+	for i, tm := range charttest.Split(t, b) {
+		doc := tm.Text
 		var obj any
 		switch tm.APIVersion + "/" + tm.Kind {
 		case "scheduling.k8s.io/v1beta1/Workload":
@@ -143,7 +138,7 @@ func (g gang) apply(ctx context.Context, t *testing.T, cs kubernetes.Interface) 
 // partial hold the gang prevents. Last, the PodGroup outlives a delete
 // while its pods run.
 func TestGangExample(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	ex := readGang(t)
 	c := clustertest.Start(t, gangClusterOptions)
 	cs := kubernetes.NewForConfigOrDie(c.Config)
@@ -151,7 +146,7 @@ func TestGangExample(t *testing.T) {
 	defer cancel()
 
 	makeNamespaces(ctx, t, cs, map[string]map[string]string{ex.group.Namespace: nil})
-	dra := decodeDRA(t, render(t, helm, "--show-only", "templates/dra-classes.yaml", "mode=dra"))
+	dra := decodeDRA(t, charttest.Render(t, helm, "--show-only", "templates/dra-classes.yaml", "mode=dra"))
 	installClasses(ctx, t, cs, dra)
 	lpuNode(ctx, t, cs, "lpu-0")
 

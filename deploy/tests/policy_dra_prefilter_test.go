@@ -1,6 +1,7 @@
-package deploy_test
+package tests_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 )
@@ -36,7 +38,7 @@ const (
 // MAP's names follow dra.arcSizes; without claim-template namespaces it
 // has nothing to match and is not rendered.
 func TestChartDRAPrefilter(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	named := `json:nodeConfigs.configs={"ring4":{"allocation":{"policy":"strict"}}}`
 	for name, tc := range map[string]struct {
 		sets []string
@@ -48,7 +50,7 @@ func TestChartDRAPrefilter(t *testing.T) {
 		"dra nodes, prefilter off":            {sets: []string{"nodeModes.enabled=true", named, "dra.prefilter.enabled=false"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r := decodePrefilter(t, render(t, helm, tc.sets...))
+			r := decodePrefilter(t, charttest.Render(t, helm, tc.sets...))
 			if _, ok := r.Mutating[prefilterPolicy]; ok != tc.on {
 				t.Errorf("MAP %s rendered %v, want %v", prefilterPolicy, ok, tc.on)
 			}
@@ -82,29 +84,36 @@ func TestChartDRAPrefilter(t *testing.T) {
 		})
 	}
 
-	// The MAP matches exactly the chart's names for the offered sizes.
+	// The MAP matches exactly the chart's names for the offered sizes: its
+	// conditions read them from the parameters.
 	for sizes, tc := range map[string]struct{ has, lacks []string }{
-		"[1,4]": {has: []string{`"lpu-arc-1"`, `"lpu-arc-4"`, `"lpu-4-best-effort"`, `"hyperaccel.ai/lpu-arc-4"`,
-			`"deviceclass.resource.kubernetes.io/lpu-arc-4.hyperaccel.ai"`}, lacks: []string{`"lpu-arc-2"`, `"lpu-1-best-effort"`, `"lpu-8-best-effort"`}},
-		"[1,3,16]": {has: []string{`"lpu-3-best-effort"`, `"lpu-arc-16"`, `"hyperaccel.ai/lpu-arc-16"`}, lacks: []string{`"lpu-arc-4"`}},
+		"[1,4]": {has: []string{"lpu-arc-1", "lpu-arc-4", "lpu-4-best-effort", "hyperaccel.ai/lpu-arc-4",
+			"deviceclass.resource.kubernetes.io/lpu-arc-4.hyperaccel.ai"}, lacks: []string{"lpu-arc-2", "lpu-1-best-effort", "lpu-8-best-effort"}},
+		"[1,3,16]": {has: []string{"lpu-3-best-effort", "lpu-arc-16", "hyperaccel.ai/lpu-arc-16"}, lacks: []string{"lpu-arc-4"}},
 	} {
-		r := decodePrefilter(t, render(t, helm, "mode=dra", "json:dra.arcSizes="+sizes, `json:dra.claimTemplates.namespaces=["ml","research"]`))
+		r := decodePrefilter(t, charttest.Render(t, helm, "mode=dra", "json:dra.arcSizes="+sizes, `json:dra.claimTemplates.namespaces=["ml","research"]`))
 		p := r.Mutating[prefilterPolicy]
-		if p == nil || len(p.Spec.MatchConditions) != 2 {
-			t.Fatalf("arcSizes %s: MAP %+v", sizes, p)
+		if p == nil || len(p.Spec.MatchConditions) != 2 || r.Params == nil {
+			t.Fatalf("arcSizes %s: MAP %+v, parameters %+v", sizes, p, r.Params)
 		}
-		if got := p.Spec.MatchConditions[0].Expression; got != `request.namespace in ["ml","research"]` {
+		if got := r.Params.Data["claimTemplateNamespaces"]; got != "ml,research" {
+			t.Errorf("arcSizes %s: claimTemplateNamespaces %q, want ml,research", sizes, got)
+		}
+		if got := p.Spec.MatchConditions[0].Expression; got != `request.namespace in params.data.claimTemplateNamespaces.split(",")` {
 			t.Errorf("arcSizes %s: namespace condition %q", sizes, got)
 		}
-		asks := p.Spec.MatchConditions[1].Expression
+		if asks := p.Spec.MatchConditions[1].Expression; !strings.Contains(asks, "params.data.arcResources") || !strings.Contains(asks, "params.data.arcClaimTemplates") {
+			t.Errorf("arcSizes %s: asks-arc does not read the arcs' names from the parameters: %s", sizes, asks)
+		}
+		names := strings.Split(r.Params.Data["arcResources"]+","+r.Params.Data["arcClaimTemplates"], ",")
 		for _, s := range tc.has {
-			if !strings.Contains(asks, s) {
-				t.Errorf("arcSizes %s: asks-arc lacks %s: %s", sizes, s, asks)
+			if !slices.Contains(names, s) {
+				t.Errorf("arcSizes %s: asks-arc lacks %s: %v", sizes, s, names)
 			}
 		}
 		for _, s := range tc.lacks {
-			if strings.Contains(asks, s) {
-				t.Errorf("arcSizes %s: asks-arc names %s: %s", sizes, s, asks)
+			if slices.Contains(names, s) {
+				t.Errorf("arcSizes %s: asks-arc names %s: %v", sizes, s, names)
 			}
 		}
 		if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != admissionv1.Ignore || len(p.Spec.MatchConstraints.ResourceRules) != 1 ||
@@ -112,14 +121,14 @@ func TestChartDRAPrefilter(t *testing.T) {
 			t.Errorf("arcSizes %s: failurePolicy %v, rules %+v: want Ignore (a hint), pods CREATE only", sizes, p.Spec.FailurePolicy, p.Spec.MatchConstraints.ResourceRules)
 		}
 	}
-	r := decodePrefilter(t, render(t, helm, "mode=dra", "json:dra.claimTemplates.namespaces=[]", "check.enabled=false"))
+	r := decodePrefilter(t, charttest.Render(t, helm, "mode=dra", "json:dra.claimTemplates.namespaces=[]", "check.enabled=false"))
 	if _, ok := r.Mutating[prefilterPolicy]; ok {
 		t.Error("no claim-template namespaces: the prefilter MAP still rendered")
 	}
 	if _, ok := r.Validating[nodeLabelsPolicy]; !ok {
 		t.Error("no claim-template namespaces: lpu-dra still labels its Node, the node-label policy must stay")
 	}
-	if out := string(render(t, helm)); strings.Contains(out, "prefilter") || strings.Contains(out, "node-labels") {
+	if out := string(charttest.Render(t, helm)); strings.Contains(out, "prefilter") || strings.Contains(out, "node-labels") {
 		t.Error("mode devicePlugin renders prefilter objects")
 	}
 }
@@ -195,7 +204,7 @@ func multiPod(name, ns string, templates []string, res ...string) *corev1.Pod {
 // own affinity conflicts stays Pending, Unschedulable) and places it on a
 // labelled node with room or an unlabelled one.
 func TestDRAPrefilterPolicy(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	c := clustertest.Start(t, prefilterClusterOptions)
 	cs := kubernetes.NewForConfigOrDie(c.Config)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -207,9 +216,10 @@ func TestDRAPrefilterPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rendered := render(t, helm, "--show-only", "templates/dra-prefilter.yaml", "mode=dra", `json:dra.claimTemplates.namespaces=["ml","default"]`)
-	if kinds := installPolicies(ctx, t, cs, rendered); len(kinds) != 2 || kinds["MutatingAdmissionPolicy"] != 1 || kinds["MutatingAdmissionPolicyBinding"] != 1 {
-		t.Fatalf("rendered kinds %v, want the prefilter MAP and its binding", kinds)
+	sets := []string{"mode=dra", `json:dra.claimTemplates.namespaces=["ml","default"]`}
+	rendered := charttest.Render(t, helm, append([]string{"--show-only", "templates/dra-prefilter.yaml", "--show-only", charttest.ParamsTemplate}, sets...)...)
+	if kinds := charttest.InstallPolicies(ctx, t, cs, rendered); len(kinds) != 3 || kinds["MutatingAdmissionPolicy"] != 1 || kinds["MutatingAdmissionPolicyBinding"] != 1 || kinds["ConfigMap"] != 1 {
+		t.Fatalf("rendered kinds %v, want the prefilter MAP, its binding and parameters", kinds)
 	}
 	waitForPrefilter(ctx, t, cs, "lpu-arc-4", []corev1.NodeSelectorTerm{term(strictExpr(4))})
 
@@ -225,15 +235,17 @@ func TestDRAPrefilterPolicy(t *testing.T) {
 	})
 	t.Run("scheduling", func(t *testing.T) { testPrefilterScheduling(ctx, t, cs) })
 
-	// Other sizes offered: the names and the NotIn lists follow dra.arcSizes.
-	if err := cs.AdmissionregistrationV1().MutatingAdmissionPolicies().Delete(ctx, prefilterPolicy, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	// Other sizes offered: the names and the NotIn lists follow dra.arcSizes,
+	// through the parameters alone (the policy's text does not depend on
+	// the values).
+	other := []string{"mode=dra", "json:dra.arcSizes=[1,3,16]", `json:dra.claimTemplates.namespaces=["ml"]`}
+	policy := func(sets []string) []byte {
+		return charttest.Render(t, helm, append([]string{"--show-only", "templates/dra-prefilter.yaml"}, sets...)...)
 	}
-	if err := cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Delete(ctx, prefilterPolicy, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	if a, b := policy(sets), policy(other); !bytes.Equal(a, b) {
+		t.Errorf("the prefilter policy's text depends on dra.arcSizes or dra.claimTemplates.namespaces (first difference at byte %d)", firstDiff(string(a), string(b)))
 	}
-	installPolicies(ctx, t, cs, render(t, helm, "--show-only", "templates/dra-prefilter.yaml", "mode=dra",
-		"json:dra.arcSizes=[1,3,16]", `json:dra.claimTemplates.namespaces=["ml"]`))
+	updateParams(ctx, t, cs, charttest.Render(t, helm, append([]string{"--show-only", charttest.ParamsTemplate}, other...)...))
 	waitForPrefilter(ctx, t, cs, "lpu-arc-16", []corev1.NodeSelectorTerm{term(strictExpr(16))})
 	t.Run("other sizes", func(t *testing.T) {
 		for name, tc := range map[string]struct {

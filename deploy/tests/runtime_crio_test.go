@@ -1,4 +1,4 @@
-package deploy_test
+package tests_test
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 )
 
 // crioVersion is the CRI-O test/e2e/tools.sh crio installs (from the
@@ -23,7 +25,7 @@ const crioVersion = "1.36.3"
 // e2e cache of test/e2e/tools.sh crio.
 func crioBinary(t *testing.T) string {
 	t.Helper()
-	if p := firstExecutable(os.Getenv("CRIO"), "/var/cache/lpu-e2e/crio-"+crioVersion+"/crio"); p != "" {
+	if p := charttest.FirstExecutable(os.Getenv("CRIO"), "/var/cache/lpu-e2e/crio-"+crioVersion+"/crio"); p != "" {
 		return p
 	}
 	t.Skip("no CRI-O binary ($CRIO or test/e2e/tools.sh crio)")

@@ -1,4 +1,4 @@
-package deploy_test
+package tests_test
 
 import (
 	"encoding/json"
@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 )
 
@@ -43,10 +44,11 @@ type chartCase struct {
 
 const nfdDir = "/etc/kubernetes/node-feature-discovery/features.d"
 
-// gateKinds are the runtime gate's policies and bindings (cluster-scoped).
+// gateKinds are the runtime gate's policies and bindings (cluster-scoped);
+// their parameters, a ConfigMap, are listed as PolicyParams.
 var gateKinds = []string{"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
-var baseKinds = append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "DaemonSet"}, gateKinds...)
+var baseKinds = append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "PolicyParams", "DaemonSet"}, gateKinds...)
 
 func chartCases() map[string]chartCase {
 	return map[string]chartCase{
@@ -71,7 +73,7 @@ func chartCases() map[string]chartCase {
 				"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=hyperaccel.ai/lpu.model",
 				"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
 				"metrics.service.enabled=true", "metrics.service.annotations.a=b"},
-			kinds: append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "Service", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI,
+			kinds: append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "PolicyParams", "Service", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI,
 			knobs: true,
 		},
 		"two driver mounts, checked as directories": {
@@ -90,12 +92,12 @@ func chartCases() map[string]chartCase {
 		},
 		"service monitor": {
 			sets:  []string{"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prom"},
-			kinds: []string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "Service", "DaemonSet", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "ServiceMonitor", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
+			kinds: []string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "PolicyParams", "Service", "DaemonSet", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "ServiceMonitor", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
 			mode:  config.InjectionNRI,
 		},
 		"service only": {
 			sets:  []string{"metrics.service.enabled=true"},
-			kinds: append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "Service", "DaemonSet"}, gateKinds...),
+			kinds: append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "PolicyParams", "Service", "DaemonSet"}, gateKinds...),
 			mode:  config.InjectionNRI,
 		},
 		"simulated node with a network table and pod-resources check": {
@@ -110,7 +112,7 @@ func chartCases() map[string]chartCase {
 		},
 		"no network policy": {
 			sets:  []string{"networkPolicy.enabled=false"},
-			kinds: append([]string{"ServiceAccount", "ConfigMap", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI, noNetworkPolicy: true,
+			kinds: append([]string{"ServiceAccount", "ConfigMap", "PolicyParams", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI, noNetworkPolicy: true,
 		},
 		"runtime guard in nri mode": {
 			sets:  []string{"config.security.runtimeGuard=true"},
@@ -125,16 +127,16 @@ func chartCases() map[string]chartCase {
 				"config.kubelet.devicePluginDir=/data/kubelet/device-plugins",
 				"config.kubelet.podResourcesSocket=/data/kubelet/pod-resources/kubelet.sock",
 				"config.allocation.policy=strict", "serviceAccount.create=false"},
-			kinds: append([]string{"NetworkPolicy", "ConfigMap", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI,
+			kinds: append([]string{"NetworkPolicy", "ConfigMap", "PolicyParams", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI,
 		},
 	}
 }
 
 func TestChartRender(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	for name, tc := range chartCases() {
 		t.Run(name, func(t *testing.T) {
-			objs := decode(t, render(t, helm, tc.sets...))
+			objs := decode(t, charttest.Render(t, helm, tc.sets...))
 			if !reflect.DeepEqual(objs.Kinds, tc.kinds) {
 				t.Fatalf("kinds = %v, want %v", objs.Kinds, tc.kinds)
 			}
@@ -602,7 +604,7 @@ func checkMetricsObjects(t *testing.T, objs objects) {
 // values the daemons would refuse (or that would weaken the deployment),
 // naming the key.
 func TestChartRejectsBadValues(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	tests := map[string]struct {
 		set  string
 		want string // substring of helm's error
@@ -628,7 +630,7 @@ func TestChartRejectsBadValues(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			out, err := runHelm(t, helm, templateArgs(tc.set)...)
+			out, err := charttest.RunHelm(t, helm, charttest.TemplateArgs(tc.set)...)
 			if err == nil {
 				t.Fatalf("helm template --set %s succeeded:\n%.400s", tc.set, out)
 			}
@@ -643,7 +645,7 @@ func TestChartRejectsBadValues(t *testing.T) {
 // DaemonSet (the main one, a named node config's and lpu-dra's) to
 // repository:tag@digest; without it they name the tag alone.
 func TestChartImageDigest(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	version, err := os.ReadFile("../VERSION")
 	if err != nil {
 		t.Fatal(err)
@@ -655,7 +657,7 @@ func TestChartImageDigest(t *testing.T) {
 		byTag:                nil,
 	} {
 		sets = append(sets, "mode=dra", `json:nodeConfigs.configs={"ring4":{"allocation":{"policy":"strict"}}}`)
-		o := decodeDRA(t, render(t, helm, sets...))
+		o := decodeDRA(t, charttest.Render(t, helm, sets...))
 		if len(o.DaemonSets) != 4 {
 			t.Fatalf("%d DaemonSets, want the main one, lpu-dra and one of each per named config", len(o.DaemonSets))
 		}
@@ -671,7 +673,7 @@ func TestChartImageDigest(t *testing.T) {
 }
 
 func TestChartLint(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	for name, sets := range map[string][]string{
 		"defaults":              nil,
 		"cdi":                   {"config.injection.mode=cdi", "metrics.serviceMonitor.enabled=true"},
@@ -683,7 +685,7 @@ func TestChartLint(t *testing.T) {
 			for _, s := range sets {
 				args = append(args, "--set", s)
 			}
-			if out, err := runHelm(t, helm, args...); err != nil {
+			if out, err := charttest.RunHelm(t, helm, args...); err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
 		})
@@ -698,12 +700,12 @@ const manifestsHeader = `# Generated by deploy/render.sh from deploy/helm/lpu-no
 // TestManifestsMatchChart: deploy/manifests/lpu-node.yaml is exactly the
 // chart rendered with default values by deploy/render.sh.
 func TestManifestsMatchChart(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	got, err := os.ReadFile(manifestsFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := manifestsHeader + string(render(t, helm))
+	want := manifestsHeader + string(charttest.Render(t, helm))
 	if string(got) != want {
 		t.Errorf("%s is stale: run deploy/render.sh (first difference at byte %d)", manifestsFile, firstDiff(string(got), want))
 	}

@@ -1,4 +1,4 @@
-package deploy_test
+package tests_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 )
 
@@ -21,14 +22,14 @@ const msgNoConfig = "driver lpu.hyperaccel.ai takes no opaque config"
 // opaque config to lpu.hyperaccel.ai are refused with a message saying the
 // driver takes none; config for other drivers, and no config, pass.
 func TestDRAConfigPolicy(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	c := clustertest.Start(t, gateClusterOptions)
 	cs := kubernetes.NewForConfigOrDie(c.Config)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	rendered := render(t, helm, "--show-only", "templates/dra-config-policy.yaml", "mode=dra")
-	if kinds := installPolicies(ctx, t, cs, rendered); len(kinds) != 2 || kinds["ValidatingAdmissionPolicy"] != 1 {
+	rendered := charttest.Render(t, helm, "--show-only", "templates/dra-config-policy.yaml", "mode=dra")
+	if kinds := charttest.InstallPolicies(ctx, t, cs, rendered); len(kinds) != 2 || kinds["ValidatingAdmissionPolicy"] != 1 {
 		t.Fatalf("rendered kinds %v, want one ValidatingAdmissionPolicy and its binding", kinds)
 	}
 	makeNamespaces(ctx, t, cs, map[string]map[string]string{"tenant": nil})

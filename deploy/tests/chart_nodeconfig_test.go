@@ -1,4 +1,4 @@
-package deploy_test
+package tests_test
 
 import (
 	"maps"
@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 )
 
 const nodeConfigLabel = "hyperaccel.ai/lpu.config"
@@ -56,14 +57,8 @@ type featureMatcher struct {
 func renderSplit(t *testing.T, helm string, sets ...string) rendering {
 	t.Helper()
 	r := rendering{DaemonSets: map[string]*appsv1.DaemonSet{}}
-	for i, doc := range docSep.Split(string(render(t, helm, sets...)), -1) {
-		if strings.TrimSpace(stripComments(doc)) == "" {
-			continue
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
-			t.Fatalf("document %d: %v", i, err)
-		}
+	for i, tm := range charttest.Split(t, charttest.Render(t, helm, sets...)) {
+		doc := tm.Text
 		var err error
 		switch tm.Kind {
 		case "DaemonSet":
@@ -75,7 +70,9 @@ func renderSplit(t *testing.T, helm string, sets ...string) rendering {
 				r.DaemonSets[ds.Name] = ds
 			}
 		case "ConfigMap":
-			err = yaml.UnmarshalStrict([]byte(doc), &r.ConfigMap)
+			if !tm.IsPolicyParams() { // the daemons' configs, not the policies' parameters
+				err = yaml.UnmarshalStrict([]byte(doc), &r.ConfigMap)
+			}
 		case "NodeFeatureRule":
 			if tm.APIVersion != "nfd.k8s-sigs.io/v1alpha1" {
 				t.Errorf("NodeFeatureRule apiVersion %s", tm.APIVersion)
@@ -124,7 +121,7 @@ func schedulable(t *testing.T, ds *appsv1.DaemonSet, node map[string]string) boo
 // selector (immutable on upgrade) and stays off those nodes, so every LPU node
 // runs exactly one.
 func TestChartNodeConfigs(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	r := renderSplit(t, helm,
 		`json:nodeConfigs.configs={"ring4":{"allocation":{"policy":"strict"},"topology":{"source":"config","rings":[["lpu0","lpu1","lpu2","lpu3"]]}},"cdi-nodes":{"injection":{"mode":"cdi"}}}`,
 		"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=example.com/pool",
@@ -239,7 +236,7 @@ func TestChartNodeConfigs(t *testing.T) {
 // TestChartNodeFeatureRule: with NFD the rule sets exactly the label the
 // DaemonSet selects on, from the PCI IDs and kernel modules in values.
 func TestChartNodeFeatureRule(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	if r := renderSplit(t, helm); r.Rule != nil {
 		t.Error("NodeFeatureRule rendered by default (it needs NFD's CRD)")
 	}
@@ -300,7 +297,7 @@ func TestChartNodeFeatureRule(t *testing.T) {
 	}
 	for name, tc := range bad {
 		t.Run(name, func(t *testing.T) {
-			_, err := runHelm(t, helm, templateArgs("nodeFeatureRule.enabled=true", tc.set)...)
+			_, err := charttest.RunHelm(t, helm, charttest.TemplateArgs("nodeFeatureRule.enabled=true", tc.set)...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("--set %s: err %v, want one naming %q", tc.set, err, tc.want)
 			}
@@ -323,7 +320,7 @@ func TestChartDoctorSeesItsChecks(t *testing.T) {
 	if !strings.Contains(string(src), `DevicePluginHealthEnv = "`+env+`"`) {
 		t.Fatalf("lpu-nri reads the device plugin health URL from another variable than %s", env)
 	}
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	for name, sets := range map[string][]string{
 		"defaults":   nil,
 		"other port": {"devicePlugin.metricsPort=9999"},
@@ -368,7 +365,7 @@ func TestChartDoctorSeesItsChecks(t *testing.T) {
 // arcs), on exactly the nodes labelled with its name; the default lpu-dra
 // DaemonSet keeps its selector and stays off those nodes (issue 33).
 func TestChartNodeConfigsDRA(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	r := renderSplit(t, helm, "mode=dra",
 		`json:nodeConfigs.configs={"ring4":{"topology":{"source":"config","rings":[["lpu0","lpu1","lpu2","lpu3"]]}}}`)
 	dra := map[string]*appsv1.DaemonSet{}

@@ -1,4 +1,4 @@
-package deploy_test
+package tests_test
 
 import (
 	"context"
@@ -7,15 +7,14 @@ import (
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 )
 
@@ -44,13 +43,13 @@ var gateClusterOptions = clustertest.Options{ControllerManager: true,
 // claims gated in namespaces labelled lpuTenantLabel) in a real
 // kube-apiserver v1.37 and creates and updates pods against them.
 func TestRuntimeGatePolicies(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	c := clustertest.Start(t, gateClusterOptions)
 	cs := kubernetes.NewForConfigOrDie(c.Config)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	rendered := render(t, helm, "--show-only", "templates/runtimegate.yaml", "mode=dra",
+	rendered := charttest.Render(t, helm, "--show-only", "templates/runtimegate.yaml", "--show-only", charttest.ParamsTemplate, "mode=dra",
 		"json:runtimeGate.tolerateNamespaces=[\"node-agents\"]",
 		"json:runtimeGate.lpuResources=[\"example.com/lpu-slice\"]",
 		"json:runtimeGate.lpuDeviceClasses=[\"custom-lpu.example.com\"]",
@@ -69,8 +68,8 @@ func TestRuntimeGatePolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if kinds := installPolicies(ctx, t, cs, rendered); len(kinds) != 4 || kinds["MutatingAdmissionPolicy"] != 2 || kinds["ValidatingAdmissionPolicy"] != 4 {
-		t.Fatalf("rendered kinds %v, want the two policies for pods and for claim pods, the two for LPU claims and templates, and their bindings", kinds)
+	if kinds := charttest.InstallPolicies(ctx, t, cs, rendered); len(kinds) != 5 || kinds["MutatingAdmissionPolicy"] != 2 || kinds["ValidatingAdmissionPolicy"] != 4 || kinds["ConfigMap"] != 1 {
+		t.Fatalf("rendered kinds %v, want the two policies for pods and for claim pods, the two for LPU claims and templates, their bindings and parameters", kinds)
 	}
 	waitForGate(ctx, t, cs)
 	noTypeWarnings(ctx, t, cs)
@@ -80,6 +79,29 @@ func TestRuntimeGatePolicies(t *testing.T) {
 	t.Run("subresources", func(t *testing.T) { testGateSubresources(ctx, t, cs) })
 	t.Run("claim scope", func(t *testing.T) { testGateClaimScope(ctx, t, cs, c.Config) })
 	t.Run("annotation values", func(t *testing.T) { testGateAnnotationValues(ctx, t, cs) })
+	// Last: it takes the parameters away.
+	t.Run("without parameters", func(t *testing.T) { testGateWithoutParams(ctx, t, cs) })
+}
+
+// testGateWithoutParams: with the policy-params ConfigMap gone the gate
+// fails closed (the bindings' parameterNotFoundAction Deny): an LPU pod is
+// refused rather than created ungated.
+func testGateWithoutParams(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
+	if err := cs.CoreV1().ConfigMaps(namespace).Delete(ctx, release+"-policy-params", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	eventuallyPolicy(ctx, t, func() error {
+		p, err := cs.CoreV1().Pods("tenant").Create(ctx, lpuPod("noparams", "tenant", nil), dry)
+		if err == nil {
+			return errString("an LPU pod is still admitted, annotated " + p.Annotations[requiredPlugins])
+		}
+		if !strings.Contains(err.Error(), "no params found") {
+			return err
+		}
+		t.Logf("refused as it must: %v", err)
+		return nil
+	})
 }
 
 // testGateCreate: LPU pods get the required-plugins annotation, other pods
@@ -332,11 +354,11 @@ func makeNamespaces(ctx context.Context, t *testing.T, cs kubernetes.Interface, 
 	t.Helper()
 	for ns, labels := range nss {
 		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{})
-		if err != nil && !strings.Contains(err.Error(), "already exists") {
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 		_, err = cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
-		if err != nil && !strings.Contains(err.Error(), "already exists") {
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}
@@ -408,64 +430,13 @@ func eventuallyPolicy(ctx context.Context, t *testing.T, check func() error) {
 	}
 }
 
-// installPolicies creates the rendered policies and bindings (and RBAC
-// objects: service accounts, cluster roles and their bindings) and returns
-// how many of each kind it created.
-func installPolicies(ctx context.Context, t *testing.T, cs kubernetes.Interface, rendered []byte) map[string]int {
+// updateParams replaces the policies' parameters with the rendered
+// ConfigMap: the policies read them at each request.
+func updateParams(ctx context.Context, t *testing.T, cs kubernetes.Interface, rendered []byte) {
 	t.Helper()
-	kinds := map[string]int{}
-	for _, doc := range docSep.Split(string(rendered), -1) {
-		if strings.TrimSpace(stripComments(doc)) == "" {
-			continue
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
-			t.Fatal(err)
-		}
-		kinds[tm.Kind]++
-		var err error
-		switch tm.Kind {
-		case "MutatingAdmissionPolicy":
-			var o admissionv1.MutatingAdmissionPolicy
-			strict(t, doc, &o)
-			_, err = cs.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, &o, metav1.CreateOptions{})
-		case "MutatingAdmissionPolicyBinding":
-			var o admissionv1.MutatingAdmissionPolicyBinding
-			strict(t, doc, &o)
-			_, err = cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Create(ctx, &o, metav1.CreateOptions{})
-		case "ValidatingAdmissionPolicy":
-			var o admissionv1.ValidatingAdmissionPolicy
-			strict(t, doc, &o)
-			_, err = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &o, metav1.CreateOptions{})
-		case "ValidatingAdmissionPolicyBinding":
-			var o admissionv1.ValidatingAdmissionPolicyBinding
-			strict(t, doc, &o)
-			_, err = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &o, metav1.CreateOptions{})
-		case "ServiceAccount":
-			var o corev1.ServiceAccount
-			strict(t, doc, &o)
-			_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-		case "ClusterRole":
-			var o rbacv1.ClusterRole
-			strict(t, doc, &o)
-			_, err = cs.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
-		case "ClusterRoleBinding":
-			var o rbacv1.ClusterRoleBinding
-			strict(t, doc, &o)
-			_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
-		default:
-			t.Fatalf("unexpected kind %s among the admission policies and RBAC objects", tm.Kind)
-		}
-		if err != nil {
-			t.Fatalf("create %s: %v", tm.Kind, err)
-		}
-	}
-	return kinds
-}
-
-func strict(t *testing.T, doc string, into any) {
-	t.Helper()
-	if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {
-		t.Fatalf("strict decode: %v\n%s", err, doc)
+	var cm corev1.ConfigMap
+	charttest.Strict(t, charttest.StripComments(string(rendered)), &cm)
+	if _, err := cs.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, &cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("update %s: %v", cm.Name, err)
 	}
 }

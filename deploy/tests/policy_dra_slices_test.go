@@ -1,4 +1,4 @@
-package deploy_test
+package tests_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
@@ -29,18 +30,18 @@ const msgNodeSlices = "may write only its own node's ResourceSlices"
 // cannot create, update, move or delete node B's slices or another
 // driver's, nor delete a collection; a token bound to no pod writes none.
 func TestDRASlicePolicy(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	c := clustertest.Start(t, gateClusterOptions)
 	cs := kubernetes.NewForConfigOrDie(c.Config)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
 	const sa = release + "-dra"
-	if kinds := installPolicies(ctx, t, cs, render(t, helm, "--show-only", "templates/dra-rbac.yaml", "mode=dra")); kinds["ServiceAccount"] != 1 || kinds["ClusterRole"] != 1 {
+	if kinds := charttest.InstallPolicies(ctx, t, cs, charttest.Render(t, helm, "--show-only", "templates/dra-rbac.yaml", "mode=dra")); kinds["ServiceAccount"] != 1 || kinds["ClusterRole"] != 1 {
 		t.Fatalf("rendered RBAC kinds %v", kinds)
 	}
-	policy := render(t, helm, "--show-only", "templates/dra-slice-policy.yaml", "mode=dra")
-	if kinds := installPolicies(ctx, t, cs, policy); kinds["ValidatingAdmissionPolicy"] != 1 || kinds["ValidatingAdmissionPolicyBinding"] != 1 {
+	policy := charttest.Render(t, helm, "--show-only", "templates/dra-slice-policy.yaml", "--show-only", charttest.ParamsTemplate, "mode=dra")
+	if kinds := charttest.InstallPolicies(ctx, t, cs, policy); kinds["ValidatingAdmissionPolicy"] != 1 || kinds["ValidatingAdmissionPolicyBinding"] != 1 {
 		t.Fatalf("rendered kinds %v", kinds)
 	}
 	nodes := map[string]*corev1.Node{}

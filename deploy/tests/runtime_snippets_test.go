@@ -1,4 +1,4 @@
-package deploy_test
+package tests_test
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 	"sigs.k8s.io/yaml"
+
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 )
 
 // The keys below are the containerd and CRI-O option names the snippets rely
@@ -230,7 +232,7 @@ func TestRuntimeSnippets(t *testing.T) {
 // $CONTAINERD, else the e2e cache of test/e2e/tools.sh.
 func containerdBinary(t *testing.T) string {
 	t.Helper()
-	if p := firstExecutable(os.Getenv("CONTAINERD"), "/var/cache/lpu-e2e/containerd-v2.4.2/containerd"); p != "" {
+	if p := charttest.FirstExecutable(os.Getenv("CONTAINERD"), "/var/cache/lpu-e2e/containerd-v2.4.2/containerd"); p != "" {
 		return p
 	}
 	t.Skip("no containerd binary ($CONTAINERD or test/e2e/tools.sh containerd)")

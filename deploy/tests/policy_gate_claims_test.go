@@ -1,4 +1,4 @@
-package deploy_test
+package tests_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package deploy_test
+package tests_test
 
 import (
 	"maps"
@@ -16,41 +16,18 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 )
 
 const nodeModeLabel = "hyperaccel.ai/lpu.mode"
 
-// renderedDoc is one document of a rendering: its kind, name, the template
-// it came from and its text.
-type renderedDoc struct {
-	Kind, Name, Source, Text string
-}
-
 // renderDocs renders the chart and keys its documents by kind/name.
-func renderDocs(t *testing.T, helm string, sets ...string) map[string]renderedDoc {
+func renderDocs(t *testing.T, helm string, sets ...string) map[string]charttest.Doc {
 	t.Helper()
-	out := map[string]renderedDoc{}
-	for i, doc := range docSep.Split(string(render(t, helm, sets...)), -1) {
-		if strings.TrimSpace(stripComments(doc)) == "" {
-			continue
-		}
-		var m struct {
-			Kind     string `json:"kind"`
-			Metadata struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-		}
-		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
-			t.Fatalf("document %d: %v", i, err)
-		}
-		d := renderedDoc{Kind: m.Kind, Name: m.Metadata.Name, Text: strings.TrimSpace(doc)}
-		for _, line := range strings.Split(doc, "\n") {
-			if s, ok := strings.CutPrefix(line, "# Source: "); ok {
-				d.Source = s
-				break
-			}
-		}
-		key := m.Kind + "/" + m.Metadata.Name
+	out := map[string]charttest.Doc{}
+	for _, d := range charttest.Split(t, charttest.Render(t, helm, sets...)) {
+		d.Text = strings.TrimSpace(d.Text)
+		key := d.Kind + "/" + d.Name
 		if _, dup := out[key]; dup {
 			t.Fatalf("two documents %s", key)
 		}
@@ -78,7 +55,7 @@ func containerNames(ds *appsv1.DaemonSet) []string {
 // new DaemonSets select only their own pods; and the cluster-level objects
 // of both modes render.
 func TestChartNodeModes(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	monitors := []string{"metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"}
 	ring4 := `json:nodeConfigs.configs={"ring4":{"allocation":{"policy":"strict"},"topology":{"source":"config","rings":[["lpu0","lpu1","lpu2","lpu3"]]}}}`
 	for _, tc := range []struct {
@@ -265,7 +242,7 @@ func TestChartNodeModes(t *testing.T) {
 
 			// The cluster-level objects of both modes.
 			docs := renderDocs(t, helm, append(base, "nodeModes.enabled=true")...)
-			alone := map[string]map[string]renderedDoc{}
+			alone := map[string]map[string]charttest.Doc{}
 			for _, m := range []string{"devicePlugin", "dra"} {
 				sets := append([]string{"mode=" + m}, monitors...)
 				if tc.configs {
@@ -318,7 +295,7 @@ func TestChartNodeModes(t *testing.T) {
 			if want := []int32{9410, 9411, 9412}; !slices.Equal(slices.Sorted(slices.Values(npPorts)), want) {
 				t.Errorf("NetworkPolicy ports %v, want %v", npPorts, want)
 			}
-			alerts := func(d renderedDoc) []string {
+			alerts := func(d charttest.Doc) []string {
 				var pr struct {
 					Spec struct {
 						Groups []struct {
@@ -351,11 +328,11 @@ func TestChartNodeModes(t *testing.T) {
 // renders without the value (deploy/manifests are checked against the
 // chart by TestManifestsMatchChart).
 func TestChartNodeModesOff(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	ring4 := `json:nodeConfigs.configs={"ring4":{"allocation":{"policy":"strict"}}}`
 	for _, mode := range []string{"devicePlugin", "dra"} {
-		a := render(t, helm, "mode="+mode, ring4)
-		b := render(t, helm, "mode="+mode, ring4, "nodeModes.enabled=false", "nodeModes.label=example.com/other")
+		a := charttest.Render(t, helm, "mode="+mode, ring4)
+		b := charttest.Render(t, helm, "mode="+mode, ring4, "nodeModes.enabled=false", "nodeModes.label=example.com/other")
 		if string(a) != string(b) {
 			t.Errorf("mode %s: nodeModes.enabled=false changes the rendering at byte %d", mode, firstDiff(string(a), string(b)))
 		}
@@ -365,7 +342,7 @@ func TestChartNodeModesOff(t *testing.T) {
 // TestChartNodeModesRejects: values nodeModes cannot work with are refused
 // by name.
 func TestChartNodeModesRejects(t *testing.T) {
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	for name, tc := range map[string]struct {
 		sets []string
 		want []string // substrings of helm's error
@@ -386,7 +363,7 @@ func TestChartNodeModesRejects(t *testing.T) {
 			[]string{"nodeModes.enabled", "set nodeModes.enabled=false", "1.36"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			out, err := runHelm(t, helm, templateArgs(tc.sets...)...)
+			out, err := charttest.RunHelm(t, helm, charttest.TemplateArgs(tc.sets...)...)
 			if err == nil {
 				t.Fatalf("helm template %v succeeded:\n%.400s", tc.sets, out)
 			}
@@ -398,5 +375,5 @@ func TestChartNodeModesRejects(t *testing.T) {
 		})
 	}
 	// The same cluster serves a devicePlugin release without nodeModes.
-	render(t, helm, "runtimeGate.enabled=false", "--kube-version", "1.35.3")
+	charttest.Render(t, helm, "runtimeGate.enabled=false", "--kube-version", "1.35.3")
 }
