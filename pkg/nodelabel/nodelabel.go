@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 )
@@ -53,6 +54,7 @@ type Keeper struct {
 	mu       sync.Mutex
 	want     map[string]string
 	seen     map[string]string    // the Node's labels as last read
+	seenRV   string               // the resourceVersion seen was read at
 	lowSince map[string]time.Time // when want first fell below seen
 	disabled error                // why labels are not kept (RBAC), nil while they are
 	writes   int
@@ -181,11 +183,17 @@ func (k *Keeper) follow(ctx context.Context) error {
 	}
 }
 
-// observe records the Node's labels.
+// observe records the Node's labels, unless n is older than what was
+// recorded: a patch's answer can be newer than the watch event that
+// arrives after it, and taking the stale labels for a hand edit would
+// write them again.
 func (k *Keeper) observe(n *corev1.Node) {
 	k.mu.Lock()
-	k.seen = maps.Clone(n.Labels)
-	k.mu.Unlock()
+	defer k.mu.Unlock()
+	if c, err := resourceversion.CompareResourceVersion(n.ResourceVersion, k.seenRV); err == nil && c < 0 {
+		return
+	}
+	k.seen, k.seenRV = maps.Clone(n.Labels), n.ResourceVersion
 }
 
 // write patches the labels due now and returns how long until the next

@@ -57,6 +57,26 @@ func TestDue(t *testing.T) {
 	}
 }
 
+// A watch event older than the patch answer already seen (it arrives
+// after it) does not replace the labels: taken for a hand edit, it would
+// make the keeper write the same value again.
+func TestObserveKeepsTheNewerNode(t *testing.T) {
+	k := New(Options{Node: "n", LowerAfter: time.Second})
+	k.Set(map[string]string{key: "8"})
+	node := func(rv, v string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: rv, Labels: map[string]string{key: v}}}
+	}
+	k.observe(node("120", "8")) // the patch's answer
+	k.observe(node("119", "2")) // the watch event of the write before
+	if p, _ := k.due(time.Unix(1000, 0)); len(p) != 0 {
+		t.Fatalf("a stale event made the keeper write %v again", p)
+	}
+	k.observe(node("121", "2")) // a real hand edit after it
+	if p, _ := k.due(time.Unix(1000, 0)); p[key] != "8" {
+		t.Fatalf("a hand edit after the patch: patch %v, want %s=8", p, key)
+	}
+}
+
 // live starts a real API server with node "n" and a Keeper on it.
 func live(t *testing.T, lower time.Duration) (kubernetes.Interface, *Keeper, context.Context) {
 	t.Helper()
