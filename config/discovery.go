@@ -46,13 +46,15 @@ type PCI struct {
 	HealthValue     string `json:"healthValue"` // default "1"
 }
 
-// Simulate configures --simulate.
+// Simulate configures the one-shot simulator (lpu-nri simulate); the
+// daemons do not read it.
 type Simulate struct {
-	// Backend is the layout --simulate writes; default: discovery.backend.
+	// Backend is the layout the simulator writes when its command line
+	// names none; default: discovery.backend.
 	Backend string `json:"backend"`
 }
 
-// applyDefaults fills the discovery and simulate sections.
+// applyDiscoveryDefaults fills the discovery and simulate sections.
 func (c *Config) applyDiscoveryDefaults() {
 	d := &c.Discovery
 	setString(&d.Backend, device.BackendLPU)
@@ -149,19 +151,12 @@ func (d Discovery) DeviceDiscovery() device.Discovery {
 
 // DiscoveryOptions are the pkg/device options both daemons build their
 // discoverer with: the backend, the topology section and the state
-// directory (where the PCI backends keep their address → ID map). On a
-// simulated node (simulated true) the backend is simulate.backend, the
-// layout --simulate wrote, and regular files stand in for device nodes.
-func (c *Config) DiscoveryOptions(simulated bool) []device.Option {
+// directory (where the PCI backends keep their address → ID map).
+func (c *Config) DiscoveryOptions() []device.Option {
 	t := c.Topology
-	d := c.Discovery
-	opts := []device.Option{
+	return []device.Option{
 		device.WithTopology(t.Source, slices.Clone(t.Rings), t.NetworkTable),
 		device.WithStateDir(c.StateDir),
+		device.WithDiscovery(c.Discovery.DeviceDiscovery()),
 	}
-	if simulated {
-		d.Backend = c.Simulate.Backend
-		opts = append(opts, device.WithSimulated())
-	}
-	return append(opts, device.WithDiscovery(d.DeviceDiscovery()))
 }

@@ -35,11 +35,11 @@ type Params struct {
 // ends: the health monitor, the device plugin with its registration loop,
 // the metrics endpoint, the NFD feature file and, when configured, traces. It returns nil on
 // cancellation and an error only when a part cannot start (an unusable
-// state directory in nri mode, a taken metrics address, an invalid
-// simulation, a named kubelet root that does not exist).
+// state directory in nri mode, a taken metrics address, a root that is
+// not a directory, a named kubelet root that does not exist).
 func Run(ctx context.Context, p Params) error {
 	cfg, opts, log := p.Config, p.Options, startup.Logger(p.Logger)
-	n, err := node.Open(cfg, node.Options{Simulate: opts.Simulate, Getenv: p.Getenv, Kubelet: true, Logger: log})
+	n, err := node.Open(cfg, node.Options{Getenv: p.Getenv, Kubelet: true, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func Run(ctx context.Context, p Params) error {
 	if err != nil {
 		return err
 	}
-	err = serve(ctx, cfg, mon, plug, m, opts.NFD.Path(n.Simulated, n.Root, log), log)
+	err = serve(ctx, cfg, mon, plug, m, opts.NFD.Path(n.Root, log), log)
 	log.Info("lpu-device-plugin stopped", "err", err)
 	return err
 }

@@ -35,7 +35,6 @@ type Params struct {
 	Mode   string // config.InjectionNRI or config.InjectionCDI (resolved)
 	// ModeReason says how Mode was chosen (doctor prints it).
 	ModeReason string
-	Simulate   int // > 0: simulated node of this many LPUs
 	Logger     *slog.Logger
 	Version    string
 	// Metrics, when set, is used instead of a fresh metrics.New() (tests).
@@ -56,7 +55,7 @@ func (p Params) log() *slog.Logger { return startup.Logger(p.Logger) }
 
 // open opens the node (node.Open) the way every lpu-nri command does.
 func (p Params) open() (*node.Node, error) {
-	return node.Open(p.Config, node.Options{Simulate: p.Simulate, Getenv: p.Getenv, Logger: p.log()})
+	return node.Open(p.Config, node.Options{Getenv: p.Getenv, Logger: p.log()})
 }
 
 // metrics returns p.Metrics or fresh metrics, with the build info set: the
@@ -79,7 +78,7 @@ func Run(ctx context.Context, p Params) error {
 	}
 	m := p.metrics()
 	log.Info("starting lpu-nri", "version", p.Version, "mode", p.Mode, "root", n.Root,
-		"stateDir", cfg.StateDir, "simulate", p.Simulate)
+		"stateDir", cfg.StateDir)
 
 	g, ctx := errgroup.WithContext(ctx)
 	switch p.Mode {
