@@ -59,13 +59,18 @@ func WriteNode(root string, n int, backend string) error {
 	return nil
 }
 
-// checkRoot refuses "/" and a directory with files but no marker.
+// checkRoot refuses "/" and a directory with files but no marker. A tree
+// written before the marker existed is known by its library placeholder,
+// so a node simulated by an older release is taken over on upgrade.
 func checkRoot(root string) error {
 	clean := filepath.Clean(root)
 	if clean == "/" || clean == "." {
 		return fmt.Errorf("simulate under %q: %w: name a directory of its own", root, ErrNotSimulation)
 	}
 	if device.IsSimulation(clean) {
+		return nil
+	}
+	if b, err := os.ReadFile(filepath.Join(clean, Library)); err == nil && string(b) == libraryPlaceholder {
 		return nil
 	}
 	d, err := os.Open(clean)

@@ -99,6 +99,12 @@ func TestWriteNodeRefuses(t *testing.T) {
 		"missing":      {root: func(t *testing.T) string { return filepath.Join(t.TempDir(), "a", "b") }},
 		"empty dir":    {root: func(t *testing.T) string { return t.TempDir() }},
 		"earlier node": {root: func(t *testing.T) string { r := t.TempDir(); mustNil(t, WriteNode(r, 16, "")); return r }},
+		"older release's node": {root: func(t *testing.T) string {
+			r := t.TempDir()
+			mustNil(t, WriteNode(r, 8, ""))
+			mustNil(t, os.Remove(filepath.Join(r, device.SimulationMarker)))
+			return r
+		}},
 		"host-like tree": {root: func(t *testing.T) string {
 			r := t.TempDir()
 			mustNil(t, os.Mkdir(filepath.Join(r, "sys"), 0o755))

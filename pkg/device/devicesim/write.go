@@ -175,13 +175,16 @@ func Write(root string, spec Spec) error {
 		w.file(device.DefaultNetworkTable, ringTable(spec.Devices, perRing), 0o644)
 	}
 	w.file(device.ProcDevices, procDevices(spec), 0o644)
-	w.file(Library, "simulated LPU driver library placeholder, written by lpu-node\n", 0o644)
+	w.file(Library, libraryPlaceholder, 0o644)
 	w.file(Tool, toolScript, 0o755)
 	if w.err != nil {
 		return fmt.Errorf("simulate under %s: %w", root, w.err)
 	}
 	return nil
 }
+
+// libraryPlaceholder is the content of the simulated driver library.
+const libraryPlaceholder = "simulated LPU driver library placeholder, written by lpu-node\n"
 
 // marker is the content of device.SimulationMarker: for a reader who finds
 // the file.
