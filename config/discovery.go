@@ -46,15 +46,14 @@ type PCI struct {
 	HealthValue     string `json:"healthValue"` // default "1"
 }
 
-// Simulate configures the one-shot simulator (lpu-nri simulate); the
-// daemons do not read it.
+// Simulate is the section only lpu-nri simulate reads: the daemons do not.
 type Simulate struct {
-	// Backend is the layout the simulator writes when its command line
-	// names none; default: discovery.backend.
+	// Backend is the layout it writes without --backend; default:
+	// discovery.backend.
 	Backend string `json:"backend"`
 }
 
-// applyDiscoveryDefaults fills the discovery and simulate sections.
+// applyDiscoveryDefaults fills the discovery sections.
 func (c *Config) applyDiscoveryDefaults() {
 	d := &c.Discovery
 	setString(&d.Backend, device.BackendLPU)
@@ -90,12 +89,10 @@ func defaultMounts(backend string) []Mount {
 	return ms
 }
 
-// validateDiscovery checks the discovery and simulate sections.
+// discovery checks the discovery sections.
 func (v *validator) discovery(c *Config) {
 	v.oneOf("discovery.backend", c.Discovery.Backend, device.Backends)
-	// simulate.backend defaults to discovery.backend: a bad one is named
-	// once, under the field the file set.
-	if c.Simulate.Backend != c.Discovery.Backend {
+	if c.Simulate.Backend != c.Discovery.Backend { // a bad default is named once, under the field the file set
 		v.oneOf("simulate.backend", c.Simulate.Backend, device.Backends)
 	}
 	d := c.Discovery

@@ -26,7 +26,7 @@ var shared = map[string]func(c *cmdline.Command, f *Flags){
 		c.String(&f.ConfigFile, "config", "LPU_CONFIG", "", "config `FILE` (YAML, version: v1); empty: built-in defaults")
 	},
 	"root": func(c *cmdline.Command, f *Flags) {
-		c.String(&f.root, "root", "LPU_ROOT", "", "host root `DIR` to discover devices under (/sys, /dev), or a tree lpu-nri simulate wrote; overrides config root (default /)").
+		c.String(&f.root, "root", "LPU_ROOT", "", "host root `DIR` to discover devices under (/sys, /dev); overrides config root (default /)").
 			Absolute().Sets(func(cfg *config.Config) { cfg.Root = f.root })
 	},
 	"state-dir": func(c *cmdline.Command, f *Flags) {

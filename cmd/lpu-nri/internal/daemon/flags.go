@@ -113,7 +113,7 @@ Commands:
   simulate      write a simulated node of N LPUs under --root (plain files for device
                 nodes, and a marker that lets discovery accept them), then exit; run the
                 daemons with that --root to serve it without LPUs. Writes only into a
-                missing or empty directory or an earlier simulated node; idempotent
+                missing or empty directory or an earlier one; idempotent
   guard         the runtime guard's OCI hook (security.runtimeGuard), run by the runtime
                 from the CDI spec lpu-nri writes: reads the container state on stdin and
                 exits 1 unless lpu-nri verified the container; takes only --state-dir
