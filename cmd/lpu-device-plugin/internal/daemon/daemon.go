@@ -27,8 +27,6 @@ type Params struct {
 	Options *Options
 	Logger  *slog.Logger
 	Version string
-	// Getenv reads NODE_NAME; nil means os.Getenv.
-	Getenv func(string) string
 }
 
 // Run builds the daemon's parts from the config and runs them until ctx
@@ -39,7 +37,7 @@ type Params struct {
 // not a directory, a named kubelet root that does not exist).
 func Run(ctx context.Context, p Params) error {
 	cfg, opts, log := p.Config, p.Options, startup.Logger(p.Logger)
-	n, err := node.Open(cfg, node.Options{Getenv: p.Getenv, Kubelet: true, Logger: log})
+	n, err := node.Open(cfg, node.Options{Kubelet: true, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -70,13 +70,9 @@ func startDaemonWith(t *testing.T, n int, edit func(*config.Config), args ...str
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel, d.done = cancel, make(chan error, 1)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	t.Setenv("NODE_NAME", "node-a") // as the chart sets it
 	go func() {
-		d.done <- Run(ctx, Params{Config: cfg, Options: opts.Options, Logger: log, Version: "test", Getenv: func(k string) string {
-			if k == "NODE_NAME" {
-				return "node-a"
-			}
-			return ""
-		}})
+		d.done <- Run(ctx, Params{Config: cfg, Options: opts.Options, Logger: log, Version: "test"})
 	}()
 	t.Cleanup(func() { d.stop(t) })
 	return d

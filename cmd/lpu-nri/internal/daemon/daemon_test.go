@@ -18,7 +18,6 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/hyperaccel/lpu-node/config"
-	"github.com/hyperaccel/lpu-node/internal/backoff"
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/internal/nritest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -58,17 +57,11 @@ func TestRunNRIModeSimulated(t *testing.T) {
 	cfg.Metrics.Address = daemontest.FreeAddr(t)
 	cfg.Health.ResyncInterval = config.Duration{Duration: 100 * time.Millisecond}
 	simulate(t, cfg, 8)
+	t.Setenv("NODE_NAME", "node-a") // the node the seals are bound to, as the chart sets it
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Params{Config: cfg, Mode: config.InjectionNRI, Logger: discard,
-			Backoff: backoff.Steps{Min: 20 * time.Millisecond, Max: 100 * time.Millisecond},
-			Getenv: func(k string) string {
-				if k == "NODE_NAME" {
-					return "node-a"
-				}
-				return ""
-			}})
+		done <- Run(ctx, Params{Config: cfg, Mode: config.InjectionNRI, Logger: discard})
 	}()
 	addr := cfg.Metrics.Address
 
