@@ -46,13 +46,14 @@ type PCI struct {
 	HealthValue     string `json:"healthValue"` // default "1"
 }
 
-// Simulate configures --simulate.
+// Simulate is the section only lpu-nri simulate reads: the daemons do not.
 type Simulate struct {
-	// Backend is the layout --simulate writes; default: discovery.backend.
+	// Backend is the layout it writes without --backend; default:
+	// discovery.backend.
 	Backend string `json:"backend"`
 }
 
-// applyDefaults fills the discovery and simulate sections.
+// applyDiscoveryDefaults fills the discovery sections.
 func (c *Config) applyDiscoveryDefaults() {
 	d := &c.Discovery
 	setString(&d.Backend, device.BackendLPU)
@@ -88,12 +89,10 @@ func defaultMounts(backend string) []Mount {
 	return ms
 }
 
-// validateDiscovery checks the discovery and simulate sections.
+// discovery checks the discovery sections.
 func (v *validator) discovery(c *Config) {
 	v.oneOf("discovery.backend", c.Discovery.Backend, device.Backends)
-	// simulate.backend defaults to discovery.backend: a bad one is named
-	// once, under the field the file set.
-	if c.Simulate.Backend != c.Discovery.Backend {
+	if c.Simulate.Backend != c.Discovery.Backend { // a bad default is named once, under the field the file set
 		v.oneOf("simulate.backend", c.Simulate.Backend, device.Backends)
 	}
 	d := c.Discovery
@@ -149,19 +148,12 @@ func (d Discovery) DeviceDiscovery() device.Discovery {
 
 // DiscoveryOptions are the pkg/device options both daemons build their
 // discoverer with: the backend, the topology section and the state
-// directory (where the PCI backends keep their address → ID map). On a
-// simulated node (simulated true) the backend is simulate.backend, the
-// layout --simulate wrote, and regular files stand in for device nodes.
-func (c *Config) DiscoveryOptions(simulated bool) []device.Option {
+// directory (where the PCI backends keep their address → ID map).
+func (c *Config) DiscoveryOptions() []device.Option {
 	t := c.Topology
-	d := c.Discovery
-	opts := []device.Option{
+	return []device.Option{
 		device.WithTopology(t.Source, slices.Clone(t.Rings), t.NetworkTable),
 		device.WithStateDir(c.StateDir),
+		device.WithDiscovery(c.Discovery.DeviceDiscovery()),
 	}
-	if simulated {
-		d.Backend = c.Simulate.Backend
-		opts = append(opts, device.WithSimulated())
-	}
-	return append(opts, device.WithDiscovery(d.DeviceDiscovery()))
 }

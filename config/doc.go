@@ -14,7 +14,7 @@
 //	}
 //	// config /etc/lpu/config.yaml: allocation.policy: "fast" is not allowed (allowed: best-effort, strict)
 //
-// Flags are for plumbing only (config path, simulate). Log level and format
+// Flags are for plumbing only (config path, root, state dir). Log level and format
 // may also come from LPU_LOG_LEVEL / LPU_LOG_FORMAT; NewLogger applies env
 // over file over defaults and turns invalid values into warnings instead of
 // errors, so a typo in a log setting never stops a daemon.

@@ -19,6 +19,7 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/internal/podresources/podresourcestest"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -105,7 +106,12 @@ func idleRSS(b *testing.B, client kubernetes.Interface, kubeconfig, bin string, 
 	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--config", cfg, "--simulate", "8", "--node-name", "n1", "--kubeconfig", kubeconfig,
+	// the node lpu-nri simulate writes, as the chart's init container does
+	root := filepath.Join(dir, "state", "simulated-node")
+	if err := devicesim.WriteNode(root, 8, ""); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config", cfg, "--root", root, "--node-name", "n1", "--kubeconfig", kubeconfig,
 		"--state-dir", filepath.Join(dir, "state"), "--cdi-dir", filepath.Join(dir, "cdi"),
 		"--plugin-dir", filepath.Join(sock, "p"), "--registry-dir", filepath.Join(sock, "r"),
 		"--metrics-addr", daemontest.FreeAddr(b))

@@ -53,11 +53,13 @@ func run() error {
 	ctx, stop := startup.Context()
 	defer stop()
 	mode, why := daemon.ResolveMode(s.Config)
-	p := daemon.Params{Config: s.Config, Mode: mode, ModeReason: why, Simulate: opts.Simulate, Logger: s.Log, Version: version}
+	p := daemon.Params{Config: s.Config, Mode: mode, ModeReason: why, Logger: s.Log, Version: version}
 	if opts.OtherFingerprints != "" {
 		p.OtherFingerprints = strings.Split(opts.OtherFingerprints, ",")
 	}
 	switch s.Command {
+	case cmds.Simulate:
+		return daemon.Simulate(s.Config, opts.LPUs, os.Stdout)
 	case cmds.CDIGenerate:
 		return daemon.CDIGenerate(ctx, p, os.Stdout)
 	case cmds.CDIList:

@@ -231,6 +231,7 @@ func checkDaemonSet(t *testing.T, objs objects, cfg *config.Config, tc chartCase
 	if !reflect.DeepEqual(names, []string{"lpu-device-plugin", "lpu-nri"}) {
 		t.Fatalf("containers = %v, want lpu-device-plugin and lpu-nri", names)
 	}
+	checkSimulateInit(t, pod.InitContainers, cfg.StateDir, tc.simulate)
 
 	root := cfg.Root
 	common := map[string]hostMount{
@@ -269,10 +270,6 @@ func checkDaemonSet(t *testing.T, objs objects, cfg *config.Config, tc chartCase
 	}
 	if tc.doctorMounts {
 		want["lpu-nri"][cfg.Kubelet.DevicePluginDir] = hostMount{cfg.Kubelet.DevicePluginDir, true, corev1.HostPathDirectoryOrCreate}
-	}
-	if tc.simulate > 0 {
-		// lpu-nri looks for the simulated driver files under root.
-		want["lpu-nri"][cfg.StateDir+"@"+root+cfg.StateDir] = hostMount{root + cfg.StateDir, true, corev1.HostPathDirectoryOrCreate}
 	}
 	if !tc.noNFD {
 		want["lpu-device-plugin"][nfdDir] = hostMount{nfdDir, false, corev1.HostPathDirectoryOrCreate}
@@ -360,18 +357,21 @@ func checkContainer(t *testing.T, c corev1.Container, tc chartCase) {
 	if !slices.Contains(c.Args, "--config=/etc/lpu/config.yaml") {
 		t.Errorf("args %v lack --config=/etc/lpu/config.yaml", c.Args)
 	}
-	wantSim := ""
+	wantRoot := ""
 	if tc.simulate > 0 {
-		wantSim = fmt.Sprintf("--simulate=%d", tc.simulate)
+		wantRoot = "--root=" + config.DefaultStateDir + "/simulated-node"
 	}
-	gotSim := ""
+	gotRoot := ""
 	for _, a := range c.Args {
+		if strings.HasPrefix(a, "--root") {
+			gotRoot = a
+		}
 		if strings.HasPrefix(a, "--simulate") {
-			gotSim = a
+			t.Errorf("arg %q: the daemons take no simulate flag", a)
 		}
 	}
-	if gotSim != wantSim {
-		t.Errorf("simulate flag = %q, want %q", gotSim, wantSim)
+	if gotRoot != wantRoot {
+		t.Errorf("root flag = %q, want %q", gotRoot, wantRoot)
 	}
 	if c.Name == "lpu-device-plugin" {
 		wantNFD := "--nfd-features-file=" + nfdDir + "/lpu"
@@ -819,4 +819,32 @@ func fmtMounts(m map[string]hostMount) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, " ")
+}
+
+// checkSimulateInit: with simulate N the pod's one init container runs
+// lpu-nri simulate for N LPUs at the root the daemons are given, with the
+// state dir and the config mounted; without, the pod has none.
+func checkSimulateInit(t *testing.T, inits []corev1.Container, stateDir string, n int) {
+	t.Helper()
+	if n == 0 {
+		if len(inits) != 0 {
+			t.Errorf("init containers %v without simulate", inits)
+		}
+		return
+	}
+	if len(inits) != 1 {
+		t.Fatalf("%d init containers with simulate=%d, want 1", len(inits), n)
+	}
+	c := inits[0]
+	wantArgs := []string{"--config=/etc/lpu/config.yaml", "--root=" + stateDir + "/simulated-node", fmt.Sprintf("--lpus=%d", n)}
+	if !reflect.DeepEqual(c.Command, []string{"/usr/bin/lpu-nri", "simulate"}) || !reflect.DeepEqual(c.Args, wantArgs) {
+		t.Errorf("init container runs %v %v, want lpu-nri simulate %v", c.Command, c.Args, wantArgs)
+	}
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	if mounts["state"] != stateDir || mounts["config"] != "/etc/lpu" || len(mounts) != 2 {
+		t.Errorf("init container mounts %v, want the state dir at %s and the config", mounts, stateDir)
+	}
 }

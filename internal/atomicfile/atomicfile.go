@@ -39,7 +39,7 @@ func WithVerify(check func(tmpPath string) error) Option {
 }
 
 // WithoutSync skips both fsyncs, keeping only the atomic rename: for
-// trees that stand in for sysfs (the simulated node, test trees), which
+// trees that stand in for sysfs (devicesim's, test trees), which
 // a reboot does not keep either and which are written by the hundred.
 func WithoutSync() Option {
 	return func(o *options) { o.noSync = true }

@@ -1,7 +1,7 @@
 // Package atomicfile owns the node stack's one durable write: every file a
 // daemon writes for later (CDI specs, the DRA checkpoint, the replay
-// ledger's snapshot, the seal key, the NFD feature file, the simulated
-// tree) goes through it, so a crash or a full disk leaves either the old
+// ledger's snapshot, the seal key, the NFD feature file, devicesim's
+// trees) goes through it, so a crash or a full disk leaves either the old
 // file or the new one, never a mix, and a write the caller was told
 // succeeded survives a power cut.
 //
@@ -23,7 +23,7 @@
 // content is then already in place.
 //
 // WithoutSync keeps the atomic rename and drops both fsyncs, for trees
-// that stand in for sysfs (the simulated node): a reboot does not keep
+// that stand in for sysfs (devicesim's): a reboot does not keep
 // those either.
 //
 // Create is Write for a file that must not be replaced (the seal key): the

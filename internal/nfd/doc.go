@@ -10,6 +10,6 @@
 //	lines := nfd.Expiring(nfd.Features("hyperaccel.ai/lpu", inv), time.Now().Add(nfd.Lifetime))
 //	changed, err := nfd.Write(nfd.DefaultPath, lines)
 //
-//	path := opts.NFD.Path(opts.Simulate > 0, root, log) // opts.NFD.Declare(cmd) declared the flag
+//	path := opts.NFD.Path(root, log) // startup.DeclareNFD declared the flag
 //	go nfd.Keep(ctx, monitor, path, cfg.ResourceName, log)
 package nfd

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/internal/logchange"
+	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
 // Source is the inventory the file follows; *health.Monitor implements it.
@@ -29,13 +30,14 @@ type Flag struct {
 }
 
 // Path picks the feature file: the flag when given ("" disables);
-// otherwise the default, inside the simulated tree under root when
-// simulated, else only when its directory exists (NFD installed).
-func (f Flag) Path(simulated bool, root string, log *slog.Logger) string {
+// otherwise the default, inside root when root is a simulated tree
+// (device.IsSimulation: a simulation's features stay inside it),
+// else only when its directory exists (NFD installed).
+func (f Flag) Path(root string, log *slog.Logger) string {
 	if f.Given {
 		return f.File
 	}
-	if simulated {
+	if device.IsSimulation(root) {
 		return filepath.Join(root, f.File)
 	}
 	if _, err := os.Stat(filepath.Dir(f.File)); err != nil {

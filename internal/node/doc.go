@@ -1,20 +1,20 @@
 // Package node assembles what every lpu-node command builds first, once
-// and the same way: the discovery root (the host's, or the simulated tree
-// under --simulate), the discoverer, the injection options with the driver
-// mounts resolved, the health monitor's options, the node name and the
-// seal key bound to it. lpu-device-plugin, lpu-nri and lpu-dra open it at
+// and the same way: the discovery root, the discoverer, the injection
+// options with the driver mounts resolved, the health monitor's options,
+// the node name and the seal key bound to it. lpu-device-plugin, lpu-nri and lpu-dra open it at
 // the top of their Run; lpu-nri's cdi generate, cdi list and doctor too.
 //
-// The mounts are the reason it exists: under --simulate a mount whose host
-// path the simulated tree carries (the simulated driver library and tool)
-// is injected from that tree, never from the host, whichever daemon
-// renders it (an NRI adjustment, the node's CDI spec, a claim's CDI spec).
+// The mounts are the reason it exists: when the root is a tree lpu-nri
+// simulate wrote (device.IsSimulation), a mount whose host path the tree
+// carries (the simulated driver library and tool) is injected from that
+// tree, never from the host, whichever daemon renders it (an NRI
+// adjustment, the node's CDI spec, a claim's CDI spec).
 //
 // The node name and the seal key are read lazily: only commands that seal
 // or open allocations (the device plugin in nri injection, lpu-nri in NRI
 // mode) call SealKey, and a bad NODE_NAME fails only them.
 //
-//	n, err := node.Open(cfg, node.Options{Simulate: opts.Simulate, Logger: log, Kubelet: true})
+//	n, err := node.Open(cfg, node.Options{Logger: log, Kubelet: true})
 //	if err != nil {
 //		return err
 //	}

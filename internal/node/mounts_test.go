@@ -1,7 +1,6 @@
 package node
 
 import (
-	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,43 +13,42 @@ import (
 )
 
 // TestInjectOptionsSimulated runs the mount selection the way it runs
-// in a pod: the host is seen under a root that does not show the state dir,
-// so a simulated driver file exists only where this process sees the state
-// dir. It must be injected from the simulated tree all the same.
+// in a pod: a simulated tree (the root the daemons are given) lives in the
+// state dir, whose path is the same on the host as in the pod, so a mount
+// the tree carries is injected from the tree's path; on a real root (the
+// host seen under /host) only the host path is injected.
 func TestInjectOptionsSimulated(t *testing.T) {
 	tests := map[string]struct {
 		mounts    []config.Mount
-		hostFiles []string // created under root
-		stateView bool     // also show the state dir under root (the old chart workaround)
-		simulate  bool
+		rootFiles []string // created under root
+		simulate  bool     // root is a tree lpu-nri simulate wrote
 		want      []string // "host->container", host paths with $SIM for the simulated root
 	}{
-		"simulated library, state dir not under root": {
+		"simulated library": {
 			mounts:   []config.Mount{{HostPath: devicesim.LibDir}},
 			simulate: true,
 			want:     []string{"$SIM" + devicesim.LibDir + "->" + devicesim.LibDir},
-		},
-		"simulated library, state dir also under root": {
-			mounts:    []config.Mount{{HostPath: devicesim.LibDir}},
-			simulate:  true,
-			stateView: true,
-			want:      []string{"$SIM" + devicesim.LibDir + "->" + devicesim.LibDir},
 		},
 		"simulated tool with container path": {
 			mounts:   []config.Mount{{HostPath: devicesim.Tool, ContainerPath: "/bin/lpu-smi"}},
 			simulate: true,
 			want:     []string{"$SIM" + devicesim.Tool + "->/bin/lpu-smi"},
 		},
-		"host mount next to simulated ones keeps its order": {
+		"simulated mounts keep their order, missing ones are dropped": {
 			mounts:    []config.Mount{{HostPath: "/opt/lpu/fw"}, {HostPath: devicesim.LibDir}, {HostPath: "/opt/lpu/gone"}},
-			hostFiles: []string{"/opt/lpu/fw"},
+			rootFiles: []string{"/opt/lpu/fw"},
 			simulate:  true,
-			want:      []string{"/opt/lpu/fw->/opt/lpu/fw", "$SIM" + devicesim.LibDir + "->" + devicesim.LibDir},
+			want:      []string{"$SIM/opt/lpu/fw->/opt/lpu/fw", "$SIM" + devicesim.LibDir + "->" + devicesim.LibDir},
 		},
-		"not simulated: only what is under root": {
+		"real root: the host path of what is under root": {
 			mounts:    []config.Mount{{HostPath: devicesim.LibDir}, {HostPath: "/opt/lpu/fw"}},
-			hostFiles: []string{"/opt/lpu/fw"},
+			rootFiles: []string{"/opt/lpu/fw"},
 			want:      []string{"/opt/lpu/fw->/opt/lpu/fw"},
+		},
+		"real root with a simulated tree's files but no marker": {
+			mounts:    []config.Mount{{HostPath: devicesim.LibDir}},
+			rootFiles: []string{devicesim.Library},
+			want:      []string{devicesim.LibDir + "->" + devicesim.LibDir},
 		},
 		"nothing anywhere": {
 			mounts:   []config.Mount{{HostPath: "/opt/lpu/gone"}},
@@ -64,34 +62,26 @@ func TestInjectOptionsSimulated(t *testing.T) {
 			cfg.Root = filepath.Join(dir, "host")
 			cfg.StateDir = filepath.Join(dir, "state")
 			cfg.Injection.Mounts = tc.mounts
-			for _, f := range tc.hostFiles {
+			sim := ""
+			if tc.simulate {
+				sim = filepath.Join(cfg.StateDir, "simulated-node")
+				if err := devicesim.WriteNode(sim, 8, ""); err != nil {
+					t.Fatal(err)
+				}
+				cfg.Root = sim
+			}
+			for _, f := range tc.rootFiles {
 				mkfile(t, filepath.Join(cfg.Root, f))
 			}
 			if err := os.MkdirAll(cfg.Root, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			sim, simulate := "", 0
-			if tc.simulate {
-				sim, simulate = devicesim.Root(cfg.StateDir), 8
-			}
-			if tc.stateView {
-				if err := os.MkdirAll(filepath.Dir(filepath.Join(cfg.Root, cfg.StateDir)), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.Symlink(cfg.StateDir, filepath.Join(cfg.Root, cfg.StateDir)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			n, err := Open(cfg, Options{Simulate: simulate})
+			n, err := Open(cfg, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n.Root != cmp.Or(sim, cfg.Root) {
-				t.Fatalf("root %s, want %s", n.Root, cmp.Or(sim, cfg.Root))
-			}
-			got := n.Inject
 			var gotS []string
-			for _, m := range got.Mounts {
+			for _, m := range n.Inject.Mounts {
 				gotS = append(gotS, m.HostPath+"->"+m.ContainerPath)
 			}
 			var wantS []string
@@ -101,7 +91,7 @@ func TestInjectOptionsSimulated(t *testing.T) {
 			if fmt.Sprint(gotS) != fmt.Sprint(wantS) {
 				t.Fatalf("mounts %v, want %v", gotS, wantS)
 			}
-			for _, m := range got.Mounts {
+			for _, m := range n.Inject.Mounts {
 				if _, err := os.Stat(hostView(cfg.Root, sim, m)); err != nil {
 					t.Errorf("injected mount %s does not exist: %v", m.HostPath, err)
 				}

@@ -10,15 +10,11 @@ import (
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/pkg/device"
-	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
 // Options say how to open the node.
 type Options struct {
-	// Simulate > 0 writes (or keeps) the simulated node of that many LPUs
-	// under <stateDir>/simulated-node and discovers there (--simulate).
-	Simulate int
 	// Name is the node's name when the command line gave it (lpu-dra's
 	// --node-name); empty reads NODE_NAME through Getenv, then the host
 	// name (inject.NodeName).
@@ -38,17 +34,14 @@ type Options struct {
 type Node struct {
 	// Config is the configuration the node was opened with.
 	Config *config.Config
-	// Root is the root devices are discovered under: cfg.Root, or the
-	// simulated tree.
+	// Root is the root devices are discovered under: cfg.Root.
 	Root string
-	// Simulated is true under --simulate.
-	Simulated bool
 	// Discoverer discovers the node's LPUs under Root with the configured
-	// (or, simulated, simulate.backend's) discovery.
+	// discovery.
 	Discoverer *device.Sysfs
 	// Inject is what reaches an LPU container besides its devices: the
-	// configured mounts that exist (from the simulated tree when it holds
-	// them) and env.
+	// configured mounts that exist (from the tree itself when Root is a
+	// simulation, device.IsSimulation) and env.
 	Inject inject.Options
 
 	opts Options
@@ -61,48 +54,28 @@ type Node struct {
 
 // Open assembles the node from cfg (after the flags were laid over it).
 // It fails when the discovery root is not a directory (a typo there would
-// otherwise serve an empty node), when the simulated node cannot be
-// written or, with o.Kubelet, when a named kubelet root does not exist.
+// otherwise serve an empty node) or, with o.Kubelet, when a named kubelet
+// root does not exist.
 func Open(cfg *config.Config, o Options) (*Node, error) {
 	log := cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
-	if o.Simulate <= 0 {
-		// The simulated node is its own root; the configured one is not read.
-		if err := config.CheckDir("root", cfg.Root); err != nil {
-			return nil, err
-		}
+	if err := config.CheckDir("root", cfg.Root); err != nil {
+		return nil, err
 	}
 	if o.Kubelet {
 		if err := cfg.Kubelet.CheckRoot(); err != nil {
 			return nil, err
 		}
 	}
-	n := &Node{Config: cfg, Root: cfg.Root, Simulated: o.Simulate > 0, opts: o, log: log}
-	if n.Simulated {
-		root, err := devicesim.WriteNode(cfg.StateDir, o.Simulate, cfg.Simulate.Backend)
-		if err != nil {
-			return nil, err
-		}
-		n.Root = root
-		spec := devicesim.SpecFor(o.Simulate)
-		log.Info("serving a simulated node", "root", root, "devices", spec.Devices, "rings", spec.Rings, "backend", cfg.Simulate.Backend)
-	}
-	n.Discoverer = device.NewSysfs(n.Root, append(cfg.DiscoveryOptions(n.Simulated), device.WithLogger(log))...)
-	n.Inject = injectOptions(cfg, n.simRoot(), log)
+	n := &Node{Config: cfg, Root: cfg.Root, opts: o, log: log}
+	n.Discoverer = device.NewSysfs(n.Root, append(cfg.DiscoveryOptions(), device.WithLogger(log))...)
+	n.Inject = injectOptions(cfg, log)
 	return n, nil
-}
-
-// simRoot is the simulated tree, or "" on real hardware.
-func (n *Node) simRoot() string {
-	if !n.Simulated {
-		return ""
-	}
-	return n.Root
 }
 
 // DiscoveryOptions are the discovery options the Discoverer was built
 // with, for a command that builds its own (doctor).
 func (n *Node) DiscoveryOptions() []device.Option {
-	return n.Config.DiscoveryOptions(n.Simulated)
+	return n.Config.DiscoveryOptions()
 }
 
 // HealthOptions are the health monitor's options from the config's health
@@ -158,12 +131,16 @@ func (n *Node) loadKey() (*inject.Key, error) {
 // injectOptions returns the mounts and env for LPU containers. Mounts whose
 // host path does not exist (under cfg.Root, where this process sees the
 // host) are dropped with a warning: the runtime would fail every LPU
-// container on them. With a simulated node (simRoot != "") a mount whose
-// host path exists inside the simulated tree is taken from there, so the
-// simulated driver library and tool reach the container; such a mount was
-// found where this process sees the state dir (the same path as on the
-// host), so it is not looked for again under cfg.Root.
-func injectOptions(cfg *config.Config, simRoot string, log *slog.Logger) inject.Options {
+// container on them. When the root is a simulated tree
+// (device.IsSimulation) a mount whose host path exists inside it is taken
+// from there, so the simulated driver library and tool reach the
+// container: the tree's path is the same on the host as here (it lives in
+// the state dir), unlike a host root mounted at /host.
+func injectOptions(cfg *config.Config, log *slog.Logger) inject.Options {
+	simRoot := ""
+	if device.IsSimulation(cfg.Root) {
+		simRoot = cfg.Root
+	}
 	var kept []inject.Mount
 	var missing []string
 	for _, m := range cfg.Injection.Mounts {

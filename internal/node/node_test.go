@@ -119,14 +119,14 @@ func TestHealthOptions(t *testing.T) {
 		h.FailureThreshold != 3 || h.RecoveryThreshold != 4 || h.Logger == nil {
 		t.Errorf("HealthOptions = %+v", h)
 	}
-	if n.Simulated || n.Root != cfg.Root {
-		t.Errorf("real node: simulated %v, root %s", n.Simulated, n.Root)
+	if n.Root != cfg.Root {
+		t.Errorf("root %s, want %s", n.Root, cfg.Root)
 	}
 }
 
 // TestOpenRoot: a discovery root that does not exist, or is a file, fails
 // Open on one line naming the field and the value (a typo would otherwise
-// serve an empty node); the simulated node never reads it.
+// serve an empty node).
 func TestOpenRoot(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
@@ -134,20 +134,18 @@ func TestOpenRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := map[string]struct {
-		root     string
-		simulate int
-		wantErr  string
+		root    string
+		wantErr string
 	}{
-		"existing":           {root: dir},
-		"missing":            {root: filepath.Join(dir, "gone"), wantErr: `root: "` + filepath.Join(dir, "gone") + `" does not exist`},
-		"a file":             {root: file, wantErr: `root: "` + file + `" is not a directory`},
-		"missing, simulated": {root: filepath.Join(dir, "gone"), simulate: 8},
+		"existing": {root: dir},
+		"missing":  {root: filepath.Join(dir, "gone"), wantErr: `root: "` + filepath.Join(dir, "gone") + `" does not exist`},
+		"a file":   {root: file, wantErr: `root: "` + file + `" is not a directory`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			cfg := testConfig(t)
 			cfg.Root = tc.root
-			_, err := Open(cfg, Options{Simulate: tc.simulate})
+			_, err := Open(cfg, Options{})
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("Open = %v", err)

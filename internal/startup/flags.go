@@ -6,8 +6,6 @@ import (
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/cmdline"
 	"github.com/hyperaccel/lpu-node/internal/nfd"
-	"github.com/hyperaccel/lpu-node/pkg/device"
-	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 )
 
 // Flags holds the values of the flags the daemons share. Flags that
@@ -16,10 +14,9 @@ import (
 // are read here.
 type Flags struct {
 	ConfigFile string // --config
-	Simulate   int    // --simulate; > 0 serves a simulated node
 	Version    bool   // --version
 
-	root, stateDir, kubeletDir, metricsAddr, simulateBackend string
+	root, stateDir, kubeletDir, metricsAddr string
 }
 
 // shared declares each shared flag once: name, twin, default, usage and
@@ -44,14 +41,6 @@ var shared = map[string]func(c *cmdline.Command, f *Flags){
 		c.String(&f.metricsAddr, "metrics-addr", "LPU_METRICS_ADDR", "", "`HOST:PORT` serving /metrics, /healthz, /readyz; empty disables; overrides config metrics.address").
 			Sets(func(cfg *config.Config) { cfg.Metrics.Address = f.metricsAddr })
 	},
-	"simulate": func(c *cmdline.Command, f *Flags) {
-		c.Int(&f.Simulate, "simulate", "LPU_SIMULATE", 0, "serve `N` simulated LPUs (rings of 8) from a tree under <state-dir>/simulated-node, the same node for every daemon; 0 uses real hardware").
-			Check(func() error { return devicesim.CheckCount(f.Simulate) })
-	},
-	"simulate-backend": func(c *cmdline.Command, f *Flags) {
-		c.String(&f.simulateBackend, "simulate-backend", "LPU_SIMULATE_BACKEND", "", "`LAYOUT` --simulate writes and discovers: lpu, xilinx (Orion) or pci (Bertha); overrides config simulate.backend (default: discovery.backend)").
-			OneOf(device.Backends...).Sets(func(cfg *config.Config) { cfg.Simulate.Backend = f.simulateBackend })
-	},
 	"version": func(c *cmdline.Command, f *Flags) {
 		c.Bool(&f.Version, "version", "", "print the version and exit").Exits()
 	},
@@ -73,6 +62,6 @@ func (f *Flags) Declare(c *cmdline.Command, names ...string) {
 // DeclareNFD adds --nfd-features-file (twin LPU_NFD_FEATURES_FILE) to c,
 // parsed into f.
 func DeclareNFD(c *cmdline.Command, f *nfd.Flag) {
-	c.String(&f.File, "nfd-features-file", "LPU_NFD_FEATURES_FILE", nfd.DefaultPath, "`FILE` for the Node Feature Discovery feature file; empty disables (default "+nfd.DefaultPath+", or inside the simulated tree with --simulate; the default is skipped when its directory does not exist)").
+	c.String(&f.File, "nfd-features-file", "LPU_NFD_FEATURES_FILE", nfd.DefaultPath, "`FILE` for the Node Feature Discovery feature file; empty disables (default "+nfd.DefaultPath+", inside the root when it is a simulated tree; the default is skipped when its directory does not exist)").
 		MarkGiven(&f.Given)
 }

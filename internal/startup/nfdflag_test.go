@@ -10,6 +10,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/internal/cmdline"
 	"github.com/hyperaccel/lpu-node/internal/nfd"
+	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
 func TestDeclareNFD(t *testing.T) {
@@ -41,8 +42,14 @@ func TestDeclareNFD(t *testing.T) {
 				t.Fatal(err)
 			}
 			root := t.TempDir()
+			if tc.simulated {
+				// the marker lpu-nri simulate writes is what makes the root a simulation
+				if err := os.WriteFile(filepath.Join(root, device.SimulationMarker), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			var logs bytes.Buffer
-			got := f.Path(tc.simulated, root, slog.New(slog.NewTextHandler(&logs, nil)))
+			got := f.Path(root, slog.New(slog.NewTextHandler(&logs, nil)))
 			want := strings.Replace(tc.want, "<root>", root, 1)
 			if _, err := os.Stat(filepath.Dir(nfd.DefaultPath)); name == "default, NFD absent" && err == nil {
 				want = nfd.DefaultPath // this machine has NFD's directory (an e2e run may make it)

@@ -28,7 +28,7 @@ func program(stdout, stderr *bytes.Buffer, env map[string]string) Program {
 // command declares the shared flags a daemon would.
 func command(f *Flags) *cmdline.Command {
 	c := cmdline.New("")
-	f.Declare(c, "config", "root", "state-dir", "kubelet-dir", "metrics-addr", "simulate", "version")
+	f.Declare(c, "config", "root", "state-dir", "kubelet-dir", "metrics-addr", "version")
 	return c
 }
 
@@ -59,7 +59,7 @@ func TestStartHelpVersionAndBadFlags(t *testing.T) {
 		"short -h":  {args: []string{"-h"}, wantStdout: "usage: lpu-test [flags]\n"},
 		"version":   {args: []string{"--version"}, wantStdout: "lpu-test v1.2.3\n"},
 		"bad flag":  {args: []string{"--bogus"}, wantErr: "unknown flag --bogus; see --help"},
-		"bad value": {args: []string{"--simulate", "many"}, wantErr: `--simulate: parse error; see --help`},
+		"bad value": {args: []string{"--version=maybe"}, wantErr: `--version: parse error; see --help`},
 		"relative":  {args: []string{"--root", "x"}, wantErr: `--root "x": want an absolute path; see --help`},
 	}
 	for name, tc := range tests {

@@ -15,7 +15,7 @@
 // node, and the winner leaves the most power-of-two arcs (free space in the
 // shapes 1, 2, 4, 8 … requests take), then the longest free arc, then the
 // fewest free segments, then has a power-of-two aligned start, then the
-// lowest ring and position. The fragmentation simulator (lab/sim) chose this order;
+// lowest ring and position. The fragmentation lab (lab/sim) chose this order;
 // lab/notebooks/sim.md has the numbers. When no arc fits,
 // Preferred still answers, with the available set that forms the fewest
 // segments (staying on one ring when possible); it returns nil only when the
@@ -32,7 +32,7 @@
 // ArcOrder lists every arc of the layout (each size at each start, a whole
 // ring once) in the order Preferred would pick them given the devices held
 // now. The DRA driver publishes its devices in this order, because the
-// Kubernetes allocator takes the first device that fits; the simulator's
+// Kubernetes allocator takes the first device that fits; lab/sim's
 // dra policy and the driver's tests use the same function.
 //
 // # Example

@@ -63,7 +63,7 @@ func (l *Layout) stats(free []bool) []ringStats {
 // is, in this order: more power-of-two arcs left (pow2Capacity summed over
 // the node), then the longest free arc left, then fewer free segments, then
 // a start aligned to the smallest power of two that holds the request, then
-// the lowest ring, then the lowest position. The simulator (lab/sim,
+// the lowest ring, then the lowest position. The fragmentation lab (lab/sim,
 // lab/notebooks/sim.md) measured this order against the alternatives.
 type score struct {
 	capacity      int

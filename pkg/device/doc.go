@@ -1,7 +1,7 @@
 // Package device is the LPU model of a node and its discovery: which LPUs
 // exist, their device nodes and numbers, health and telemetry, and how they
 // are wired into rings. Package devicesim writes simulated nodes of every
-// layout it reads (--simulate).
+// layout it reads (lpu-nri simulate).
 //
 // # The model
 //
@@ -54,9 +54,8 @@
 //
 // Device nodes of every backend must be character devices with the number
 // sysfs gives; a regular file may stand in for one only on a simulated
-// node (WithSimulated, set by --simulate, or a root devicesim or
-// devicetest wrote in this process: MarkSimulated), never on a real root,
-// "/" or "/host" alike.
+// node, a root carrying the SimulationMarker that devicesim and devicetest
+// write (never "/"); on a real root, "/" or "/host" alike, it is an error.
 //
 // Every attribute read is bounded (MaxAttrBytes) and trimmed of surrounding
 // whitespace.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
@@ -18,7 +19,7 @@ func Example() {
 		return
 	}
 	defer os.RemoveAll(dir)
-	root := devicesim.Root(dir)
+	root := filepath.Join(dir, "simulated-node")
 	if err := devicesim.Write(root, devicesim.Spec{Devices: 8, Rings: 2}); err != nil {
 		fmt.Println(err)
 		return

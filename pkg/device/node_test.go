@@ -46,11 +46,13 @@ func TestCheckNode(t *testing.T) {
 			if tc.needMknod && !canMknod {
 				t.Skip("mknod needs CAP_MKNOD")
 			}
-			var opts []Option
 			if tc.simulated {
-				opts = append(opts, WithSimulated())
+				if err := os.WriteFile(filepath.Join(tc.root, SimulationMarker), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				defer os.Remove(filepath.Join(tc.root, SimulationMarker))
 			}
-			s := NewSysfs(tc.root, opts...)
+			s := NewSysfs(tc.root)
 			err := s.checkNode(tc.host, tc.major, tc.minor, true)
 			if (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
 				t.Fatalf("checkNode(%s under %s) = %v, want %q", tc.host, tc.root, err, tc.err)

@@ -2,6 +2,7 @@ package device_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,23 +12,44 @@ import (
 
 // TestStandInNodesOnlyWhenSimulated: a tree under a root other than "/"
 // whose /dev/lpu0 is a regular file is a real root (the DaemonSet's /host)
-// unless it is marked simulated: the LPU is unhealthy there.
+// unless it carries the simulation marker as a regular file: the LPU is
+// unhealthy there.
 func TestStandInNodesOnlyWhenSimulated(t *testing.T) {
 	tests := map[string]struct {
+		marker  string // "file", "dir" or "link": what SimulationMarker is; "": none
 		opts    []device.Option
 		healthy bool
 	}{
 		"real root, not /":         {},
-		"simulated (--simulate)":   {opts: []device.Option{device.WithSimulated()}, healthy: true},
+		"simulated (marker file)":  {marker: "file", healthy: true},
+		"marker is a directory":    {marker: "dir"},
+		"marker is a link":         {marker: "link"},
 		"real root, other options": {opts: []device.Option{device.WithStateDir(t.TempDir())}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			root := t.TempDir() // written by hand: neither Simulate nor devicetest marks it
+			root := t.TempDir() // written by hand: neither devicesim nor devicetest marks it
 			write(t, filepath.Join(root, device.ClassDir, "lpu0", "dev"), "509:0\n")
 			write(t, filepath.Join(root, device.ClassDir, "lpu0", "status"), "READY\n")
 			write(t, filepath.Join(root, "/dev/lpu0"), "")
 			write(t, filepath.Join(root, device.ProcDevices), "Character devices:\n509 lpu\n")
+			marker := filepath.Join(root, device.SimulationMarker)
+			switch tc.marker {
+			case "file":
+				write(t, marker, "")
+			case "dir":
+				if err := os.Mkdir(marker, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			case "link":
+				write(t, filepath.Join(root, "elsewhere"), "")
+				if err := os.Symlink("elsewhere", marker); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := device.IsSimulation(root); got != tc.healthy {
+				t.Errorf("IsSimulation = %v, want %v", got, tc.healthy)
+			}
 			opts := append([]device.Option{device.WithLogger(quiet)}, tc.opts...)
 			inv, err := device.NewSysfs(root, opts...).Discover(context.Background())
 			if err != nil {
@@ -38,5 +60,15 @@ func TestStandInNodesOnlyWhenSimulated(t *testing.T) {
 				t.Fatalf("health %+v, want healthy %v", h, tc.healthy)
 			}
 		})
+	}
+}
+
+// TestIsSimulationNeverOnSlash: "/" is never a simulation, whatever files
+// it has; "" is "/".
+func TestIsSimulationNeverOnSlash(t *testing.T) {
+	for _, root := range []string{"/", "", "//", "/."} {
+		if device.IsSimulation(root) {
+			t.Errorf("IsSimulation(%q) = true", root)
+		}
 	}
 }

@@ -1,12 +1,13 @@
 package device
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 )
 
 // Host paths of the layout this package reads (see the package doc).
@@ -35,13 +36,12 @@ const (
 // last scan and the IDs given to card addresses. Safe for concurrent use.
 type Sysfs struct {
 	*tree
-	rings     [][]string
-	table     string
-	source    string
-	disc      Discovery
-	stateDir  string
-	simulated bool
-	b         backend
+	rings    [][]string
+	table    string
+	source   string
+	disc     Discovery
+	stateDir string
+	b        backend
 }
 
 var _ Discoverer = (*Sysfs)(nil)
@@ -91,33 +91,24 @@ func WithStateDir(dir string) Option {
 	return func(s *Sysfs) { s.stateDir = dir }
 }
 
-// WithSimulated marks the root as a simulated node (--simulate): regular
-// files may stand in for device nodes there. On any other root, "/" or
-// not, a device node must be a character device.
-func WithSimulated() Option {
-	return func(s *Sysfs) { s.simulated = true }
-}
+// SimulationMarker is the file (a host path under the root) that says the
+// root holds a simulated node: devicesim writes it into every tree it
+// writes, devicetest into every tree it builds. Under a marked root a
+// regular file may stand in for a device node.
+const SimulationMarker = "/.lpu-simulated-node"
 
-// simulatedRoots are the roots MarkSimulated recorded in this process.
-var simulatedRoots sync.Map // cleaned absolute root → struct{}
-
-// MarkSimulated records that root holds a simulated node written by this
-// process (devicesim.Write does it; devicetest's trees too), so every
-// Sysfs on it accepts stand-in device nodes as WithSimulated does. Nothing outside the
-// process can mark a root: a host's root is never taken for a simulation.
-func MarkSimulated(root string) {
-	if abs, err := filepath.Abs(root); err == nil {
-		simulatedRoots.Store(abs, struct{}{})
-	}
-}
-
-func isMarkedSimulated(root string) bool {
-	abs, err := filepath.Abs(root)
-	if err != nil {
+// IsSimulation reports whether root holds a simulated node: its
+// SimulationMarker exists (lstat: a link does not count). The marker is
+// never honoured when root is "/": a simulation is always a tree under a
+// directory of its own, and a file on a real host must not turn that
+// host's device nodes into optional ones.
+func IsSimulation(root string) bool {
+	root = filepath.Clean(cmp.Or(root, "/"))
+	if root == "/" {
 		return false
 	}
-	_, ok := simulatedRoots.Load(abs)
-	return ok
+	fi, err := os.Lstat(filepath.Join(root, SimulationMarker))
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // NewSysfs returns a discoverer reading the layout under root ("/" in
@@ -131,7 +122,7 @@ func NewSysfs(root string, opts ...Option) *Sysfs {
 	for _, o := range opts {
 		o(s)
 	}
-	s.standIns = s.simulated || isMarkedSimulated(root)
+	s.standIns = IsSimulation(root)
 	s.b = newBackend(s.tree, s.disc, s.stateDir)
 	return s
 }

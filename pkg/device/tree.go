@@ -21,8 +21,8 @@ type tree struct {
 	root string
 	log  *slog.Logger
 	// standIns accepts regular files as device nodes: set only for a
-	// simulated node (WithSimulated, or a root devicesim or devicetest
-	// wrote in this process), never inferred from the root's path.
+	// root that carries the SimulationMarker, never inferred from the
+	// root's path.
 	standIns bool
 
 	warned  sync.Map // warning text → struct{}: each distinct warning is logged once

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,7 +20,6 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/nritest"
 	"github.com/hyperaccel/lpu-node/internal/podresources/podresourcestest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
-	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 )
 
 // testFor replaces every `for:` of the rendered rules in the live test: the
@@ -113,7 +113,13 @@ func startNode(t *testing.T, mode string) *node {
 	n.runtime = nritest.New(t)
 	n.runtime.Start(t)
 	env := []string{"NODE_NAME=node-a", "LPU_LOG_FORMAT=text"}
-	common := []string{"--config", cfg, "--simulate", "8", "--state-dir", n.state}
+	// the simulated node, written once by lpu-nri simulate as the chart's
+	// init container does; every daemon is given it as its root
+	simRoot := filepath.Join(n.state, "simulated-node")
+	if out, err := exec.Command(filepath.Join(bin, "lpu-nri"), "simulate", "--config", cfg, "--root", simRoot, "--lpus", "8").CombinedOutput(); err != nil {
+		t.Fatalf("lpu-nri simulate: %v\n%s", err, out)
+	}
+	common := []string{"--config", cfg, "--root", simRoot, "--state-dir", n.state}
 	allocator, nri := daemontest.FreeAddr(t), daemontest.FreeAddr(t)
 	var targets []target
 	pod := map[string]string{"namespace": "kube-system", "pod": "lpu-node-test"}
@@ -266,7 +272,7 @@ func (n *node) quiet(t *testing.T, d time.Duration, allowed ...string) {
 // setAttr writes one attribute file of an LPU in the simulated sysfs tree.
 func (n *node) setAttr(t *testing.T, id, name, value string) {
 	t.Helper()
-	p := filepath.Join(devicesim.Root(n.state), device.ClassDir, id, name)
+	p := filepath.Join(n.state, "simulated-node", device.ClassDir, id, name)
 	if err := os.WriteFile(p, []byte(value+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

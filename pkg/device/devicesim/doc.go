@@ -1,9 +1,10 @@
 // Package devicesim writes simulated LPU nodes: a tree under a directory
 // in the layout a discovery backend of package device reads, with plain
-// files for device nodes. The daemons serve one with --simulate N
-// (WriteNode at Root(stateDir), the node SpecFor(N) describes, so every
-// daemon on the host simulates the same node); the e2e's simnode writes
-// one for real character devices to replace; tests discover them.
+// files for device nodes, and device.SimulationMarker, which lets
+// discovery accept those files. lpu-nri simulate writes one (WriteNode,
+// the node SpecFor(N) describes) for the daemons to be given as their
+// root; the e2e's simnode writes one for real character devices to
+// replace; tests discover them.
 //
 // # Layouts
 //
@@ -30,7 +31,7 @@
 //
 // # Example
 //
-//	root := devicesim.Root("/var/lib/lpu")
+//	root := "/var/lib/lpu/simulated-node"
 //	if err := devicesim.Write(root, devicesim.Spec{Devices: 8, Rings: 1}); err != nil {
 //		return err
 //	}

@@ -1,22 +1,26 @@
 package devicesim
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
+
+	"github.com/hyperaccel/lpu-node/pkg/device"
 )
 
-// CheckCount checks a --simulate value: 0 (real hardware) to
-// MaxDevices.
+// CheckCount checks a count of simulated LPUs: 1 to MaxDevices.
 func CheckCount(n int) error {
-	if n < 0 || n > MaxDevices {
-		return fmt.Errorf("simulate %d: want 0 to %d", n, MaxDevices)
+	if n < 1 || n > MaxDevices {
+		return fmt.Errorf("simulate %d LPUs: want 1 to %d", n, MaxDevices)
 	}
 	return nil
 }
 
-// SpecFor is the node --simulate n asks for: n LPUs in rings of 8 (at
-// least one ring), the ring count lowered until it divides n so all rings
-// are equal. Both daemons use it, so they simulate the same node.
+// SpecFor is the node of n LPUs WriteNode writes: rings of 8 (at least
+// one ring), the ring count lowered until it divides n so all rings are
+// equal.
 func SpecFor(n int) Spec {
 	return Spec{Devices: n, Rings: ringsFor(n)}
 }
@@ -29,21 +33,59 @@ func ringsFor(n int) int {
 	return r
 }
 
-// WriteNode writes the simulated node of n LPUs (SpecFor) in backend's
-// layout (device.BackendLPU, device.BackendXilinx or device.BackendPCI; ""
-// is device.BackendLPU) at Root(stateDir) and returns that root, the
-// discovery root a daemon run with --simulate n uses. It is idempotent
-// like Write.
-func WriteNode(stateDir string, n int, backend string) (root string, err error) {
-	root = Root(stateDir)
+// ErrNotSimulation is returned by WriteNode for a root it must not write
+// into: "/", or a directory that holds files but no
+// device.SimulationMarker (a host's root mounted somewhere, a typo).
+var ErrNotSimulation = errors.New("not a simulated node")
+
+// WriteNode writes the node of n LPUs (SpecFor) in backend's layout
+// (device.BackendLPU, device.BackendXilinx or device.BackendPCI; "" is
+// device.BackendLPU) at root, the discovery root the daemons are then
+// given. It writes only into a missing or empty directory or one that
+// already holds a simulated node (it is idempotent like Write, so every
+// pod of a node may run it); anything else wraps ErrNotSimulation.
+func WriteNode(root string, n int, backend string) error {
+	if err := CheckCount(n); err != nil {
+		return err
+	}
+	if err := checkRoot(root); err != nil {
+		return err
+	}
 	spec := SpecFor(n)
 	spec.Backend = backend
 	if err := Write(root, spec); err != nil {
-		return "", fmt.Errorf("simulate %d LPUs: %w", n, err)
+		return fmt.Errorf("simulate %d LPUs: %w", n, err)
 	}
-	return root, nil
+	return nil
 }
 
-// Root is the discovery root of the simulated node a daemon run with
-// --simulate uses: <stateDir>/simulated-node.
-func Root(stateDir string) string { return filepath.Join(stateDir, "simulated-node") }
+// checkRoot refuses "/" and a directory with files but no marker. A tree
+// written before the marker existed is known by its library placeholder,
+// so a node simulated by an older release is taken over on upgrade.
+func checkRoot(root string) error {
+	clean := filepath.Clean(root)
+	if clean == "/" || clean == "." {
+		return fmt.Errorf("simulate under %q: %w: name a directory of its own", root, ErrNotSimulation)
+	}
+	if device.IsSimulation(clean) {
+		return nil
+	}
+	if b, err := os.ReadFile(filepath.Join(clean, Library)); err == nil && string(b) == libraryPlaceholder {
+		return nil
+	}
+	d, err := os.Open(clean)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("simulate under %s: %w", root, err)
+	}
+	defer d.Close()
+	if _, err := d.Readdirnames(1); !errors.Is(err, io.EOF) {
+		if err == nil {
+			err = fmt.Errorf("%w: it holds files but no %s", ErrNotSimulation, device.SimulationMarker)
+		}
+		return fmt.Errorf("simulate under %s: %w", root, err)
+	}
+	return nil
+}

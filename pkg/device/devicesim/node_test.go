@@ -2,6 +2,7 @@ package devicesim
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -23,11 +24,11 @@ func TestCheckCount(t *testing.T) {
 		n       int
 		wantErr string
 	}{
-		"real hardware": {n: 0},
-		"one":           {n: 1},
-		"max":           {n: MaxDevices},
-		"negative":      {n: -1, wantErr: "simulate -1: want 0 to 1024"},
-		"above max":     {n: MaxDevices + 1, wantErr: "simulate 1025: want 0 to 1024"},
+		"none":      {n: 0, wantErr: "simulate 0 LPUs: want 1 to 1024"},
+		"one":       {n: 1},
+		"max":       {n: MaxDevices},
+		"negative":  {n: -1, wantErr: "simulate -1 LPUs: want 1 to 1024"},
+		"above max": {n: MaxDevices + 1, wantErr: "simulate 1025 LPUs: want 1 to 1024"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -53,22 +54,22 @@ func TestWriteNode(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			state := t.TempDir()
-			root, err := WriteNode(state, tc.n, "")
+			root := filepath.Join(t.TempDir(), "simulated-node")
+			err := WriteNode(root, tc.n, "")
 			if tc.wantErr {
 				if err == nil {
 					t.Fatalf("WriteNode(%d): no error", tc.n)
 				}
-				if _, serr := os.Stat(Root(state)); serr == nil {
-					t.Errorf("WriteNode(%d) failed but left %s", tc.n, Root(state))
+				if _, serr := os.Stat(root); serr == nil {
+					t.Errorf("WriteNode(%d) failed but left %s", tc.n, root)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if root != filepath.Join(state, "simulated-node") {
-				t.Fatalf("root %q, want under %s", root, state)
+			if !device.IsSimulation(root) {
+				t.Fatalf("%s carries no %s", root, device.SimulationMarker)
 			}
 			inv, err := device.NewSysfs(root).Discover(context.Background())
 			if err != nil {
@@ -77,10 +78,68 @@ func TestWriteNode(t *testing.T) {
 			if len(inv.Devices) != tc.n || len(inv.Rings) != tc.wantRings {
 				t.Fatalf("discovered %d devices in %d rings, want %d in %d", len(inv.Devices), len(inv.Rings), tc.n, tc.wantRings)
 			}
-			again, err := WriteNode(state, tc.n, "")
-			if err != nil || again != root {
-				t.Fatalf("second WriteNode = %q, %v; want %q (idempotent)", again, err, root)
+			if err := WriteNode(root, tc.n, ""); err != nil {
+				t.Fatalf("second WriteNode: %v (want idempotent)", err)
 			}
 		})
+	}
+}
+
+// TestWriteNodeRefuses: WriteNode writes only into a missing or empty
+// directory or an earlier simulation, never into "/" or a directory of
+// other files (a host root mounted at /host, a typo), and leaves those
+// untouched.
+func TestWriteNodeRefuses(t *testing.T) {
+	tests := map[string]struct {
+		root    func(t *testing.T) string
+		refused bool
+	}{
+		"slash":        {root: func(*testing.T) string { return "/" }, refused: true},
+		"empty":        {root: func(*testing.T) string { return "" }, refused: true},
+		"missing":      {root: func(t *testing.T) string { return filepath.Join(t.TempDir(), "a", "b") }},
+		"empty dir":    {root: func(t *testing.T) string { return t.TempDir() }},
+		"earlier node": {root: func(t *testing.T) string { r := t.TempDir(); mustNil(t, WriteNode(r, 16, "")); return r }},
+		"older release's node": {root: func(t *testing.T) string {
+			r := t.TempDir()
+			mustNil(t, WriteNode(r, 8, ""))
+			mustNil(t, os.Remove(filepath.Join(r, device.SimulationMarker)))
+			return r
+		}},
+		"host-like tree": {root: func(t *testing.T) string {
+			r := t.TempDir()
+			mustNil(t, os.Mkdir(filepath.Join(r, "sys"), 0o755))
+			return r
+		}, refused: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			root := tc.root(t)
+			err := WriteNode(root, 8, "")
+			if refused := errors.Is(err, ErrNotSimulation); refused != tc.refused {
+				t.Fatalf("WriteNode(%q) = %v, refused %v, want %v", root, err, refused, tc.refused)
+			}
+			if tc.refused {
+				if root != "/" && root != "" {
+					if _, err := os.Stat(filepath.Join(root, device.SimulationMarker)); err == nil {
+						t.Errorf("refused but wrote into %s", root)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			inv, err := device.NewSysfs(root).Discover(context.Background())
+			if err != nil || len(inv.Devices) != 8 || !inv.Devices[7].Health.Healthy {
+				t.Fatalf("discovered %v, %v; want 8 healthy LPUs", inv, err)
+			}
+		})
+	}
+}
+
+func mustNil(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -136,9 +136,9 @@ func PCIBusID(index int) string {
 // /sys/class/lpu/lpuN link to it, a plain file /dev/lpuN, the driver
 // version, the network table device.DefaultNetworkTable describing the
 // same rings as the ring attributes, a matching /proc/devices, and
-// placeholders for the driver library (Library) and tool (Tool). It marks
-// root simulated (device.MarkSimulated), so discovery in this process
-// accepts its plain-file device nodes.
+// placeholders for the driver library (Library) and tool (Tool). It writes
+// device.SimulationMarker, so discovery under root accepts its plain-file
+// device nodes.
 //
 // Write is idempotent: a rerun with the same spec leaves every file with
 // the same bytes and rewrites none that is already correct. Each file is
@@ -158,8 +158,8 @@ func Write(root string, spec Spec) error {
 	if err != nil {
 		return err
 	}
-	device.MarkSimulated(root)
 	w := writer{root: root}
+	w.file(device.SimulationMarker, marker, 0o644)
 	perRing := spec.Devices / spec.Rings
 	switch spec.Backend {
 	case device.BackendXilinx:
@@ -175,13 +175,20 @@ func Write(root string, spec Spec) error {
 		w.file(device.DefaultNetworkTable, ringTable(spec.Devices, perRing), 0o644)
 	}
 	w.file(device.ProcDevices, procDevices(spec), 0o644)
-	w.file(Library, "simulated LPU driver library placeholder, written by lpu-node\n", 0o644)
+	w.file(Library, libraryPlaceholder, 0o644)
 	w.file(Tool, toolScript, 0o755)
 	if w.err != nil {
 		return fmt.Errorf("simulate under %s: %w", root, w.err)
 	}
 	return nil
 }
+
+// libraryPlaceholder is the content of the simulated driver library.
+const libraryPlaceholder = "simulated LPU driver library placeholder, written by lpu-node\n"
+
+// marker is the content of device.SimulationMarker: for a reader who finds
+// the file.
+const marker = "written by lpu-node's simulator: this tree is a simulated LPU node, whose device nodes are plain files\n"
 
 // procDevices is the simulated node's /proc/devices: a few of the
 // kernel's own majors, and the simulated drivers' under the names

@@ -111,7 +111,7 @@ func TestWriteFiles(t *testing.T) {
 	if err := os.Rename(root, moved); err != nil {
 		t.Fatal(err)
 	}
-	if got := discover(t, moved, device.WithSimulated()); !reflect.DeepEqual(got, inv) { // moved: no longer the root Simulate marked
+	if got := discover(t, moved); !reflect.DeepEqual(got, inv) { // moved: the marker moves with the tree
 		t.Errorf("moved tree discovers differently")
 	}
 }
@@ -288,12 +288,6 @@ func TestSpecErrors(t *testing.T) {
 				t.Errorf("invalid spec wrote %d entries", len(entries))
 			}
 		})
-	}
-}
-
-func TestRoot(t *testing.T) {
-	if got := devicesim.Root("/var/lib/lpu"); got != "/var/lib/lpu/simulated-node" {
-		t.Errorf("SimulatedRoot = %q", got)
 	}
 }
 

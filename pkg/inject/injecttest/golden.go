@@ -30,7 +30,7 @@ type GoldenLayout struct {
 // GoldenLayouts are the golden tests' layouts by name: "lpu", our own one
 // node per LPU (a 4-LPU wrap-around arc on a ring of 8, arc start first),
 // and "xilinx", Orion's two nodes per LPU, render and management (a 2-LPU
-// wrap-around arc on the simulated ring of four, lpu0 lpu1 lpu3 lpu2).
+// wrap-around arc on devicesim's Orion ring of four, lpu0 lpu1 lpu3 lpu2).
 func GoldenLayouts() map[string]GoldenLayout {
 	return map[string]GoldenLayout{
 		"lpu":    {Setup: goldenSetup, IDs: goldenIDs, Suffix: ""},
@@ -43,7 +43,7 @@ var (
 	goldenOrionIDs = []string{"lpu2", "lpu0"}
 )
 
-// goldenSetupOrion discovers a simulated Orion node of four cards with the
+// goldenSetupOrion discovers an Orion node of four cards devicesim wrote, with the
 // xilinx backend and picks goldenOrionIDs.
 func goldenSetupOrion(tb testing.TB) (root string, inv *device.Inventory, devs []device.Device, opts inject.Options) {
 	tb.Helper()

@@ -15,7 +15,8 @@
 #      node labels;
 #   2. `kubectl apply -f deploy/manifests/lpu-node.yaml` with the two
 #      overrides a machine without LPUs and with a private containerd needs
-#      (LPU_SIMULATE=8 on both containers, the NRI socket's host dir), the
+#      (LPU_ROOT on both containers naming the simulated node `lpu-nri
+#      simulate` wrote under /var/lib/lpu, the NRI socket's host dir), the
 #      image imported under the manifest's own name: Ready, ring neighbours,
 #      `kubectl delete -f` leaves the node as clean. These use the shipped
 #      host paths (/var/lib/lpu, the NFD features.d, ...); the ones this run
@@ -339,18 +340,25 @@ install_manifests() {
       *) record dir "$p" ;;
     esac
   done
-  # overrides: simulated LPUs (LPU_SIMULATE, the --simulate flag's
-  # variable) on both containers, and the host dir of this node's NRI socket
-  # (containerd a listens on $BASE/ctd-a/nri.sock, not /var/run/nri)
-  if ! awk '
+  # simulated LPUs as deploy/README.md says: lpu-nri simulate writes the
+  # node once under the state dir, and both containers are given it as
+  # their root (LPU_ROOT, the --root flag's variable)
+  [ -x "$BASE/bin/lpu-nri" ] || out=$(go_build cmd/lpu-nri) || { nok "manifests: build ./cmd/lpu-nri" "$out"; return; }
+  if ! out=$("$BASE/bin/lpu-nri" simulate --root "$MAN_STATE/simulated-node" --lpus 8 2>&1); then
+    nok "manifests: lpu-nri simulate --root $MAN_STATE/simulated-node --lpus 8" "$(tail -3 <<<"$out")"
+    return
+  fi
+  # overrides: LPU_ROOT on both containers, and the host dir of this node's
+  # NRI socket (containerd a listens on $BASE/ctd-a/nri.sock, not /var/run/nri)
+  if ! awk -v root="$MAN_STATE/simulated-node" '
     { print }
     /^ *fieldPath: spec.nodeName$/ { ind = $0; sub(/[^ ].*/, "", ind); ind = substr(ind, 7)
-      print ind "- name: LPU_SIMULATE"; print ind "  value: \"8\""; env++ }
+      print ind "- name: LPU_ROOT"; print ind "  value: " root; env++ }
     END { if (env != 2) exit 1 }' "$src" | sed "s#^\( *path: \)/var/run/nri\$#\1$BASE/ctd-a#" >"$m"; then
     nok "manifests: override $src" "not exactly two NODE_NAME env entries"
     return
   fi
-  expect "manifests: the only overrides are LPU_SIMULATE=8 on both containers and the NRI socket's host dir" "$(diff "$src" "$m" | head -20)" \
+  expect "manifests: the only overrides are LPU_ROOT=$MAN_STATE/simulated-node on both containers and the NRI socket's host dir" "$(diff "$src" "$m" | head -20)" \
     test "$(diff "$src" "$m" | grep -c '^>')" = 5
   if ! out=$(kc apply -f "$m" 2>&1); then
     nok "manifests: kubectl apply -f deploy/manifests/lpu-node.yaml" "$(tail -3 <<<"$out")"

@@ -16,7 +16,10 @@
 //	node lpu0 /dev/xclmgmt5888 241:0
 //
 // The device nodes it writes are plain files; run.sh replaces them with real
-// character devices of the numbers printed.
+// character devices of the numbers printed. It removes the tree's
+// device.SimulationMarker once it has discovered it: the daemons are to
+// treat the tree as a real host (real device nodes only, driver mounts and
+// the NFD file where a host has them).
 package main
 
 import (
@@ -25,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -58,6 +62,9 @@ func run() error {
 	inv, err := device.NewSysfs(*root, opts...).Discover(context.Background())
 	if err != nil {
 		return fmt.Errorf("discover %s: %w", *root, err)
+	}
+	if err := os.Remove(filepath.Join(*root, device.SimulationMarker)); err != nil {
+		return fmt.Errorf("unmark %s: %w", *root, err)
 	}
 	for i, r := range inv.Rings {
 		fmt.Printf("ring%d: %s\n", i, strings.Join(r, " "))

@@ -27,19 +27,17 @@ type Params struct {
 	Options *Options
 	Logger  *slog.Logger
 	Version string
-	// Getenv reads NODE_NAME; nil means os.Getenv.
-	Getenv func(string) string
 }
 
 // Run builds the daemon's parts from the config and runs them until ctx
 // ends: the health monitor, the device plugin with its registration loop,
 // the metrics endpoint, the NFD feature file and, when configured, traces. It returns nil on
 // cancellation and an error only when a part cannot start (an unusable
-// state directory in nri mode, a taken metrics address, an invalid
-// simulation, a named kubelet root that does not exist).
+// state directory in nri mode, a taken metrics address, a root that is
+// not a directory, a named kubelet root that does not exist).
 func Run(ctx context.Context, p Params) error {
 	cfg, opts, log := p.Config, p.Options, startup.Logger(p.Logger)
-	n, err := node.Open(cfg, node.Options{Simulate: opts.Simulate, Getenv: p.Getenv, Kubelet: true, Logger: log})
+	n, err := node.Open(cfg, node.Options{Kubelet: true, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -75,7 +73,7 @@ func Run(ctx context.Context, p Params) error {
 	if err != nil {
 		return err
 	}
-	err = serve(ctx, cfg, mon, plug, m, opts.NFD.Path(n.Simulated, n.Root, log), log)
+	err = serve(ctx, cfg, mon, plug, m, opts.NFD.Path(n.Root, log), log)
 	log.Info("lpu-device-plugin stopped", "err", err)
 	return err
 }

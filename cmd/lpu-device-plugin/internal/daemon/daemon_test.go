@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +26,9 @@ type daemon struct {
 	done                          chan error
 }
 
+// simRoot is where the tests write the simulated node under a state dir.
+func simRoot(state string) string { return filepath.Join(state, "simulated-node") }
+
 // startDaemon runs the whole daemon on a simulated node of n LPUs with the
 // CLI args given, against a test kubelet.
 func startDaemon(t *testing.T, n int, args ...string) *daemon {
@@ -40,8 +42,12 @@ func startDaemonWith(t *testing.T, n int, edit func(*config.Config), args ...str
 	d := &daemon{state: daemontest.ShortDir(t), kdir: daemontest.ShortDir(t), metrics: daemontest.FreeAddr(t)}
 	d.nfdFile = filepath.Join(t.TempDir(), "features.d", "lpu")
 	d.kubelet = kubelettest.Start(t, d.kdir)
+	// the node lpu-nri simulate writes, as the chart's init container does
+	if err := devicesim.WriteNode(simRoot(d.state), n, ""); err != nil {
+		t.Fatal(err)
+	}
 	args = append([]string{
-		"--simulate", strconv.Itoa(n), "--state-dir", d.state, "--kubelet-dir", d.kdir,
+		"--root", simRoot(d.state), "--state-dir", d.state, "--kubelet-dir", d.kdir,
 		"--metrics-addr", d.metrics, "--nfd-features-file", d.nfdFile,
 	}, args...)
 	opts, err := Parse(args, func(string) (string, bool) { return "", false })
@@ -64,13 +70,9 @@ func startDaemonWith(t *testing.T, n int, edit func(*config.Config), args ...str
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel, d.done = cancel, make(chan error, 1)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	t.Setenv("NODE_NAME", "node-a") // as the chart sets it
 	go func() {
-		d.done <- Run(ctx, Params{Config: cfg, Options: opts.Options, Logger: log, Version: "test", Getenv: func(k string) string {
-			if k == "NODE_NAME" {
-				return "node-a"
-			}
-			return ""
-		}})
+		d.done <- Run(ctx, Params{Config: cfg, Options: opts.Options, Logger: log, Version: "test"})
 	}()
 	t.Cleanup(func() { d.stop(t) })
 	return d
@@ -115,7 +117,7 @@ func TestDaemonSimulatedNode(t *testing.T) {
 	}
 
 	// Health flips in the simulated tree reach the stream within a second.
-	status := filepath.Join(devicesim.Root(d.state), device.ClassDir, "lpu3", "status")
+	status := filepath.Join(simRoot(d.state), device.ClassDir, "lpu3", "status")
 	if err := os.WriteFile(status, []byte("ECC_ERROR\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

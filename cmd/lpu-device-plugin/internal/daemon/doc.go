@@ -1,5 +1,5 @@
 // Package daemon assembles lpu-device-plugin on the node (internal/node:
-// discovery, real or simulated, and the seal key) from its parts — the
+// discovery and the seal key) from its parts — the
 // health monitor, the kubelet device plugin, the metrics endpoint and the
 // NFD feature file — and runs them until the context ends.
 //

@@ -26,7 +26,7 @@ func Command(o *Options) *cmdline.Command {
 	o.Declare(c, "config", "root", "kubelet-dir", "state-dir")
 	c.String(&o.injection, "injection", "LPU_INJECTION", "", "injection `MODE` nri|cdi|auto; overrides config injection.mode (default auto: nri when the config's nri.socket exists, else cdi)").
 		OneOf(config.AllowedInjectionModes...).Sets(func(cfg *config.Config) { cfg.Injection.Mode = o.injection })
-	o.Declare(c, "metrics-addr", "simulate", "simulate-backend")
+	o.Declare(c, "metrics-addr")
 	startup.DeclareNFD(c, &o.NFD)
 	o.Declare(c, "version")
 	return c
@@ -37,7 +37,7 @@ API v1beta1), hands out ring-contiguous sets, and reports their health.
 
 Usage:
   lpu-device-plugin [--config FILE] [--root DIR] [--kubelet-dir DIR] [--state-dir DIR]
-                    [--injection nri|cdi|auto] [--metrics-addr HOST:PORT] [--simulate N]
+                    [--injection nri|cdi|auto] [--metrics-addr HOST:PORT]
                     [--nfd-features-file FILE] [--version] [--help]
 
 Every flag but --version has an environment twin (in brackets). Precedence:

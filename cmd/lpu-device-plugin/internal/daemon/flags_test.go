@@ -47,7 +47,7 @@ func TestPrecedence(t *testing.T) {
 		"defaults": {
 			check: func(t *testing.T, o parsed, c *config.Config) {
 				if c.Root != "/" || c.Kubelet.DevicePluginDir != "/var/lib/kubelet/device-plugins" || c.StateDir != config.DefaultStateDir ||
-					c.Injection.Mode != config.InjectionAuto || c.Metrics.Address != "" || o.Simulate != 0 || o.NFD.File != nfd.DefaultPath || o.NFD.Given {
+					c.Injection.Mode != config.InjectionAuto || c.Metrics.Address != "" || o.NFD.File != nfd.DefaultPath || o.NFD.Given {
 					t.Fatalf("defaults: %+v %+v", o, c)
 				}
 			},
@@ -61,29 +61,11 @@ func TestPrecedence(t *testing.T) {
 			},
 		},
 		"env over file": {
-			env:  map[string]string{"LPU_ROOT": "/envroot", "LPU_INJECTION": "cdi", "LPU_SIMULATE": "16"},
+			env:  map[string]string{"LPU_ROOT": "/envroot", "LPU_INJECTION": "cdi"},
 			file: func(c *config.Config) { c.Root = "/host"; c.Injection.Mode = "nri" },
 			check: func(t *testing.T, o parsed, c *config.Config) {
-				if c.Root != "/envroot" || c.Injection.Mode != "cdi" || o.Simulate != 16 {
-					t.Fatalf("root %q injection %q simulate %d", c.Root, c.Injection.Mode, o.Simulate)
-				}
-			},
-		},
-		"simulate backend: flag over env over file": {
-			args: []string{"--simulate-backend", "xilinx"},
-			env:  map[string]string{"LPU_SIMULATE_BACKEND": "pci"},
-			file: func(c *config.Config) { c.Simulate.Backend = "lpu" },
-			check: func(t *testing.T, o parsed, c *config.Config) {
-				if c.Simulate.Backend != "xilinx" {
-					t.Fatalf("simulate.backend %q, want xilinx", c.Simulate.Backend)
-				}
-			},
-		},
-		"simulate backend from env": {
-			env: map[string]string{"LPU_SIMULATE_BACKEND": "pci"},
-			check: func(t *testing.T, o parsed, c *config.Config) {
-				if c.Simulate.Backend != "pci" || c.Discovery.Backend != "lpu" {
-					t.Fatalf("simulate.backend %q discovery.backend %q", c.Simulate.Backend, c.Discovery.Backend)
+				if c.Root != "/envroot" || c.Injection.Mode != "cdi" {
+					t.Fatalf("root %q injection %q", c.Root, c.Injection.Mode)
 				}
 			},
 		},
@@ -114,13 +96,11 @@ func TestPrecedence(t *testing.T) {
 				}
 			},
 		},
-		"bad injection":        {args: []string{"--injection", "docker"}, wantErr: `injection "docker"`},
-		"bad env simulate":     {env: map[string]string{"LPU_SIMULATE": "many"}, wantErr: "LPU_SIMULATE"},
-		"bad simulate backend": {args: []string{"--simulate-backend", "gpu"}, wantErr: `"gpu"`},
-		"negative simulate":    {args: []string{"--simulate", "-1"}, wantErr: "simulate -1"},
-		"relative root":        {args: []string{"--root", "host"}, wantErr: `root "host"`},
-		"positional argument":  {args: []string{"serve"}, wantErr: `unexpected argument "serve"`},
-		"unknown flag":         {args: []string{"--kubelet-socket", "/x"}, wantErr: "kubelet-socket"},
+		"bad injection":       {args: []string{"--injection", "docker"}, wantErr: `injection "docker"`},
+		"no --simulate":       {args: []string{"--simulate", "8"}, wantErr: "unknown flag --simulate"},
+		"relative root":       {args: []string{"--root", "host"}, wantErr: `root "host"`},
+		"positional argument": {args: []string{"serve"}, wantErr: `unexpected argument "serve"`},
+		"unknown flag":        {args: []string{"--kubelet-socket", "/x"}, wantErr: "kubelet-socket"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

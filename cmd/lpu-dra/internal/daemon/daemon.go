@@ -56,7 +56,7 @@ func Run(ctx context.Context, p Params) error {
 	if err := node.RefuseIfDevicePlugin(filepath.Join(cfg.Kubelet.DevicePluginDir, device.PluginSocketName(cfg.ResourceName))); err != nil {
 		return err
 	}
-	n, err := node.Open(cfg, node.Options{Simulate: opts.Simulate, Name: opts.NodeName, Kubelet: true, Logger: log})
+	n, err := node.Open(cfg, node.Options{Name: opts.NodeName, Kubelet: true, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func Run(ctx context.Context, p Params) error {
 }
 
 // driverOptions are the driver's options on node n: the per-claim CDI
-// specs inject n's mounts (from the simulated tree under --simulate).
+// specs inject n's mounts (node.Node.Inject).
 func driverOptions(n *node.Node, name string, m *driver.Metrics, tracer trace.Tracer, log *slog.Logger) driver.Options {
 	cfg := n.Config
 	return driver.Options{
@@ -226,7 +226,7 @@ func (k *kubelet) readyz() error {
 func reportNode(ctx context.Context, g *errgroup.Group, n *node.Node, opts *Options, version string, mon *health.Monitor, drv *driver.Driver, m *driver.Metrics, log *slog.Logger) {
 	m.Registry.MustRegister(devicemetrics.New(devicemetrics.Options{Node: opts.NodeName, Daemon: "lpu-dra", Version: version,
 		Devices: mon, Telemetry: n.Discoverer, Holders: drv, Logger: log}))
-	if path := opts.NFD.Path(n.Simulated, n.Root, log); path != "" {
+	if path := opts.NFD.Path(n.Root, log); path != "" {
 		g.Go(func() error { return nfd.Keep(ctx, mon, path, n.Config.ResourceName, log) })
 	}
 }

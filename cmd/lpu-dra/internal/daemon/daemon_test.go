@@ -12,6 +12,7 @@ import (
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/internal/node"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 )
 
 // kubeconfig points at a port nobody serves: the API server is down.
@@ -43,8 +44,19 @@ func params(t *testing.T) (Params, string) {
 	}
 	opts := &Options{NodeName: "node-a", Kubeconfig: kubeconfig(t),
 		PluginDir: filepath.Join(dir, "p"), RegistryDir: filepath.Join(dir, "r")}
-	opts.Simulate = 8
+	simulate(t, cfg, 8)
 	return Params{Config: cfg, Options: opts, Version: "test"}, dir
+}
+
+// simulate writes a simulated node of n LPUs under the state dir, as
+// lpu-nri simulate does in the chart's init container, and makes it the
+// root.
+func simulate(t *testing.T, cfg *config.Config, n int) {
+	t.Helper()
+	cfg.Root = filepath.Join(cfg.StateDir, "simulated-node")
+	if err := devicesim.WriteNode(cfg.Root, n, ""); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // With the API server down the driver still starts, registers with the

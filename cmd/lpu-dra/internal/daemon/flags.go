@@ -41,7 +41,7 @@ func Command(o *Options) *cmdline.Command {
 	c.String(&o.PluginDir, "plugin-dir", "LPU_PLUGIN_DIR", "", "kubelet plugin `DIR` for the driver's socket (default <kubelet.rootDir>/plugins/lpu.hyperaccel.ai, /var/lib/kubelet/plugins/lpu.hyperaccel.ai)").Absolute()
 	c.String(&o.PodUID, "pod-uid", "POD_UID", "", "this pod's `UID`; set, two lpu-dra pods may serve the node at once during a rolling update (registration sockets per pod, checkpoint changes under a lock)")
 	c.String(&o.RegistryDir, "registry-dir", "LPU_REGISTRY_DIR", "", "kubelet plugin registry `DIR` (default <kubelet.rootDir>/plugins_registry, /var/lib/kubelet/plugins_registry)").Absolute()
-	o.Declare(c, "metrics-addr", "simulate")
+	o.Declare(c, "metrics-addr")
 	startup.DeclareNFD(c, &o.NFD)
 	o.Declare(c, "version")
 	return c
@@ -60,7 +60,7 @@ and prepares claims as per-claim CDI specs.
 Usage:
   lpu-dra [--config FILE] --node-name NAME [--kubeconfig FILE] [--root DIR]
           [--state-dir DIR] [--cdi-dir DIR] [--plugin-dir DIR] [--registry-dir DIR]
-          [--pod-uid UID] [--metrics-addr HOST:PORT] [--simulate N]
+          [--pod-uid UID] [--metrics-addr HOST:PORT]
           [--nfd-features-file FILE]
           [--version] [--help]
 

@@ -23,16 +23,16 @@ func TestFlags(t *testing.T) {
 		"minimal": {args: []string{"--node-name", "n1"}, check: func(t *testing.T, o *Options, c *config.Config) {
 			plugin, registry := o.KubeletDirs(c)
 			if o.NodeName != "n1" || o.Kubeconfig != "" || plugin != "/var/lib/kubelet/plugins/lpu.hyperaccel.ai" || registry != "/var/lib/kubelet/plugins_registry" ||
-				c.CDI.SpecDir != config.DefaultCDISpecDir || c.StateDir != config.DefaultStateDir || o.Simulate != 0 {
+				c.CDI.SpecDir != config.DefaultCDISpecDir || c.StateDir != config.DefaultStateDir {
 				t.Fatalf("%+v %+v", o, c)
 			}
 		}},
 		"env twins": {env: map[string]string{"NODE_NAME": "n2", "KUBECONFIG": "/k", "LPU_CDI_DIR": "/c", "LPU_PLUGIN_DIR": "/p",
-			"LPU_REGISTRY_DIR": "/r", "LPU_SIMULATE": "8", "LPU_STATE_DIR": "/s", "LPU_ROOT": "/h", "LPU_METRICS_ADDR": ":1"},
+			"LPU_REGISTRY_DIR": "/r", "LPU_STATE_DIR": "/s", "LPU_ROOT": "/h", "LPU_METRICS_ADDR": ":1"},
 			check: func(t *testing.T, o *Options, c *config.Config) {
 				plugin, registry := o.KubeletDirs(c)
 				if o.NodeName != "n2" || o.Kubeconfig != "/k" || c.CDI.SpecDir != "/c" || plugin != "/p" || registry != "/r" ||
-					o.Simulate != 8 || c.StateDir != "/s" || c.Root != "/h" || c.Metrics.Address != ":1" {
+					c.StateDir != "/s" || c.Root != "/h" || c.Metrics.Address != ":1" {
 					t.Fatalf("%+v %+v", o, c)
 				}
 			}},
@@ -49,9 +49,9 @@ func TestFlags(t *testing.T) {
 				t.Fatalf("%+v", o)
 			}
 		}},
-		"relative cdi": {args: []string{"--node-name=a", "--cdi-dir=cdi"}, wantErr: "cdi-dir"},
-		"bad simulate": {args: []string{"--node-name=a", "--simulate=-1"}, wantErr: "simulate"},
-		"stray arg":    {args: []string{"--node-name=a", "x"}, wantErr: "x"},
+		"relative cdi":  {args: []string{"--node-name=a", "--cdi-dir=cdi"}, wantErr: "cdi-dir"},
+		"no --simulate": {args: []string{"--node-name=a", "--simulate=8"}, wantErr: "unknown flag --simulate"},
+		"stray arg":     {args: []string{"--node-name=a", "x"}, wantErr: "x"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

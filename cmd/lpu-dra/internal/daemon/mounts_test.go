@@ -24,7 +24,7 @@ import (
 )
 
 // TestSimulatedClaimMountsStayInTree pins the simulated-mount rule for
-// lpu-dra: under --simulate a prepared claim's CDI spec bind-mounts the
+// lpu-dra: on a simulated root a prepared claim's CDI spec bind-mounts the
 // simulated tree's driver library and tool, never the host's, even when
 // the host has the same paths (the tree lpu-nri and the device plugin
 // see; internal/node's TestInjectOptionsSimulated pins the rule there).
@@ -45,7 +45,8 @@ func TestSimulatedClaimMountsStayInTree(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n, err := node.Open(cfg, node.Options{Simulate: 8, Name: "node-a"})
+	simulate(t, cfg, 8)
+	n, err := node.Open(cfg, node.Options{Name: "node-a"})
 	if err != nil {
 		t.Fatal(err)
 	}

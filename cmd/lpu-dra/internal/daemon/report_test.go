@@ -13,7 +13,6 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/devicemetrics/devicemetricstest"
 	"github.com/hyperaccel/lpu-node/internal/nfd"
 	"github.com/hyperaccel/lpu-node/pkg/device"
-	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 )
 
 // TestRunReportsTheNode: lpu-dra exports the node-level series a
@@ -23,7 +22,7 @@ import (
 // daemon test pins the same lines on the same simulated node).
 func TestRunReportsTheNode(t *testing.T) {
 	p, _ := params(t)
-	p.Options.Simulate = 16
+	simulate(t, p.Config, 16)
 	p.Config.Metrics.Address = daemontest.FreeAddr(t)
 	p.Options.NFD = nfd.Flag{File: filepath.Join(t.TempDir(), "features.d", "lpu"), Given: true}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -61,11 +60,7 @@ func TestRunReportsTheNode(t *testing.T) {
 	// The chart's tests check alerts and panels against this list.
 	devicemetricstest.Check(t, "lpu-dra", body)
 
-	root, err := devicesim.WriteNode(p.Config.StateDir, 16, p.Config.Simulate.Backend)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := device.NewSysfs(root, p.Config.DiscoveryOptions(true)...).Discover(context.Background())
+	inv, err := device.NewSysfs(p.Config.Root, p.Config.DiscoveryOptions()...).Discover(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

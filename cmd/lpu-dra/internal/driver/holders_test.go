@@ -53,8 +53,8 @@ func temperatureHolders(t *testing.T, d *Driver, root string) map[string]string 
 // unprepare; admin-access claims label nothing; LPUs device-plugin pods
 // still hold carry that container.
 func TestTelemetryNamesTheClaimsPods(t *testing.T) {
-	root, err := devicesim.WriteNode(t.TempDir(), 8, device.BackendLPU)
-	if err != nil {
+	root := t.TempDir()
+	if err := devicesim.WriteNode(root, 8, device.BackendLPU); err != nil {
 		t.Fatal(err)
 	}
 	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))

@@ -20,7 +20,6 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/plugin"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/verify"
 	"github.com/hyperaccel/lpu-node/config"
-	"github.com/hyperaccel/lpu-node/internal/backoff"
 	"github.com/hyperaccel/lpu-node/internal/dracheckpoint"
 	"github.com/hyperaccel/lpu-node/internal/metricsserver"
 	"github.com/hyperaccel/lpu-node/internal/node"
@@ -36,37 +35,26 @@ type Params struct {
 	Mode   string // config.InjectionNRI or config.InjectionCDI (resolved)
 	// ModeReason says how Mode was chosen (doctor prints it).
 	ModeReason string
-	Simulate   int // > 0: simulated node of this many LPUs
 	Logger     *slog.Logger
 	Version    string
-	// Metrics, when set, is used instead of a fresh metrics.New() (tests).
-	Metrics *metrics.Metrics
-	// Backoff bounds the NRI reconnect waits; zero fields take
-	// backoff.Default.
-	Backoff backoff.Steps
-	// onSync is called after each rescan in CDI mode (tests).
-	onSync func()
 	// OtherFingerprints are other nodes' seal key fingerprints (doctor).
 	OtherFingerprints []string
-	// Getenv reads NODE_NAME (the node the seals are bound to); nil means
-	// os.Getenv.
-	Getenv func(string) string
+	// onSync is called after each rescan in CDI mode: the daemon's tests
+	// count rescans with it (unexported: main cannot set it).
+	onSync func()
 }
 
 func (p Params) log() *slog.Logger { return startup.Logger(p.Logger) }
 
 // open opens the node (node.Open) the way every lpu-nri command does.
 func (p Params) open() (*node.Node, error) {
-	return node.Open(p.Config, node.Options{Simulate: p.Simulate, Getenv: p.Getenv, Logger: p.log()})
+	return node.Open(p.Config, node.Options{Logger: p.log()})
 }
 
-// metrics returns p.Metrics or fresh metrics, with the build info set: the
-// one place lpu-nri's collectors are built.
+// metrics returns fresh metrics with the build info set: the one place
+// lpu-nri's collectors are built.
 func (p Params) metrics() *metrics.Metrics {
-	m := p.Metrics
-	if m == nil {
-		m = metrics.New()
-	}
+	m := metrics.New()
 	m.Build.WithLabelValues("lpu-nri", p.Version, runtime.Version()).Set(1)
 	return m
 }
@@ -80,7 +68,7 @@ func Run(ctx context.Context, p Params) error {
 	}
 	m := p.metrics()
 	log.Info("starting lpu-nri", "version", p.Version, "mode", p.Mode, "root", n.Root,
-		"stateDir", cfg.StateDir, "simulate", p.Simulate)
+		"stateDir", cfg.StateDir)
 
 	g, ctx := errgroup.WithContext(ctx)
 	switch p.Mode {
@@ -163,7 +151,7 @@ func startNRI(ctx context.Context, g *errgroup.Group, p Params, n *node.Node, m 
 		return nil, err
 	}
 	r := &plugin.Runner{Plugin: pl, Name: cfg.NRI.PluginName, Index: cfg.NRI.PluginIndex,
-		Socket: cfg.NRI.Socket, Log: log, Backoff: p.Backoff}
+		Socket: cfg.NRI.Socket, Log: log}
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/hyperaccel/lpu-node/config"
-	"github.com/hyperaccel/lpu-node/internal/backoff"
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/internal/nritest"
 	"github.com/hyperaccel/lpu-node/pkg/device"
@@ -35,6 +34,21 @@ func code(addr, path string) int {
 	return c
 }
 
+// simulate runs lpu-nri simulate for a node of n LPUs under
+// <stateDir>/simulated-node, as the chart's init container does, and
+// makes that the root the daemon is given.
+func simulate(t *testing.T, cfg *config.Config, n int) {
+	t.Helper()
+	cfg.Root = filepath.Join(cfg.StateDir, "simulated-node")
+	var out bytes.Buffer
+	if err := Simulate(cfg, n, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("wrote %d LPUs", n)) {
+		t.Fatalf("simulate said %q", out.String())
+	}
+}
+
 func TestRunNRIModeSimulated(t *testing.T) {
 	rt := nritest.New(t)
 	cfg := config.Default()
@@ -42,17 +56,12 @@ func TestRunNRIModeSimulated(t *testing.T) {
 	cfg.NRI.Socket = rt.Socket
 	cfg.Metrics.Address = daemontest.FreeAddr(t)
 	cfg.Health.ResyncInterval = config.Duration{Duration: 100 * time.Millisecond}
+	simulate(t, cfg, 8)
+	t.Setenv("NODE_NAME", "node-a") // the node the seals are bound to, as the chart sets it
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Params{Config: cfg, Mode: config.InjectionNRI, Simulate: 8, Logger: discard,
-			Backoff: backoff.Steps{Min: 20 * time.Millisecond, Max: 100 * time.Millisecond},
-			Getenv: func(k string) string {
-				if k == "NODE_NAME" {
-					return "node-a"
-				}
-				return ""
-			}})
+		done <- Run(ctx, Params{Config: cfg, Mode: config.InjectionNRI, Logger: discard})
 	}()
 	addr := cfg.Metrics.Address
 
@@ -101,7 +110,7 @@ func TestRunNRIModeSimulated(t *testing.T) {
 	if want := fmt.Sprintf("[/dev/lpu6 %d:6 /dev/lpu7 %d:7]", device.DefaultMajor, device.DefaultMajor); fmt.Sprint(devs) != want {
 		t.Fatalf("devices %v, want %s", devs, want)
 	}
-	simLib := filepath.Join(devicesim.Root(cfg.StateDir), devicesim.LibDir)
+	simLib := filepath.Join(cfg.Root, devicesim.LibDir)
 	if ms := adj.GetMounts(); len(ms) != 1 || ms[0].Source != simLib || ms[0].Destination != devicesim.LibDir {
 		t.Fatalf("mounts %v, want the simulated %s at %s", ms, simLib, devicesim.LibDir)
 	}
@@ -152,11 +161,12 @@ func TestRunCDIModeSimulated(t *testing.T) {
 	cfg.CDI.SpecDir = filepath.Join(dir, "cdi")
 	cfg.Metrics.Address = daemontest.FreeAddr(t)
 	cfg.Health.ResyncInterval = config.Duration{Duration: 50 * time.Millisecond}
+	simulate(t, cfg, 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	var rescans atomic.Int64
 	go func() {
-		done <- Run(ctx, Params{Config: cfg, Mode: config.InjectionCDI, Simulate: 16, Logger: discard,
+		done <- Run(ctx, Params{Config: cfg, Mode: config.InjectionCDI, Logger: discard,
 			onSync: func() { rescans.Add(1) }})
 	}()
 	addr := cfg.Metrics.Address
@@ -173,8 +183,7 @@ func TestRunCDIModeSimulated(t *testing.T) {
 		t.Fatalf("spec writes = %v after rescans of an unchanged node, want 1", got)
 	}
 	// The driver is upgraded: the spec follows.
-	root := devicesim.Root(cfg.StateDir)
-	if err := os.WriteFile(filepath.Join(root, device.ModuleVersion), []byte("3.0.0\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(cfg.Root, device.ModuleVersion), []byte("3.0.0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	daemontest.Eventually(t, 10*time.Second, "spec rewritten with the new driver version", func() bool {
@@ -197,7 +206,8 @@ func TestCommands(t *testing.T) {
 	cfg.CDI.SpecDir = filepath.Join(dir, "cdi")
 	cfg.NRI.Socket = filepath.Join(dir, "none.sock")
 	cfg.Kubelet.DevicePluginDir = filepath.Join(dir, "kubelet") // not the host's
-	p := Params{Config: cfg, Mode: config.InjectionCDI, ModeReason: "cdi (test)", Simulate: 16, Logger: discard}
+	simulate(t, cfg, 16)
+	p := Params{Config: cfg, Mode: config.InjectionCDI, ModeReason: "cdi (test)", Logger: discard}
 	ctx := context.Background()
 
 	var out bytes.Buffer

@@ -10,6 +10,8 @@ import (
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/cmdline"
 	"github.com/hyperaccel/lpu-node/internal/startup"
+	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 )
 
 // Options is the command line after flags and their environment twins;
@@ -21,30 +23,39 @@ type Options struct {
 	// OtherFingerprints are other nodes' seal key fingerprints (doctor,
 	// comma separated): a match is reported as a shared key.
 	OtherFingerprints string
+	// LPUs and Backend are what lpu-nri simulate writes.
+	LPUs    int
+	Backend string
 
 	nriSocket, pluginIdx, mode, output string
 }
 
 // Commands are lpu-nri's commands, each with its own flags: the daemon
-// (the program itself), cdi generate, cdi list and doctor.
+// (the program itself), cdi generate, cdi list, doctor and simulate.
 type Commands struct {
-	Daemon, CDIGenerate, CDIList, Doctor *cmdline.Command
+	Daemon, CDIGenerate, CDIList, Doctor, Simulate *cmdline.Command
 }
 
 // All returns the commands, the daemon first (as cmdline.Parse wants).
 func (c Commands) All() []*cmdline.Command {
-	return []*cmdline.Command{c.Daemon, c.CDIGenerate, c.CDIList, c.Doctor}
+	return []*cmdline.Command{c.Daemon, c.CDIGenerate, c.CDIList, c.Doctor, c.Simulate}
 }
 
 // NewCommands declares every command's flags, writing to o.
 func NewCommands(o *Options) Commands {
 	c := Commands{
 		Daemon: cmdline.New(""), CDIGenerate: cmdline.New("cdi generate"),
-		CDIList: cmdline.New("cdi list"), Doctor: cmdline.New("doctor"),
+		CDIList: cmdline.New("cdi list"), Doctor: cmdline.New("doctor"), Simulate: cmdline.New("simulate"),
 	}
-	for _, cmd := range c.All() {
+	for _, cmd := range c.All()[:4] {
 		o.common(cmd)
 	}
+	// simulate writes a tree and exits: the node's config and root only
+	o.Declare(c.Simulate, "config", "root")
+	c.Simulate.Int(&o.LPUs, "lpus", "LPU_SIMULATE_LPUS", 8, "number `N` of LPUs to write (rings of 8)").
+		Check(func() error { return devicesim.CheckCount(o.LPUs) })
+	c.Simulate.String(&o.Backend, "backend", "LPU_SIMULATE_BACKEND", "", "`LAYOUT` to write: lpu, xilinx (Orion) or pci (Bertha); overrides config simulate.backend (default: discovery.backend)").
+		OneOf(device.Backends...).Sets(func(cfg *config.Config) { cfg.Simulate.Backend = o.Backend })
 	o.Declare(c.Daemon, "metrics-addr", "version")
 	c.CDIGenerate.String(&o.output, "output", "LPU_CDI_OUTPUT", "", "CDI spec `DIR` to write to; overrides config cdi.specDir (default "+config.DefaultCDISpecDir+")").
 		Absolute().Sets(func(cfg *config.Config) { cfg.CDI.SpecDir = o.output })
@@ -69,7 +80,6 @@ func (o *Options) common(c *cmdline.Command) {
 		}).Sets(func(cfg *config.Config) { cfg.NRI.PluginIndex = o.pluginIdx })
 	c.String(&o.mode, "mode", "LPU_MODE", "", "`MODE` nri|cdi; overrides config injection.mode (default auto: nri when the NRI socket exists at start, else cdi, as lpu-device-plugin decides)").
 		OneOf(config.InjectionNRI, config.InjectionCDI).Sets(func(cfg *config.Config) { cfg.Injection.Mode = o.mode })
-	o.Declare(c, "simulate", "simulate-backend")
 }
 
 const intro = `lpu-nri injects the LPUs a container was allocated by lpu-device-plugin,
@@ -78,10 +88,11 @@ current for runtimes without NRI (--mode cdi).
 
 Usage:
   lpu-nri [--config FILE] [--root DIR] [--state-dir DIR] [--nri-socket PATH]
-          [--plugin-idx NN] [--mode nri|cdi] [--metrics-addr HOST:PORT] [--simulate N]
+          [--plugin-idx NN] [--mode nri|cdi] [--metrics-addr HOST:PORT]
   lpu-nri cdi generate [--root DIR] [--output DIR] [common flags]
   lpu-nri cdi list [--root DIR] [common flags]
   lpu-nri doctor [--nri-plugin-dir DIR] [--kubelet-dir DIR] [--other-fingerprints FP,...] [common flags]
+  lpu-nri simulate --root DIR [--lpus N] [--backend lpu|xilinx|pci] [--config FILE]
   lpu-nri guard --state-dir DIR
   lpu-nri check [--lpus N] [--dev DIR]
   lpu-nri --help | --version
@@ -99,6 +110,10 @@ Commands:
   doctor        check the node (NRI socket and registration, plugin index, readiness,
                 CDI spec, /dev vs sysfs, seal key and its fingerprint, device plugin
                 socket); exit 1 on any FAIL
+  simulate      write a simulated node of N LPUs under --root (plain files for device
+                nodes, and a marker that lets discovery accept them), then exit; run the
+                daemons with that --root to serve it without LPUs. Writes only into a
+                missing or empty directory or an earlier one; idempotent
   guard         the runtime guard's OCI hook (security.runtimeGuard), run by the runtime
                 from the CDI spec lpu-nri writes: reads the container state on stdin and
                 exits 1 unless lpu-nri verified the container; takes only --state-dir

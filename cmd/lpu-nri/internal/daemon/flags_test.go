@@ -10,6 +10,8 @@ import (
 
 	"github.com/hyperaccel/lpu-node/config"
 	"github.com/hyperaccel/lpu-node/internal/cmdline"
+	"github.com/hyperaccel/lpu-node/pkg/device"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 )
 
 // parsed is a parsed command line: the options, the command chosen (its
@@ -129,9 +131,12 @@ func TestParseErrors(t *testing.T) {
 		"bad mode":              {args: []string{"--mode", "auto2"}, says: `mode "auto2"`},
 		"bad index":             {args: []string{"--plugin-idx", "7"}, says: "plugin-idx"},
 		"bad index from env":    {env: map[string]string{"LPU_PLUGIN_IDX": "x1"}, says: "plugin-idx"},
-		"bad simulate from env": {env: map[string]string{"LPU_SIMULATE": "many"}, says: "LPU_SIMULATE"},
-		"bad simulate backend":  {env: map[string]string{"LPU_SIMULATE_BACKEND": "fpga"}, says: `--simulate-backend "fpga": want lpu, xilinx or pci`},
-		"simulate too large":    {args: []string{"--simulate", "5000"}, says: "simulate 5000"},
+		"no --simulate":         {args: []string{"--simulate", "8"}, says: "unknown flag --simulate"},
+		"lpus on the daemon":    {args: []string{"--lpus", "8"}, says: "only for simulate"},
+		"simulate: bad backend": {args: []string{"simulate"}, env: map[string]string{"LPU_SIMULATE_BACKEND": "fpga"}, says: `--backend "fpga": want lpu, xilinx or pci`},
+		"simulate: too many":    {args: []string{"simulate", "--lpus", "5000"}, says: "simulate 5000 LPUs: want 1 to 1024"},
+		"simulate: bad env":     {args: []string{"simulate"}, env: map[string]string{"LPU_SIMULATE_LPUS": "many"}, says: "LPU_SIMULATE_LPUS"},
+		"simulate: no --mode":   {args: []string{"simulate", "--mode", "cdi"}, says: "--mode"},
 		"relative root":         {args: []string{"--root", "host"}, says: "absolute"},
 		"unknown command":       {args: []string{"serve"}, says: `unknown command "serve"`},
 		"cdi without verb":      {args: []string{"cdi"}, says: "cdi generate"},
@@ -198,4 +203,47 @@ func allFlags() []*cmdline.Flag {
 		}
 	}
 	return out
+}
+
+// TestSimulateCommand: lpu-nri simulate writes the node its flags ask for
+// (count and layout, the backend over the config's simulate.backend)
+// under --root, and a daemon given that root discovers it with the
+// config's discovery.backend set to the same layout.
+func TestSimulateCommand(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "simulated-node")
+	p, err := Parse([]string{"simulate", "--root", root, "--lpus", "16"}, env(map[string]string{"LPU_SIMULATE_BACKEND": "xilinx"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Command != "simulate" {
+		t.Fatalf("command %q", p.Command)
+	}
+	cfg := config.Default()
+	if err := p.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := Simulate(cfg, p.LPUs, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "wrote 16 LPUs in 2 rings (xilinx layout) under " + root + "\n"; out.String() != want {
+		t.Errorf("said %q, want %q", out.String(), want)
+	}
+	cfg.Discovery.Backend = device.BackendXilinx
+	inv, err := device.NewSysfs(root, cfg.DiscoveryOptions()...).Discover(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Devices) != 16 || !inv.Devices[15].Health.Healthy {
+		t.Fatalf("discovered %d LPUs (last %+v), want 16 healthy", len(inv.Devices), inv.Devices[len(inv.Devices)-1].Health)
+	}
+	// Run again over a host-like root, it refuses and writes nothing.
+	host := t.TempDir()
+	if err := os.Mkdir(filepath.Join(host, "sys"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Root = host
+	if err := Simulate(cfg, 8, &out); !errors.Is(err, devicesim.ErrNotSimulation) {
+		t.Fatalf("Simulate over a host-like root = %v, want ErrNotSimulation", err)
+	}
 }

@@ -313,7 +313,7 @@ func checkNodes(p Params) Result {
 		return fail(name, "%s: %v", device.DevDir, err)
 	}
 	var problems []string
-	simulated := 0
+	standIns := 0
 	for _, id := range sortedKeys(sys) {
 		e, ok := nodes[id]
 		if !ok {
@@ -321,7 +321,7 @@ func checkNodes(p Params) Result {
 			continue
 		}
 		if e.Type()&fs.ModeCharDevice == 0 {
-			simulated++
+			standIns++
 			continue
 		}
 		if problem := nodeProblem(p.Root, class, id); problem != "" {
@@ -340,8 +340,8 @@ func checkNodes(p Params) Result {
 		return fail(name, "no LPUs in %s", device.ClassDir)
 	}
 	detail := fmt.Sprintf("%d LPUs, every sysfs entry has its node and the other way round", len(sys))
-	if simulated > 0 {
-		detail += fmt.Sprintf(" (%d nodes are plain files: simulated node)", simulated)
+	if standIns > 0 {
+		detail += fmt.Sprintf(" (%d nodes are plain files: a simulated node)", standIns)
 	}
 	return ok(name, "%s", detail)
 }

@@ -9,7 +9,7 @@
 // taken as injected. Opening one is the cgroup check: the kernel's device
 // cgroup (v1 list or v2 eBPF program) refuses with EPERM before any
 // driver runs; an open that reaches the driver passes, including ENXIO or
-// ENODEV when no driver serves the node (a simulated node's numbers). A
+// ENODEV when no driver serves the node (numbers of a devicesim tree). A
 // /dev with more than four nodes per LPU asked for is a host's or a
 // privileged container's: the check fails without opening anything there
 // (a watchdog node arms on open).

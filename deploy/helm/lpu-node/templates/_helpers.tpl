@@ -94,8 +94,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
      when the release serves mode dra on any node). */}}
 {{- define "lpu-node.config" -}}
 {{- $cfg := .Values.config -}}
+{{- if gt (int .Values.simulate) 0 -}}
+{{- /* The daemons discover the layout the init container simulated. */ -}}
+{{- $cfg = deepCopy $cfg -}}
+{{- $_ := set $cfg.discovery "backend" $cfg.simulate.backend -}}
+{{- end -}}
 {{- if has "dra" (include "lpu-node.modes" . | fromJsonArray) -}}
-{{- $cfg = deepCopy .Values.config -}}
+{{- $cfg = deepCopy $cfg -}}
 {{- $classes := concat (list "lpu.hyperaccel.ai") .Values.runtimeGate.lpuDeviceClasses -}}
 {{- range .Values.dra.arcSizes }}{{ $classes = append $classes (printf "lpu-arc-%v.hyperaccel.ai" .) }}{{ end -}}
 {{- $_ := set $cfg "dra" (dict "arcSizes" (ternary (list) .Values.dra.arcSizes .Values.dra.publishEveryArc) "nodeLabels" (include "lpu-node.prefilter" . | eq "true") "deviceClasses" ($classes | uniq)) -}}
@@ -108,7 +113,39 @@ version: v1
 {{- define "lpu-node.commonArgs" -}}
 - --config=/etc/lpu/{{ include "lpu-node.configFile" . }}
 {{- if gt (int .Values.simulate) 0 }}
-- --simulate={{ int .Values.simulate }}
+- --root={{ include "lpu-node.simulatedRoot" . }}
+{{- end }}
+{{- end -}}
+
+{{/* The simulated node's tree (simulate > 0): in the state dir, whose path is the same in the pod as on the host. */}}
+{{- define "lpu-node.simulatedRoot" -}}
+{{ clean .Values.config.stateDir }}/simulated-node
+{{- end -}}
+
+{{/* simulate > 0: the init container that writes the simulated node the
+     daemons are given as their root (lpu-nri simulate; idempotent, so every
+     pod of the node may run it). */}}
+{{- define "lpu-node.simulateInit" -}}
+{{- if gt (int .Values.simulate) 0 -}}
+initContainers:
+  - name: simulate
+    image: {{ include "lpu-node.image" . }}
+    imagePullPolicy: {{ .Values.image.pullPolicy }}
+    command: ["/usr/bin/lpu-nri", "simulate"]
+    args:
+      - --config=/etc/lpu/{{ include "lpu-node.configFile" . }}
+      - --root={{ include "lpu-node.simulatedRoot" . }}
+      - --lpus={{ int .Values.simulate }}
+    resources:
+      {{- toYaml .Values.nri.resources | nindent 6 }}
+    securityContext:
+      {{- include "lpu-node.securityContext" . | nindent 6 }}
+    volumeMounts:
+      - name: config
+        mountPath: /etc/lpu
+        readOnly: true
+      - name: state
+        mountPath: {{ .Values.config.stateDir }}
 {{- end }}
 {{- end -}}
 
