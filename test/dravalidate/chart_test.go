@@ -165,33 +165,11 @@ func TestChartObjectsAllocate(t *testing.T) {
 // when no ring is on it.
 func TestStandardNUMANodeSelects(t *testing.T) {
 	classes, templates := dratest.DefaultedChart(t)
-	var spec *resourcev1.ResourceClaimSpec
-	for _, rct := range templates {
-		if rct.Name == "lpu-arc-4" {
-			spec = rct.Spec.Spec.DeepCopy()
-		}
-	}
-	if spec == nil || len(spec.Devices.Requests) != 1 || spec.Devices.Requests[0].Exactly == nil {
-		t.Fatal("the chart has no single-request lpu-arc-4 template")
-	}
 	node := "node-a"
 	slices := dratest.PoolSlices(node, dratest.Build(t, inventory(2, 8), arcslice.Options{}, nil)) // ring r on NUMA node r%2
 	for numa, wantRing := range map[int]int{0: 0, 1: 1, 2: -1} {
-		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("numa-%d", numa), Namespace: "default", UID: apitypes.UID(fmt.Sprintf("uid-numa-%d", numa))}, Spec: *spec.DeepCopy()}
-		req := c.Spec.Devices.Requests[0].Exactly
-		req.Selectors = append(req.Selectors, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{
-			Expression: fmt.Sprintf(`device.attributes["resource.kubernetes.io"].numaNode == %d`, numa)}})
-		legacyscheme.Scheme.Default(c)
-		a, err := structured.NewAllocator(context.Background(),
-			structured.Features{PartitionableDevices: true, DeviceTaints: true, PrioritizedList: true},
-			structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID]()}, dratest.Lister(classes), slices, cel.NewCache(10, cel.Features{}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := a.Allocate(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, []*resourcev1.ResourceClaim{c})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := arc4WithSelector(t, templates, fmt.Sprintf("numa-%d", numa), fmt.Sprintf(`device.attributes["resource.kubernetes.io"].numaNode == %d`, numa))
+		res := allocateOn(t, classes, slices, node, c)
 		if wantRing < 0 {
 			if len(res) != 0 {
 				t.Fatalf("numaNode == %d: allocated %v, want nothing (no LPU there)", numa, res[0].Devices.Results)
@@ -214,41 +192,15 @@ func TestStandardNUMANodeSelects(t *testing.T) {
 // arc, over a flaky LPU; with every 4-arc flaky it gets nothing.
 func TestRecentFaultsSelectorAvoidsFlakyLPUs(t *testing.T) {
 	classes, templates := dratest.DefaultedChart(t)
-	var spec *resourcev1.ResourceClaimSpec
-	for _, rct := range templates {
-		if rct.Name == "lpu-arc-4" {
-			spec = rct.Spec.Spec.DeepCopy()
-		}
-	}
-	if spec == nil || len(spec.Devices.Requests) != 1 || spec.Devices.Requests[0].Exactly == nil {
-		t.Fatal("the chart has no single-request lpu-arc-4 template")
-	}
 	node := "node-a"
-	inv := inventory(1, 8)
-	b, err := arcslice.NewBuilder(inv, arcslice.Options{})
+	b, err := arcslice.NewBuilder(inventory(1, 8), arcslice.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	allocate := func(faults map[string]int, selector bool) []string {
+	allocate := func(faults map[string]int, expr string) []string {
 		t.Helper()
 		slices := dratest.PoolSlices(node, b.WithFaults(b.Slices(nil, nil), faults))
-		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default", UID: "uid-c"}, Spec: *spec.DeepCopy()}
-		if selector {
-			req := c.Spec.Devices.Requests[0].Exactly
-			req.Selectors = append(req.Selectors, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{
-				Expression: `device.attributes["lpu.hyperaccel.ai"].recentFaults == 0`}})
-		}
-		legacyscheme.Scheme.Default(c)
-		a, err := structured.NewAllocator(context.Background(),
-			structured.Features{PartitionableDevices: true, DeviceTaints: true, PrioritizedList: true},
-			structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID]()}, dratest.Lister(classes), slices, cel.NewCache(10, cel.Features{}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := a.Allocate(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, []*resourcev1.ResourceClaim{c})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := allocateOn(t, classes, slices, node, arc4WithSelector(t, templates, "c", expr))
 		if len(res) == 0 {
 			return nil
 		}
@@ -258,15 +210,56 @@ func TestRecentFaultsSelectorAvoidsFlakyLPUs(t *testing.T) {
 		}
 		return b.Layout().ArcIDs(arc)
 	}
+	const avoid = `device.attributes["lpu.hyperaccel.ai"].recentFaults == 0`
 	flaky := map[string]int{"lpu1": 3}
-	if got := allocate(flaky, false); !slices.Contains(got, "lpu1") {
+	if got := allocate(flaky, ""); !slices.Contains(got, "lpu1") {
 		t.Fatalf("without the selector: %v; the test needs the first 4-arc to hold lpu1", got)
 	}
-	got := allocate(flaky, true)
+	got := allocate(flaky, avoid)
 	if len(got) != 4 || slices.Contains(got, "lpu1") {
 		t.Fatalf("recentFaults == 0: got %v, want a 4-arc without lpu1", got)
 	}
-	if got := allocate(map[string]int{"lpu1": 1, "lpu5": 1}, true); got != nil {
+	if got := allocate(map[string]int{"lpu1": 1, "lpu5": 1}, avoid); got != nil {
 		t.Fatalf("every 4-arc holds lpu1 or lpu5: got %v, want nothing", got)
 	}
+}
+
+// arc4WithSelector is a claim from the chart's lpu-arc-4 template with one
+// more CEL selector (none when expr is empty), defaulted as the API server
+// stores it.
+func arc4WithSelector(t *testing.T, templates []*resourcev1.ResourceClaimTemplate, name, expr string) *resourcev1.ResourceClaim {
+	t.Helper()
+	var spec *resourcev1.ResourceClaimSpec
+	for _, rct := range templates {
+		if rct.Name == "lpu-arc-4" {
+			spec = rct.Spec.Spec.DeepCopy()
+		}
+	}
+	if spec == nil || len(spec.Devices.Requests) != 1 || spec.Devices.Requests[0].Exactly == nil {
+		t.Fatal("the chart has no single-request lpu-arc-4 template")
+	}
+	c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: apitypes.UID("uid-" + name)}, Spec: *spec}
+	if expr != "" {
+		req := c.Spec.Devices.Requests[0].Exactly
+		req.Selectors = append(req.Selectors, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{Expression: expr}})
+	}
+	legacyscheme.Scheme.Default(c)
+	return c
+}
+
+// allocateOn runs the real structured allocator for c on node over
+// slices, nothing allocated before.
+func allocateOn(t *testing.T, classes []*resourcev1.DeviceClass, slices []*resourcev1.ResourceSlice, node string, c *resourcev1.ResourceClaim) []resourcev1.AllocationResult {
+	t.Helper()
+	a, err := structured.NewAllocator(context.Background(),
+		structured.Features{PartitionableDevices: true, DeviceTaints: true, PrioritizedList: true},
+		structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID]()}, dratest.Lister(classes), slices, cel.NewCache(10, cel.Features{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Allocate(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, []*resourcev1.ResourceClaim{c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
