@@ -3,6 +3,7 @@ package statedir
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -96,4 +97,30 @@ func owner(st fs.FileInfo) (int, bool) {
 		return 0, false
 	}
 	return int(sys.Uid), true
+}
+
+// TooLargeError is ReadFile's refusal of a state file over its limit.
+type TooLargeError struct{ Limit int64 }
+
+// Error says the limit.
+func (e *TooLargeError) Error() string { return fmt.Sprintf("larger than %d bytes", e.Limit) }
+
+// ReadFile reads the state file at path after Open's checks, up to limit
+// bytes; a longer file is a *TooLargeError, a missing one an error
+// wrapping fs.ErrNotExist. Like CheckFile, errors do not name path's role:
+// callers prefix it.
+func ReadFile(path string, limit int64) ([]byte, error) {
+	f, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, &TooLargeError{Limit: limit}
+	}
+	return data, nil
 }

@@ -2,6 +2,7 @@ package statedir
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -181,5 +182,31 @@ func mkdir(t *testing.T, p string) {
 	t.Helper()
 	if err := os.Mkdir(p, 0o700); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// ReadFile returns a file up to its limit, refuses a longer one with
+// *TooLargeError, passes fs.ErrNotExist on, and applies Open's checks.
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state")
+	if _, err := ReadFile(path, 8); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing file: err %v, want fs.ErrNotExist", err)
+	}
+	if err := os.WriteFile(path, []byte("12345678"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := ReadFile(path, 8); err != nil || string(data) != "12345678" {
+		t.Fatalf("at the limit: %q %v", data, err)
+	}
+	var large *TooLargeError
+	if _, err := ReadFile(path, 7); !errors.As(err, &large) || large.Limit != 7 || err.Error() != "larger than 7 bytes" {
+		t.Fatalf("over the limit: err %v, want larger than 7 bytes", err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(path, 8); err == nil {
+		t.Fatal("a group-readable state file was read")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"slices"
@@ -53,20 +52,12 @@ type Log struct {
 // now is the clock (time.Now in production).
 func Open(path string, now func() time.Time) (*Log, error) {
 	l := &Log{path: path, now: now, sick: map[string]bool{}, faults: map[string][]time.Time{}}
-	f, err := statedir.Open(path)
+	data, err := statedir.ReadFile(path, maxFileSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return l, nil
 	}
 	if err != nil {
 		return l, fmt.Errorf("fault history %s: %w", path, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return l, fmt.Errorf("read fault history %s: %w", path, err)
-	}
-	if len(data) > maxFileSize {
-		return l, fmt.Errorf("fault history %s: larger than %d bytes", path, maxFileSize)
 	}
 	var r record
 	if err := json.Unmarshal(data, &r); err != nil {

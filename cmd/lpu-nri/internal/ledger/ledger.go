@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -294,20 +293,15 @@ func (l *Ledger) replayWAL() error {
 
 // readState reads a state file after the state checks, up to limit bytes.
 func readState(path string, limit int64) ([]byte, error) {
-	f, err := statedir.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, err := statedir.ReadFile(path, limit)
+	var large *statedir.TooLargeError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, err
-	}
-	if err != nil {
+	case errors.As(err, &large):
+		return nil, fmt.Errorf("allocation ledger %s: %w (remove it to start over)", path, err)
+	case err != nil:
 		return nil, fmt.Errorf("allocation ledger %s: %w", path, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("allocation ledger %s: %w", path, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("allocation ledger %s: larger than %d bytes (remove it to start over)", path, limit)
 	}
 	return data, nil
 }
