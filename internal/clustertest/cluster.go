@@ -164,12 +164,12 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 			return fmt.Errorf("cluster dir: %w", err)
 		}
 	}
-	ports, err := daemontest.FreePorts(5)
+	ports, err := daemontest.FreePorts(3)
 	if err != nil {
 		return err
 	}
-	etcdClient, etcdPeer, apiPort, schedPort, cmPort := ports[0], ports[1], ports[2], ports[3], ports[4]
-	c.opts, c.schedPort = opts, schedPort
+	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
+	c.opts = opts
 	c.Server = "https://" + daemontest.Loopback(apiPort)
 
 	if err := c.writePKI(pki); err != nil {
@@ -183,16 +183,35 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		return err
 	}
 	if opts.ControllerManager {
-		if err := c.startControllerManager(ctx, opts, pki, logs, cmPort); err != nil {
+		if _, err := onFreshPort(func(port int) error { return c.startControllerManager(ctx, opts, pki, logs, port) }); err != nil {
 			return err
 		}
 	}
 	if opts.Scheduler {
-		if err := c.startScheduler(ctx, opts, logs, schedPort, "/healthz"); err != nil {
+		if c.schedPort, err = onFreshPort(func(port int) error { return c.startScheduler(ctx, opts, logs, port, "/healthz") }); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// onFreshPort runs start on a port picked just before it, and on a new
+// one when another process bound the first in between: the apiserver's
+// own client connections draw local ports from the same ephemeral range
+// the pick does, so a port picked at the cluster's start can be taken by
+// the time a later component binds it. It returns the port start ran on.
+func onFreshPort(start func(port int) error) (int, error) {
+	var err error
+	for range 3 {
+		ports, perr := daemontest.FreePorts(1)
+		if perr != nil {
+			return 0, perr
+		}
+		if err = start(ports[0]); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			return ports[0], err
+		}
+	}
+	return 0, err
 }
 
 // startEtcd starts etcd on the two ports and returns its client URL.

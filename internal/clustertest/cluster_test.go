@@ -282,3 +282,31 @@ func TestNewBadBinaries(t *testing.T) {
 		t.Errorf("New with a non-executable etcd: %v, want an error naming it", err)
 	}
 }
+
+// onFreshPort picks another port when a component lost its port to
+// another process, and gives up at once on any other failure.
+func TestOnFreshPort(t *testing.T) {
+	var tried []int
+	port, err := onFreshPort(func(p int) error {
+		tried = append(tried, p)
+		if len(tried) == 1 {
+			return errors.New("kube-controller-manager exited: listen tcp 127.0.0.1:1: bind: address already in use")
+		}
+		return nil
+	})
+	if err != nil || len(tried) != 2 || port != tried[1] || tried[0] == 0 {
+		t.Fatalf("port %d, err %v, tried %v: want the second port after a taken one", port, err, tried)
+	}
+	tried = nil
+	boom := errors.New("bad flag")
+	if _, err := onFreshPort(func(p int) error { tried = append(tried, p); return boom }); !errors.Is(err, boom) || len(tried) != 1 {
+		t.Fatalf("err %v after %d tries, want bad flag after 1", err, len(tried))
+	}
+	tried = nil
+	if _, err := onFreshPort(func(p int) error {
+		tried = append(tried, p)
+		return errors.New("address already in use")
+	}); err == nil || len(tried) != 3 {
+		t.Fatalf("err %v after %d tries, want an error after 3", err, len(tried))
+	}
+}
