@@ -15,6 +15,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/plugin"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-nri/internal/workloadcheck"
 	"github.com/hyperaccel/lpu-node/internal/startup"
+	"github.com/hyperaccel/lpu-node/pkg/device/devicesim"
 )
 
 // version is set at build time: -ldflags "-X main.version=$(deploy/version.sh)".
@@ -59,7 +60,7 @@ func run() error {
 	}
 	switch s.Command {
 	case cmds.Simulate:
-		return daemon.Simulate(s.Config, opts.LPUs, os.Stdout)
+		return devicesim.WriteNodeTo(os.Stdout, s.Config.Root, opts.LPUs, s.Config.Simulate.Backend)
 	case cmds.CDIGenerate:
 		return daemon.CDIGenerate(ctx, p, os.Stdout)
 	case cmds.CDIList:

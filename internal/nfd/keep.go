@@ -30,15 +30,15 @@ type Flag struct {
 }
 
 // Path picks the feature file: the flag when given ("" disables);
-// otherwise the default, inside root when root is a simulated tree
-// (device.IsSimulation: a simulation's features stay inside it),
-// else only when its directory exists (NFD installed).
+// otherwise the default, inside root when root is a marked tree
+// (device.TreePath: its features stay inside it), else only when its
+// directory exists (NFD installed).
 func (f Flag) Path(root string, log *slog.Logger) string {
 	if f.Given {
 		return f.File
 	}
-	if device.IsSimulation(root) {
-		return filepath.Join(root, f.File)
+	if p, ok := device.TreePath(root, f.File); ok {
+		return p
 	}
 	if _, err := os.Stat(filepath.Dir(f.File)); err != nil {
 		log.Info("not writing the NFD feature file: its directory is absent (NFD not installed?)", "file", f.File)

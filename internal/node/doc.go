@@ -4,10 +4,9 @@
 // the node name and the seal key bound to it. lpu-device-plugin, lpu-nri and lpu-dra open it at
 // the top of their Run; lpu-nri's cdi generate, cdi list and doctor too.
 //
-// The mounts are the reason it exists: when the root is a tree lpu-nri
-// simulate wrote (device.IsSimulation), a mount whose host path the tree
-// carries (the simulated driver library and tool) is injected from that
-// tree, never from the host, whichever daemon renders it (an NRI
+// The mounts are the reason it exists: when the root is a marked tree
+// (device.TreePath), a mount whose host path the tree carries (its driver
+// library and tool) is injected from that tree, never from the host, whichever daemon renders it (an NRI
 // adjustment, the node's CDI spec, a claim's CDI spec).
 //
 // The node name and the seal key are read lazily: only commands that seal

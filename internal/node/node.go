@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"log/slog"
 	"os"
-	"path/filepath"
+
 	"sync"
 
 	"github.com/hyperaccel/lpu-node/config"
@@ -41,7 +41,7 @@ type Node struct {
 	Discoverer *device.Sysfs
 	// Inject is what reaches an LPU container besides its devices: the
 	// configured mounts that exist (from the tree itself when Root is a
-	// simulation, device.IsSimulation) and env.
+	// marked tree, device.TreePath) and env.
 	Inject inject.Options
 
 	opts Options
@@ -131,16 +131,10 @@ func (n *Node) loadKey() (*inject.Key, error) {
 // injectOptions returns the mounts and env for LPU containers. Mounts whose
 // host path does not exist (under cfg.Root, where this process sees the
 // host) are dropped with a warning: the runtime would fail every LPU
-// container on them. When the root is a simulated tree
-// (device.IsSimulation) a mount whose host path exists inside it is taken
-// from there, so the simulated driver library and tool reach the
-// container: the tree's path is the same on the host as here (it lives in
-// the state dir), unlike a host root mounted at /host.
+// container on them. When the root is a marked tree (device.TreePath) a
+// mount whose host path exists inside it is taken from there, so the
+// tree's driver library and tool reach the container.
 func injectOptions(cfg *config.Config, log *slog.Logger) inject.Options {
-	simRoot := ""
-	if device.IsSimulation(cfg.Root) {
-		simRoot = cfg.Root
-	}
 	var kept []inject.Mount
 	var missing []string
 	for _, m := range cfg.Injection.Mounts {
@@ -148,12 +142,10 @@ func injectOptions(cfg *config.Config, log *slog.Logger) inject.Options {
 		if im.ContainerPath == "" {
 			im.ContainerPath = im.HostPath
 		}
-		if simRoot != "" {
-			if p := filepath.Join(simRoot, m.HostPath); exists(p) {
-				im.HostPath = p
-				kept = append(kept, im)
-				continue
-			}
+		if p, ok := device.TreePath(cfg.Root, m.HostPath); ok && exists(p) {
+			im.HostPath = p
+			kept = append(kept, im)
+			continue
 		}
 		k, miss := inject.ExistingMounts(cfg.Root, []inject.Mount{im})
 		kept, missing = append(kept, k...), append(missing, miss...)

@@ -62,6 +62,6 @@ func (f *Flags) Declare(c *cmdline.Command, names ...string) {
 // DeclareNFD adds --nfd-features-file (twin LPU_NFD_FEATURES_FILE) to c,
 // parsed into f.
 func DeclareNFD(c *cmdline.Command, f *nfd.Flag) {
-	c.String(&f.File, "nfd-features-file", "LPU_NFD_FEATURES_FILE", nfd.DefaultPath, "`FILE` for the Node Feature Discovery feature file; empty disables (default "+nfd.DefaultPath+", inside the root when it is a simulated tree; the default is skipped when its directory does not exist)").
+	c.String(&f.File, "nfd-features-file", "LPU_NFD_FEATURES_FILE", nfd.DefaultPath, "`FILE` for the Node Feature Discovery feature file; empty disables (default "+nfd.DefaultPath+", inside the root when it is a marked tree; the default is skipped when its directory does not exist)").
 		MarkGiven(&f.Given)
 }

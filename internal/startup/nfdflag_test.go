@@ -44,7 +44,7 @@ func TestDeclareNFD(t *testing.T) {
 			root := t.TempDir()
 			if tc.simulated {
 				// the marker lpu-nri simulate writes is what makes the root a simulation
-				if err := os.WriteFile(filepath.Join(root, device.SimulationMarker), nil, 0o644); err != nil {
+				if err := os.WriteFile(filepath.Join(root, device.TreeMarker), nil, 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -1,7 +1,7 @@
 // Package device is the LPU model of a node and its discovery: which LPUs
 // exist, their device nodes and numbers, health and telemetry, and how they
-// are wired into rings. Package devicesim writes simulated nodes of every
-// layout it reads (lpu-nri simulate).
+// are wired into rings. Package devicesim writes a tree of every layout it
+// reads, for tests and nodes without LPUs.
 //
 // # The model
 //
@@ -53,9 +53,9 @@
 //	/dev/lpuN                       the device node: a character device whose number is dev
 //
 // Device nodes of every backend must be character devices with the number
-// sysfs gives; a regular file may stand in for one only on a simulated
-// node, a root carrying the SimulationMarker that devicesim and devicetest
-// write (never "/"); on a real root, "/" or "/host" alike, it is an error.
+// sysfs gives; a regular file may stand in for one only under a root
+// carrying the marker that devicesim and devicetest write (never "/"); on
+// a real root, "/" or "/host" alike, it is an error.
 //
 // Every attribute read is bounded (MaxAttrBytes) and trimmed of surrounding
 // whitespace.

@@ -28,7 +28,7 @@ const maxProcDevicesBytes = 1 << 16
 
 // checkNode checks that the device node at hostPath is a character device
 // whose number is major:minor (known false: only its type is checked). A
-// regular file stands in for the node only on a simulated root (standIns),
+// regular file stands in for the node only under a marked root (standIns),
 // never on a host, whatever the root's path. The error says what is wrong
 // in host paths; nil means the node is usable.
 func (t *tree) checkNode(hostPath string, major, minor int64, known bool) error {
@@ -49,9 +49,9 @@ func (t *tree) checkNode(hostPath string, major, minor int64, known bool) error 
 		}
 		return nil
 	case mode.IsRegular() && t.standIns:
-		return nil // a stand-in on a simulated node
+		return nil // a stand-in, under a marked root
 	case mode.IsRegular():
-		return fmt.Errorf("device node %s is not a character device but a regular file (stand-ins only on a simulated node)", hostPath)
+		return fmt.Errorf("device node %s is not a character device but a regular file (stand-ins only under a root carrying %s)", hostPath, TreeMarker)
 	case mode&fs.ModeDevice != 0:
 		return fmt.Errorf("device node %s is a block device, want a character device", hostPath)
 	default:

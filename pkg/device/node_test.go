@@ -47,10 +47,10 @@ func TestCheckNode(t *testing.T) {
 				t.Skip("mknod needs CAP_MKNOD")
 			}
 			if tc.simulated {
-				if err := os.WriteFile(filepath.Join(tc.root, SimulationMarker), nil, 0o644); err != nil {
+				if err := os.WriteFile(filepath.Join(tc.root, TreeMarker), nil, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				defer os.Remove(filepath.Join(tc.root, SimulationMarker))
+				defer os.Remove(filepath.Join(tc.root, TreeMarker))
 			}
 			s := NewSysfs(tc.root)
 			err := s.checkNode(tc.host, tc.major, tc.minor, true)

@@ -16,7 +16,7 @@ import (
 // unhealthy there.
 func TestStandInNodesOnlyWhenSimulated(t *testing.T) {
 	tests := map[string]struct {
-		marker  string // "file", "dir" or "link": what SimulationMarker is; "": none
+		marker  string // "file", "dir" or "link": what TreeMarker is; "": none
 		opts    []device.Option
 		healthy bool
 	}{
@@ -33,7 +33,7 @@ func TestStandInNodesOnlyWhenSimulated(t *testing.T) {
 			write(t, filepath.Join(root, device.ClassDir, "lpu0", "status"), "READY\n")
 			write(t, filepath.Join(root, "/dev/lpu0"), "")
 			write(t, filepath.Join(root, device.ProcDevices), "Character devices:\n509 lpu\n")
-			marker := filepath.Join(root, device.SimulationMarker)
+			marker := filepath.Join(root, device.TreeMarker)
 			switch tc.marker {
 			case "file":
 				write(t, marker, "")
@@ -47,8 +47,8 @@ func TestStandInNodesOnlyWhenSimulated(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if got := device.IsSimulation(root); got != tc.healthy {
-				t.Errorf("IsSimulation = %v, want %v", got, tc.healthy)
+			if got := device.IsMarkedTree(root); got != tc.healthy {
+				t.Errorf("IsMarkedTree = %v, want %v", got, tc.healthy)
 			}
 			opts := append([]device.Option{device.WithLogger(quiet)}, tc.opts...)
 			inv, err := device.NewSysfs(root, opts...).Discover(context.Background())
@@ -63,12 +63,30 @@ func TestStandInNodesOnlyWhenSimulated(t *testing.T) {
 	}
 }
 
-// TestIsSimulationNeverOnSlash: "/" is never a simulation, whatever files
+// TestIsMarkedTreeNeverOnSlash: "/" is never a marked tree, whatever files
 // it has; "" is "/".
-func TestIsSimulationNeverOnSlash(t *testing.T) {
+func TestIsMarkedTreeNeverOnSlash(t *testing.T) {
 	for _, root := range []string{"/", "", "//", "/."} {
-		if device.IsSimulation(root) {
-			t.Errorf("IsSimulation(%q) = true", root)
+		if device.IsMarkedTree(root) {
+			t.Errorf("IsMarkedTree(%q) = true", root)
+		}
+	}
+}
+
+// TestTreePath: a node's host path resolves inside the root only when the
+// root is marked; an unmarked directory and "/" leave it to the host.
+func TestTreePath(t *testing.T) {
+	marked, plain := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(marked, device.TreeMarker), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const p = "/usr/lib/liblpu.so"
+	if got, ok := device.TreePath(marked, p); !ok || got != filepath.Join(marked, p) {
+		t.Errorf("TreePath(marked) = %q, %v; want %q, true", got, ok, filepath.Join(marked, p))
+	}
+	for _, root := range []string{plain, "/"} {
+		if got, ok := device.TreePath(root, p); ok || got != "" {
+			t.Errorf("TreePath(%q) = %q, %v; want \"\", false", root, got, ok)
 		}
 	}
 }

@@ -91,24 +91,36 @@ func WithStateDir(dir string) Option {
 	return func(s *Sysfs) { s.stateDir = dir }
 }
 
-// SimulationMarker is the file (a host path under the root) that says the
-// root holds a simulated node: devicesim writes it into every tree it
-// writes, devicetest into every tree it builds. Under a marked root a
-// regular file may stand in for a device node.
-const SimulationMarker = "/.lpu-simulated-node"
+// TreeMarker is the file (a host path under the root) that marks a
+// self-contained tree: devicesim (lpu-nri simulate) and devicetest write
+// it into every tree they write.
+// Under a marked root a regular file may stand in for a device node, and
+// the node's own host paths are the tree's (TreePath).
+const TreeMarker = "/.lpu-simulated-node"
 
-// IsSimulation reports whether root holds a simulated node: its
-// SimulationMarker exists (lstat: a link does not count). The marker is
-// never honoured when root is "/": a simulation is always a tree under a
-// directory of its own, and a file on a real host must not turn that
-// host's device nodes into optional ones.
-func IsSimulation(root string) bool {
+// IsMarkedTree reports whether root carries the TreeMarker (lstat:
+// a link does not count). It never holds for "/": a marked tree always
+// has a directory of its own, and a file on a real host must not turn
+// that host's device nodes into optional ones.
+func IsMarkedTree(root string) bool {
 	root = filepath.Clean(cmp.Or(root, "/"))
 	if root == "/" {
 		return false
 	}
-	fi, err := os.Lstat(filepath.Join(root, SimulationMarker))
+	fi, err := os.Lstat(filepath.Join(root, TreeMarker))
 	return err == nil && fi.Mode().IsRegular()
+}
+
+// TreePath returns root joined with the node's host path p, and true, when
+// root is a marked self-contained tree (IsMarkedTree): its driver files
+// and feature dir live inside it, and its path is the same on the host as
+// here (unlike a host root mounted at /host). Otherwise it returns "",
+// false: p is the host's own.
+func TreePath(root, p string) (string, bool) {
+	if !IsMarkedTree(root) {
+		return "", false
+	}
+	return filepath.Join(root, p), true
 }
 
 // NewSysfs returns a discoverer reading the layout under root ("/" in
@@ -122,7 +134,7 @@ func NewSysfs(root string, opts ...Option) *Sysfs {
 	for _, o := range opts {
 		o(s)
 	}
-	s.standIns = IsSimulation(root)
+	s.standIns = IsMarkedTree(root)
 	s.b = newBackend(s.tree, s.disc, s.stateDir)
 	return s
 }

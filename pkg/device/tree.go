@@ -21,8 +21,7 @@ type tree struct {
 	root string
 	log  *slog.Logger
 	// standIns accepts regular files as device nodes: set only for a
-	// root that carries the SimulationMarker, never inferred from the
-	// root's path.
+	// marked root (IsMarkedTree), never inferred from the root's path.
 	standIns bool
 
 	warned  sync.Map // warning text → struct{}: each distinct warning is logged once

@@ -1,6 +1,6 @@
 // Package devicesim writes simulated LPU nodes: a tree under a directory
 // in the layout a discovery backend of package device reads, with plain
-// files for device nodes, and device.SimulationMarker, which lets
+// files for device nodes, and device.TreeMarker, which lets
 // discovery accept those files. lpu-nri simulate writes one (WriteNode,
 // the node SpecFor(N) describes) for the daemons to be given as their
 // root; the e2e's simnode writes one for real character devices to

@@ -35,7 +35,7 @@ func ringsFor(n int) int {
 
 // ErrNotSimulation is returned by WriteNode for a root it must not write
 // into: "/", or a directory that holds files but no
-// device.SimulationMarker (a host's root mounted somewhere, a typo).
+// device.TreeMarker (a host's root mounted somewhere, a typo).
 var ErrNotSimulation = errors.New("not a simulated node")
 
 // WriteNode writes the node of n LPUs (SpecFor) in backend's layout
@@ -59,6 +59,17 @@ func WriteNode(root string, n int, backend string) error {
 	return nil
 }
 
+// WriteNodeTo is WriteNode, then one line on w saying what it wrote: the
+// whole of lpu-nri simulate, run before the daemons that are given the
+// same root.
+func WriteNodeTo(w io.Writer, root string, n int, backend string) error {
+	if err := WriteNode(root, n, backend); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "wrote %d LPUs in %d rings (%s layout) under %s\n", n, SpecFor(n).Rings, backend, root)
+	return err
+}
+
 // checkRoot refuses "/" and a directory with files but no marker. A tree
 // written before the marker existed is known by its library placeholder,
 // so a node simulated by an older release is taken over on upgrade.
@@ -67,7 +78,7 @@ func checkRoot(root string) error {
 	if clean == "/" || clean == "." {
 		return fmt.Errorf("simulate under %q: %w: name a directory of its own", root, ErrNotSimulation)
 	}
-	if device.IsSimulation(clean) {
+	if device.IsMarkedTree(clean) {
 		return nil
 	}
 	if b, err := os.ReadFile(filepath.Join(clean, Library)); err == nil && string(b) == libraryPlaceholder {
@@ -83,7 +94,7 @@ func checkRoot(root string) error {
 	defer d.Close()
 	if _, err := d.Readdirnames(1); !errors.Is(err, io.EOF) {
 		if err == nil {
-			err = fmt.Errorf("%w: it holds files but no %s", ErrNotSimulation, device.SimulationMarker)
+			err = fmt.Errorf("%w: it holds files but no %s", ErrNotSimulation, device.TreeMarker)
 		}
 		return fmt.Errorf("simulate under %s: %w", root, err)
 	}

@@ -68,8 +68,8 @@ func TestWriteNode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !device.IsSimulation(root) {
-				t.Fatalf("%s carries no %s", root, device.SimulationMarker)
+			if !device.IsMarkedTree(root) {
+				t.Fatalf("%s carries no %s", root, device.TreeMarker)
 			}
 			inv, err := device.NewSysfs(root).Discover(context.Background())
 			if err != nil {
@@ -102,7 +102,7 @@ func TestWriteNodeRefuses(t *testing.T) {
 		"older release's node": {root: func(t *testing.T) string {
 			r := t.TempDir()
 			mustNil(t, WriteNode(r, 8, ""))
-			mustNil(t, os.Remove(filepath.Join(r, device.SimulationMarker)))
+			mustNil(t, os.Remove(filepath.Join(r, device.TreeMarker)))
 			return r
 		}},
 		"host-like tree": {root: func(t *testing.T) string {
@@ -120,7 +120,7 @@ func TestWriteNodeRefuses(t *testing.T) {
 			}
 			if tc.refused {
 				if root != "/" && root != "" {
-					if _, err := os.Stat(filepath.Join(root, device.SimulationMarker)); err == nil {
+					if _, err := os.Stat(filepath.Join(root, device.TreeMarker)); err == nil {
 						t.Errorf("refused but wrote into %s", root)
 					}
 				}

@@ -137,7 +137,7 @@ func PCIBusID(index int) string {
 // version, the network table device.DefaultNetworkTable describing the
 // same rings as the ring attributes, a matching /proc/devices, and
 // placeholders for the driver library (Library) and tool (Tool). It writes
-// device.SimulationMarker, so discovery under root accepts its plain-file
+// device.TreeMarker, so discovery under root accepts its plain-file
 // device nodes.
 //
 // Write is idempotent: a rerun with the same spec leaves every file with
@@ -159,7 +159,7 @@ func Write(root string, spec Spec) error {
 		return err
 	}
 	w := writer{root: root}
-	w.file(device.SimulationMarker, marker, 0o644)
+	w.file(device.TreeMarker, marker, 0o644)
 	perRing := spec.Devices / spec.Rings
 	switch spec.Backend {
 	case device.BackendXilinx:
@@ -186,7 +186,7 @@ func Write(root string, spec Spec) error {
 // libraryPlaceholder is the content of the simulated driver library.
 const libraryPlaceholder = "simulated LPU driver library placeholder, written by lpu-node\n"
 
-// marker is the content of device.SimulationMarker: for a reader who finds
+// marker is the content of device.TreeMarker: for a reader who finds
 // the file.
 const marker = "written by lpu-node's simulator: this tree is a simulated LPU node, whose device nodes are plain files\n"
 

@@ -75,11 +75,11 @@ func TelemetryRows(n int) []Row {
 // NewTree writes one device per row under a new t.TempDir() and returns that
 // directory, the root to discover under. It always creates /sys/class/lpu
 // (empty without rows), /dev and the driver version. Its device nodes are
-// regular files, so it writes device.SimulationMarker too.
+// regular files, so it marks the tree (device.TreeMarker) too.
 func NewTree(t testing.TB, rows ...Row) string {
 	t.Helper()
 	root := t.TempDir()
-	WriteFile(t, root, device.SimulationMarker, "devicetest\n")
+	WriteFile(t, root, device.TreeMarker, "devicetest\n")
 	mkdir(t, filepath.Join(root, device.ClassDir))
 	mkdir(t, filepath.Join(root, device.DevDir))
 	WriteFile(t, root, device.ModuleVersion, DriverVersion+"\n")

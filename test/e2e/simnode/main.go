@@ -17,7 +17,7 @@
 //
 // The device nodes it writes are plain files; run.sh replaces them with real
 // character devices of the numbers printed. It removes the tree's
-// device.SimulationMarker once it has discovered it: the daemons are to
+// device.TreeMarker once it has discovered it: the daemons are to
 // treat the tree as a real host (real device nodes only, driver mounts and
 // the NFD file where a host has them).
 package main
@@ -63,7 +63,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("discover %s: %w", *root, err)
 	}
-	if err := os.Remove(filepath.Join(*root, device.SimulationMarker)); err != nil {
+	if err := os.Remove(filepath.Join(*root, device.TreeMarker)); err != nil {
 		return fmt.Errorf("unmark %s: %w", *root, err)
 	}
 	for i, r := range inv.Rings {

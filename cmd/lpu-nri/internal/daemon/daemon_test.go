@@ -41,7 +41,7 @@ func simulate(t *testing.T, cfg *config.Config, n int) {
 	t.Helper()
 	cfg.Root = filepath.Join(cfg.StateDir, "simulated-node")
 	var out bytes.Buffer
-	if err := Simulate(cfg, n, &out); err != nil {
+	if err := devicesim.WriteNodeTo(&out, cfg.Root, n, cfg.Simulate.Backend); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), fmt.Sprintf("wrote %d LPUs", n)) {

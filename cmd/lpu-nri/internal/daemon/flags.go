@@ -23,7 +23,7 @@ type Options struct {
 	// OtherFingerprints are other nodes' seal key fingerprints (doctor,
 	// comma separated): a match is reported as a shared key.
 	OtherFingerprints string
-	// LPUs and Backend are what lpu-nri simulate writes.
+	// LPUs and Backend: the size and layout of the tree to write.
 	LPUs    int
 	Backend string
 
@@ -31,7 +31,7 @@ type Options struct {
 }
 
 // Commands are lpu-nri's commands, each with its own flags: the daemon
-// (the program itself), cdi generate, cdi list, doctor and simulate.
+// (the program itself) and its one-shot commands.
 type Commands struct {
 	Daemon, CDIGenerate, CDIList, Doctor, Simulate *cmdline.Command
 }
@@ -50,7 +50,6 @@ func NewCommands(o *Options) Commands {
 	for _, cmd := range c.All()[:4] {
 		o.common(cmd)
 	}
-	// simulate writes a tree and exits: the node's config and root only
 	o.Declare(c.Simulate, "config", "root")
 	c.Simulate.Int(&o.LPUs, "lpus", "LPU_SIMULATE_LPUS", 8, "number `N` of LPUs to write (rings of 8)").
 		Check(func() error { return devicesim.CheckCount(o.LPUs) })

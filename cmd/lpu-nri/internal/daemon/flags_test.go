@@ -223,7 +223,7 @@ func TestSimulateCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := Simulate(cfg, p.LPUs, &out); err != nil {
+	if err := devicesim.WriteNodeTo(&out, cfg.Root, p.LPUs, cfg.Simulate.Backend); err != nil {
 		t.Fatal(err)
 	}
 	if want := "wrote 16 LPUs in 2 rings (xilinx layout) under " + root + "\n"; out.String() != want {
@@ -243,7 +243,7 @@ func TestSimulateCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Root = host
-	if err := Simulate(cfg, 8, &out); !errors.Is(err, devicesim.ErrNotSimulation) {
+	if err := devicesim.WriteNodeTo(&out, cfg.Root, 8, cfg.Simulate.Backend); !errors.Is(err, devicesim.ErrNotSimulation) {
 		t.Fatalf("Simulate over a host-like root = %v, want ErrNotSimulation", err)
 	}
 }

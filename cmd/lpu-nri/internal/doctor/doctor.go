@@ -341,7 +341,7 @@ func checkNodes(p Params) Result {
 	}
 	detail := fmt.Sprintf("%d LPUs, every sysfs entry has its node and the other way round", len(sys))
 	if standIns > 0 {
-		detail += fmt.Sprintf(" (%d nodes are plain files: a simulated node)", standIns)
+		detail += fmt.Sprintf(" (%d nodes are plain files standing in under a marked root)", standIns)
 	}
 	return ok(name, "%s", detail)
 }

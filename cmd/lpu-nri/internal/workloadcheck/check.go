@@ -159,7 +159,7 @@ func open(path string) (ok bool, how string) {
 		f.Close()
 		return true, "opened"
 	case errors.Is(err, syscall.ENXIO), errors.Is(err, syscall.ENODEV):
-		return true, "allowed by the device cgroup; no driver serves it (a simulated node)"
+		return true, "allowed by the device cgroup; no driver serves it (no LPU driver on this host)"
 	case errors.Is(err, syscall.EBUSY):
 		return true, "allowed by the device cgroup; the driver says it is busy"
 	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
