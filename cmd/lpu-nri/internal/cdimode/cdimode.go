@@ -59,9 +59,6 @@ type Syncer struct {
 	Interval   time.Duration    // rescan period; default config.DefaultResyncInterval
 	Metrics    *metrics.Metrics // optional
 	Log        *slog.Logger     // nil discards
-	// OnSync, when set, is called after each rescan Run makes (tests count
-	// them).
-	OnSync func()
 
 	synced atomic.Bool
 }
@@ -190,8 +187,8 @@ func (s *Syncer) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if s.OnSync != nil {
-			s.OnSync()
+		if s.Metrics != nil {
+			s.Metrics.Rescans.Inc()
 		}
 		switch errs.Note(err) {
 		case logchange.Failed:

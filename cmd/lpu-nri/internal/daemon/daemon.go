@@ -39,9 +39,6 @@ type Params struct {
 	Version    string
 	// OtherFingerprints are other nodes' seal key fingerprints (doctor).
 	OtherFingerprints []string
-	// onSync is called after each rescan in CDI mode: the daemon's tests
-	// count rescans with it (unexported: main cannot set it).
-	onSync func()
 }
 
 func (p Params) log() *slog.Logger { return startup.Logger(p.Logger) }
@@ -74,7 +71,7 @@ func Run(ctx context.Context, p Params) error {
 	switch p.Mode {
 	case config.InjectionCDI:
 		s := &cdimode.Syncer{Discoverer: n.Discoverer, Dir: cfg.CDI.SpecDir, Options: n.Inject,
-			Interval: cfg.Health.ResyncInterval.Duration, Metrics: m, Log: log, OnSync: p.onSync}
+			Interval: cfg.Health.ResyncInterval.Duration, Metrics: m, Log: log}
 		g.Go(func() error { return s.Run(ctx) })
 		g.Go(func() error {
 			return metricsserver.Serve(ctx, cfg.Metrics.Address, metricsserver.Handler(m.Registry, nil, s.Ready), log)

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,10 +163,8 @@ func TestRunCDIModeSimulated(t *testing.T) {
 	simulate(t, cfg, 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	var rescans atomic.Int64
 	go func() {
-		done <- Run(ctx, Params{Config: cfg, Mode: config.InjectionCDI, Logger: discard,
-			onSync: func() { rescans.Add(1) }})
+		done <- Run(ctx, Params{Config: cfg, Mode: config.InjectionCDI, Logger: discard})
 	}()
 	addr := cfg.Metrics.Address
 	spec := filepath.Join(cfg.CDI.SpecDir, inject.SpecFileName)
@@ -177,8 +174,9 @@ func TestRunCDIModeSimulated(t *testing.T) {
 	})
 	// Several rescans of the unchanged node happen (counted, so a slow
 	// runner cannot pass this before any rescan ran), and none rewrites.
-	after := rescans.Load()
-	daemontest.Eventually(t, 10*time.Second, "three more rescans", func() bool { return rescans.Load() >= after+3 })
+	rescans := func() float64 { return daemontest.Scrape(t, addr, "lpu_nri_cdi_rescans_total") }
+	after := rescans()
+	daemontest.Eventually(t, 10*time.Second, "three more rescans", func() bool { return rescans() >= after+3 })
 	if got := daemontest.Scrape(t, addr, "lpu_nri_cdi_spec_writes_total"); got != 1 {
 		t.Fatalf("spec writes = %v after rescans of an unchanged node, want 1", got)
 	}

@@ -24,6 +24,7 @@ type Metrics struct {
 	UninjectedFound  prometheus.Counter   // lpu_nri_uninjected_allocations_found_total
 	Reconnects       prometheus.Counter   // lpu_nri_connections_total
 	SpecWrites       prometheus.Counter   // lpu_nri_cdi_spec_writes_total
+	Rescans          prometheus.Counter   // lpu_nri_cdi_rescans_total
 	Build            *prometheus.GaugeVec // lpu_build_info{daemon,version,goversion}, set once at start
 
 	// LedgerFull counts new allocation IDs refused because the replay
@@ -83,6 +84,10 @@ func New() *Metrics {
 			Name: "lpu_nri_cdi_spec_writes_total",
 			Help: "CDI spec files written because the inventory or driver version changed (CDI mode).",
 		}),
+		Rescans: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lpu_nri_cdi_rescans_total",
+			Help: "Rescans of the node for the CDI spec, whether or not they rewrote it (CDI mode; one per resync interval while the loop is alive).",
+		}),
 	}
 	m.LedgerFull = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "lpu_nri_ledger_full_total",
@@ -98,7 +103,7 @@ func New() *Metrics {
 	})
 	m.Registry.MustRegister(m.LedgerFull, m.LedgerShare)
 	m.Registry.MustRegister(m.CreateDuration, m.Injections, m.Refusals, m.Connected,
-		m.Unallocated, m.UnallocatedFound, m.Uninjected, m.UninjectedFound, m.Reconnects, m.SpecWrites, m.Build,
+		m.Unallocated, m.UnallocatedFound, m.Uninjected, m.UninjectedFound, m.Reconnects, m.SpecWrites, m.Rescans, m.Build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
