@@ -12,11 +12,11 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 )
 
 const (
-	// defaultHelm is where test/e2e/tools.sh helm caches its build.
-	defaultHelm = "/var/cache/lpu-e2e/helm-v3.22.0/helm"
 	// chartModes are the chart's values for mode.
 	modeDevicePlugin = "devicePlugin"
 	modeDRA          = "dra"
@@ -32,22 +32,12 @@ func repoRoot(t *testing.T) string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// executable returns the first of paths that is an executable file, or "".
-func executable(paths ...string) string {
-	for _, p := range paths {
-		if fi, err := os.Stat(p); p != "" && err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p
-		}
-	}
-	return ""
-}
-
 // tool finds a binary from env var, then fallback paths, then PATH; without
 // one the test is skipped with one line naming where it looked.
 func tool(t *testing.T, name, env, install string, fallback ...string) string {
 	t.Helper()
 	onPath, _ := exec.LookPath(name)
-	if p := executable(append(append([]string{os.Getenv(env)}, fallback...), onPath)...); p != "" {
+	if p := charttest.FirstExecutable(append(append([]string{os.Getenv(env)}, fallback...), onPath)...); p != "" {
 		return p
 	}
 	t.Skipf("%s not found ($%s, %v, PATH): run `bash test/e2e/tools.sh %s`", name, env, fallback, install)
@@ -64,29 +54,15 @@ func prometheus(t *testing.T) string {
 	return tool(t, "prometheus", "PROMETHEUS", "prometheus", "/usr/bin/prometheus")
 }
 
-// helm is the real helm the chart is rendered with.
-func helm(t *testing.T) string { return tool(t, "helm", "HELM", "helm", defaultHelm) }
-
 // helmTemplate renders one template of the chart with --set values, or
-// the whole chart when template is "".
+// the whole chart when template is "", as the deploy tests render it
+// (charttest: release lpu-node in kube-system, Kubernetes 1.37.2).
 func helmTemplate(t *testing.T, template string, sets ...string) []byte {
 	t.Helper()
-	args := []string{"template", "lpu-node", filepath.Join(repoRoot(t), "deploy", "helm", "lpu-node"),
-		"--namespace", "kube-system", "--kube-version", "1.37.2"} // the chart refuses helm template's older default
 	if template != "" {
-		args = append(args, "--show-only", template)
+		sets = append([]string{"--show-only", template}, sets...)
 	}
-	for _, s := range sets {
-		args = append(args, "--set", s)
-	}
-	cmd := exec.Command(helm(t), args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("helm %v: %v\n%s", args, err, stderr.String())
-	}
-	return out
+	return charttest.Render(t, charttest.Helm(t), sets...)
 }
 
 // renderedRules renders the chart's PrometheusRule for mode and returns its

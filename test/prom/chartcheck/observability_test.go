@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,12 +17,13 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
 
+	"github.com/hyperaccel/lpu-node/deploy/charttest"
 	"github.com/hyperaccel/lpu-node/internal/devicemetrics/devicemetricstest"
 )
 
-const (
-	rulesFile     = chartDir + "/files/prometheus-rules.yaml"
-	dashboardFile = chartDir + "/files/grafana-dashboard.json"
+var (
+	rulesFile     = filepath.Join(charttest.ChartDir(), "files", "prometheus-rules.yaml")
+	dashboardFile = filepath.Join(charttest.ChartDir(), "files", "grafana-dashboard.json")
 )
 
 // modeDaemons are the daemons each chart mode runs on an LPU node
@@ -179,14 +181,14 @@ func TestAlertRules(t *testing.T) {
 	}
 
 	// The rendered PrometheusRule's spec is the rule file, and passes too.
-	helm := helmBinary(t)
+	helm := charttest.Helm(t)
 	var rule struct {
 		APIVersion string         `json:"apiVersion"`
 		Kind       string         `json:"kind"`
 		Metadata   map[string]any `json:"metadata"`
 		Spec       map[string]any `json:"spec"`
 	}
-	out := renderOnly(t, helm, "templates/prometheusrule.yaml", "metrics.prometheusRule.enabled=true", "metrics.prometheusRule.labels.release=prom")
+	out := charttest.Render(t, helm, "--show-only", "templates/prometheusrule.yaml", "metrics.prometheusRule.enabled=true", "metrics.prometheusRule.labels.release=prom")
 	if err := yaml.UnmarshalStrict(out, &rule); err != nil {
 		t.Fatalf("PrometheusRule: %v\n%s", err, out)
 	}
@@ -219,7 +221,7 @@ func TestAlertRules(t *testing.T) {
 	}
 
 	// Mode dra leaves out the device plugin's rules, and only those.
-	out = renderOnly(t, helm, "templates/prometheusrule.yaml", "metrics.prometheusRule.enabled=true", "mode=dra")
+	out = charttest.Render(t, helm, "--show-only", "templates/prometheusrule.yaml", "metrics.prometheusRule.enabled=true", "mode=dra")
 	rule.Spec = nil
 	if err := yaml.UnmarshalStrict(out, &rule); err != nil {
 		t.Fatalf("PrometheusRule (dra): %v\n%s", err, out)
@@ -379,8 +381,8 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 
-	helm := helmBinary(t)
-	out := renderOnly(t, helm, "templates/grafana-dashboard.yaml", "metrics.grafanaDashboard.enabled=true")
+	helm := charttest.Helm(t)
+	out := charttest.Render(t, helm, "--show-only", "templates/grafana-dashboard.yaml", "metrics.grafanaDashboard.enabled=true")
 	var cm struct {
 		Metadata struct {
 			Labels map[string]string `json:"labels"`
