@@ -22,8 +22,9 @@ type DRA struct {
 	// DeviceClasses are the DeviceClasses through which a claim may get
 	// lpu-dra's devices: Prepare refuses a claim whose request names
 	// another (the admission policies key on these names). Empty (the
-	// default): lpu.hyperaccel.ai and lpu-arc-<k>.hyperaccel.ai for every
-	// k up to MaxArcSize. The chart sets the classes it creates.
+	// default): lpu.hyperaccel.ai, lpu-count.hyperaccel.ai and
+	// lpu-arc-<k>.hyperaccel.ai for every k up to MaxArcSize. The chart
+	// sets the classes it creates.
 	DeviceClasses []string `json:"deviceClasses"`
 }
 
@@ -33,7 +34,7 @@ func (d *DRA) Classes() []string {
 	if len(d.DeviceClasses) > 0 {
 		return d.DeviceClasses
 	}
-	out := []string{"lpu.hyperaccel.ai"}
+	out := []string{"lpu.hyperaccel.ai", "lpu-count.hyperaccel.ai"}
 	for k := 1; k <= MaxArcSize; k++ {
 		out = append(out, fmt.Sprintf("lpu-arc-%d.hyperaccel.ai", k))
 	}

@@ -60,16 +60,17 @@ func TestDRANodeLabels(t *testing.T) {
 }
 
 // TestDRADeviceClasses: lpu-dra prepares claims of the configured classes,
-// by default the chart's names for every arc size; an empty name is refused.
+// by default the chart's names for the count class and every arc size; an
+// empty name is refused.
 func TestDRADeviceClasses(t *testing.T) {
 	def := Default().DRA.Classes()
-	for _, want := range []string{"lpu.hyperaccel.ai", "lpu-arc-1.hyperaccel.ai", "lpu-arc-32.hyperaccel.ai"} {
+	for _, want := range []string{"lpu.hyperaccel.ai", "lpu-count.hyperaccel.ai", "lpu-arc-1.hyperaccel.ai", "lpu-arc-32.hyperaccel.ai"} {
 		if !slices.Contains(def, want) {
 			t.Errorf("default classes %v lack %s", def, want)
 		}
 	}
-	if slices.Contains(def, "lpu-arc-33.hyperaccel.ai") || len(def) != 1+MaxArcSize {
-		t.Errorf("default classes %v, want lpu.hyperaccel.ai and lpu-arc-1..%d", def, MaxArcSize)
+	if slices.Contains(def, "lpu-arc-33.hyperaccel.ai") || len(def) != 2+MaxArcSize {
+		t.Errorf("default classes %v, want lpu.hyperaccel.ai, lpu-count.hyperaccel.ai and lpu-arc-1..%d", def, MaxArcSize)
 	}
 	c, err := Parse([]byte("version: v1\ndra:\n  deviceClasses: [lpu-arc-4.hyperaccel.ai]\n"))
 	if err != nil || !slices.Equal(c.DRA.Classes(), []string{"lpu-arc-4.hyperaccel.ai"}) {

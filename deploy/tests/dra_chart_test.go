@@ -133,7 +133,7 @@ func TestChartDRAMode(t *testing.T) {
 		}
 	}
 
-	if len(o.DeviceClasses) != 3 {
+	if len(o.DeviceClasses) != 4 {
 		t.Fatalf("device classes %v", keys(o.DeviceClasses))
 	}
 	all := o.DeviceClasses["lpu.hyperaccel.ai"]
@@ -144,6 +144,12 @@ func TestChartDRAMode(t *testing.T) {
 	if four == nil || four.Spec.ExtendedResourceName == nil || *four.Spec.ExtendedResourceName != "hyperaccel.ai/lpu-arc-4" ||
 		!strings.Contains(four.Spec.Selectors[0].CEL.Expression, `device.attributes["lpu.hyperaccel.ai"].size == 4`) {
 		t.Fatalf("class lpu-arc-4: %+v", four)
+	}
+	// The device plugin's resource, served by the count devices.
+	count := o.DeviceClasses["lpu-count.hyperaccel.ai"]
+	if count == nil || count.Spec.ExtendedResourceName == nil || *count.Spec.ExtendedResourceName != "hyperaccel.ai/lpu" ||
+		!strings.Contains(count.Spec.Selectors[0].CEL.Expression, `.?countPath.orValue(false)`) {
+		t.Fatalf("class lpu-count: %+v", count)
 	}
 
 	// A strict template per size, a best-effort one per size above 1, each

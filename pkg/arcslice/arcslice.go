@@ -44,6 +44,14 @@ const NUMANodeAttribute resourceapi.QualifiedName = "resource.kubernetes.io/numa
 // device without it.
 const RecentFaultsAttribute resourceapi.QualifiedName = "recentFaults"
 
+// CountPathAttribute is true on the count devices (one per LPU, named by
+// CountDeviceName) and false on every arc, so that the count class's
+// selector meets no device without it. The count devices serve a pod's
+// plain hyperaccel.ai/lpu: k through a DeviceClass with that extended
+// resource name: the allocator takes the first k free ones in published
+// order, and they are published longest free run first (see Slices).
+const CountPathAttribute resourceapi.QualifiedName = "countPath"
+
 // Options tunes NewBuilder.
 type Options struct {
 	// PCIeRoot returns the PCIe root ("pci0000:00") of a PCI bus ID, "" when
@@ -76,6 +84,7 @@ type Builder struct {
 	layout  *alloc.Layout
 	sets    []resourceapi.CounterSet
 	devices []resourceapi.Device // untainted, in alloc.Layout.Arcs order
+	counts  []resourceapi.Device // the count device of each LPU, by ring then position
 	base    []int                // index in devices of each ring's first arc
 	ringLen []int
 	publish []bool // by arc size: published; nil publishes every size
@@ -136,7 +145,35 @@ func NewBuilder(inv *device.Inventory, opts Options) (*Builder, error) {
 	}
 	rb := newBuilder(inv, devs, one, opts, len(arcs))
 	rb.render(b.devices, arcs, sets)
+	b.counts = b.countDevices()
 	return b, nil
+}
+
+// countDevices renders the count device of every LPU: its single-LPU
+// arc's device under CountDeviceName, with CountPathAttribute true.
+func (b *Builder) countDevices() []resourceapi.Device {
+	yes := true
+	var out []resourceapi.Device
+	for r, n := range b.ringLen {
+		for s := range n {
+			a := alloc.Arc{Ring: r, Start: s, Size: 1}
+			d := b.devices[b.index(a)]
+			d.Name = CountDeviceName(a)
+			d.Attributes = maps.Clone(d.Attributes)
+			d.Attributes[CountPathAttribute] = resourceapi.DeviceAttribute{BoolValue: &yes}
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// countIndex is the position in counts of the count device of a's LPU.
+func (b *Builder) countIndex(a alloc.Arc) int {
+	i := a.Start
+	for r := range a.Ring {
+		i += b.ringLen[r]
+	}
+	return i
 }
 
 // Layout is the ring layout the builder publishes.
@@ -144,16 +181,16 @@ func (b *Builder) Layout() *alloc.Layout { return b.layout }
 
 // Slices returns the pool's slices: devices (the arcs of Options.Sizes)
 // in alloc.ArcOrder for held (unhealthy LPUs count as held), the sizes
-// interleaved rank by rank, 64 to a slice, then the counter sets, 8 to a
-// slice. An arc holding an LPU of unhealthy carries the TaintKey
-// taint. The slices share read-only maps with the builder and with each
-// other; PublishResources copies them.
+// interleaved rank by rank, then the count devices of every LPU (CountOrder),
+// 64 to a slice, then the counter sets, 8 to a slice. A device holding an
+// LPU of unhealthy carries the TaintKey taint. The slices share read-only
+// maps with the builder and with each other; PublishResources copies them.
 func (b *Builder) Slices(held []string, unhealthy map[string]bool) []resourceslice.Slice {
 	order := b.order(held, unhealthy)
 	if b.publish != nil {
 		order = slices.DeleteFunc(order, func(a alloc.Arc) bool { return !b.publish[a.Size] })
 	}
-	return b.slicesOf(interleave(order), unhealthy)
+	return b.slicesOf(interleave(order), b.CountOrder(held, unhealthy), unhealthy)
 }
 
 // FreeSlices is Slices with only the arcs a new claim could be given plus
@@ -175,6 +212,14 @@ func (b *Builder) FreeSlices(held []string, allocated []alloc.Arc, unhealthy map
 	for _, a := range allocated {
 		keep[a] = true
 	}
+	touchesBusy := func(a alloc.Arc) bool {
+		for _, id := range b.layout.ArcIDs(a) {
+			if busy[id] {
+				return true
+			}
+		}
+		return false
+	}
 	order := slices.DeleteFunc(b.order(held, unhealthy), func(a alloc.Arc) bool {
 		if keep[a] {
 			return false
@@ -182,14 +227,74 @@ func (b *Builder) FreeSlices(held []string, allocated []alloc.Arc, unhealthy map
 		if b.publish != nil && !b.publish[a.Size] {
 			return true
 		}
-		for _, id := range b.layout.ArcIDs(a) {
+		return touchesBusy(a)
+	})
+	// A count device is allocated under its LPU's single arc (ParseDeviceName).
+	counts := slices.DeleteFunc(b.CountOrder(held, unhealthy), func(a alloc.Arc) bool { return !keep[a] && touchesBusy(a) })
+	return b.slicesOf(interleave(order), counts, unhealthy)
+}
+
+// CountOrder is the order of the count devices for held (unhealthy LPUs
+// count as held): the free runs of every ring, longest first (ties: ring,
+// then start), each in ring order from its start, then the held LPUs in
+// ring order. The allocator takes the first k free count devices, so a
+// pod asking k LPUs gets one run, ring neighbours, whenever a free run
+// of k exists in the order it was given; k is not known when the order
+// is published, so it is worst-fit. The arcs come as single-LPU arcs.
+func (b *Builder) CountOrder(held []string, unhealthy map[string]bool) []alloc.Arc {
+	busy := make(map[string]bool, len(held)+len(unhealthy))
+	for _, id := range held {
+		busy[id] = true
+	}
+	for id := range unhealthy {
+		busy[id] = true
+	}
+	type run struct{ ring, start, n int }
+	var runs []run
+	var rest []alloc.Arc
+	for r, ring := range b.layout.Rings() {
+		n := len(ring)
+		first := -1 // a held position, where runs start after
+		for i, id := range ring {
 			if busy[id] {
-				return true
+				first = i
+				rest = append(rest, alloc.Arc{Ring: r, Start: i, Size: 1})
 			}
 		}
-		return false
+		if first < 0 {
+			runs = append(runs, run{r, 0, n})
+			continue
+		}
+		for i := 1; i <= n; {
+			s := (first + i) % n
+			if busy[ring[s]] {
+				i++
+				continue
+			}
+			k := 0
+			for i+k <= n && !busy[ring[(first+i+k)%n]] {
+				k++
+			}
+			runs = append(runs, run{r, s, k})
+			i += k
+		}
+	}
+	slices.SortStableFunc(runs, func(x, y run) int {
+		if x.n != y.n {
+			return y.n - x.n
+		}
+		if x.ring != y.ring {
+			return x.ring - y.ring
+		}
+		return x.start - y.start
 	})
-	return b.slicesOf(interleave(order), unhealthy)
+	out := make([]alloc.Arc, 0, len(b.counts))
+	for _, u := range runs {
+		for j := range u.n {
+			out = append(out, alloc.Arc{Ring: u.ring, Start: (u.start + j) % b.ringLen[u.ring], Size: 1})
+		}
+	}
+	return append(out, rest...)
 }
 
 // order is alloc.ArcOrder with unhealthy LPUs counted as held.
@@ -201,15 +306,22 @@ func (b *Builder) order(held []string, unhealthy map[string]bool) []alloc.Arc {
 	return b.layout.ArcOrder(all)
 }
 
-// slicesOf lays out the devices of order, 64 to a slice, tainting those
-// with an unhealthy LPU, then the counter sets, 8 to a slice.
-func (b *Builder) slicesOf(order []alloc.Arc, unhealthy map[string]bool) []resourceslice.Slice {
+// slicesOf lays out the arc devices of order, then the count devices of
+// counts, 64 to a slice, tainting those with an unhealthy LPU, then the
+// counter sets, 8 to a slice.
+func (b *Builder) slicesOf(order, counts []alloc.Arc, unhealthy map[string]bool) []resourceslice.Slice {
+	arcs := len(order)
+	order = append(order[:arcs:arcs], counts...)
 	out := make([]resourceslice.Slice, 0, (len(order)+MaxDevicesPerSlice-1)/MaxDevicesPerSlice+(len(b.sets)+MaxCounterSetsPerSlice-1)/MaxCounterSetsPerSlice)
 	for i := 0; i < len(order); i += MaxDevicesPerSlice {
 		part := order[i:min(i+MaxDevicesPerSlice, len(order))]
 		devs := make([]resourceapi.Device, len(part))
 		for j, a := range part {
-			devs[j] = b.devices[b.index(a)]
+			if i+j < arcs {
+				devs[j] = b.devices[b.index(a)]
+			} else {
+				devs[j] = b.counts[b.countIndex(a)]
+			}
 			if len(unhealthy) == 0 {
 				continue
 			}
@@ -303,10 +415,23 @@ func DeviceName(a alloc.Arc) string {
 	return "ring" + strconv.Itoa(a.Ring) + "-start" + strconv.Itoa(a.Start) + "-size" + strconv.Itoa(a.Size)
 }
 
-// ParseDeviceName is the inverse of DeviceName. It checks the form only;
-// whether the node has the arc is the caller's question.
+// CountDeviceName names the count device of the LPU that a, a single-LPU
+// arc, holds: "ring0-start6-count".
+func CountDeviceName(a alloc.Arc) string {
+	return "ring" + strconv.Itoa(a.Ring) + "-start" + strconv.Itoa(a.Start) + "-count"
+}
+
+// IsCountDevice reports whether name has the form of a CountDeviceName.
+func IsCountDevice(name string) bool {
+	a, err := ParseDeviceName(name)
+	return err == nil && name == CountDeviceName(a)
+}
+
+// ParseDeviceName is the inverse of DeviceName, and maps a CountDeviceName
+// to its LPU's single-LPU arc: both hold the same LPU. It checks the form
+// only; whether the node has the arc is the caller's question.
 func ParseDeviceName(name string) (alloc.Arc, error) {
-	bad := fmt.Errorf("device name %q: want ring<R>-start<S>-size<K>", name)
+	bad := fmt.Errorf("device name %q: want ring<R>-start<S>-size<K> or ring<R>-start<S>-count", name)
 	rest, ok := strings.CutPrefix(name, "ring")
 	if !ok {
 		return alloc.Arc{}, bad
@@ -318,6 +443,9 @@ func ParseDeviceName(name string) (alloc.Arc, error) {
 	ring, ok1 := number(parts[0], "")
 	start, ok2 := number(parts[1], "start")
 	size, ok3 := number(parts[2], "size")
+	if parts[2] == "count" {
+		size, ok3 = 1, true
+	}
 	if !ok1 || !ok2 || !ok3 || size == 0 {
 		return alloc.Arc{}, bad
 	}
@@ -559,6 +687,9 @@ func (b *builder) device(i int, a alloc.Arc, v *ringView, name, set string) reso
 	}
 }
 
+// countPathFalse is every arc's CountPathAttribute value (read-only).
+var countPathFalse = false
+
 // shared are the attribute values an arc has in common with others.
 type shared struct {
 	ring            int
@@ -573,10 +704,11 @@ func (b *builder) template(s shared) map[resourceapi.QualifiedName]resourceapi.D
 	if t, ok := b.templates[s]; ok {
 		return t
 	}
-	t := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, 11)
+	t := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, 12)
 	t["size"], t["start"], t["lpus"] = resourceapi.DeviceAttribute{}, resourceapi.DeviceAttribute{}, resourceapi.DeviceAttribute{}
 	t["ring"] = b.intAttr(s.ring)
 	t[RecentFaultsAttribute] = b.intAttr(0)
+	t[CountPathAttribute] = resourceapi.DeviceAttribute{BoolValue: &countPathFalse}
 	if b.inv.DriverVersion != "" {
 		t["driverVersion"] = b.strAttr(b.inv.DriverVersion)
 	}

@@ -91,11 +91,12 @@ func TestBuildLayouts(t *testing.T) {
 		rings, per           int
 		deviceSlices, counts int
 	}{
-		"1x8":  {rings: 1, per: 8, deviceSlices: 1, counts: 1},
-		"2x8":  {rings: 2, per: 8, deviceSlices: 2, counts: 1},
-		"1x16": {rings: 1, per: 16, deviceSlices: 4, counts: 1},
-		"32x8": {rings: 32, per: 8, deviceSlices: 29, counts: 4},
-		"1x32": {rings: 1, per: 32, deviceSlices: 16, counts: 1},
+		// (every arc + one count device per LPU) / 64, rounded up
+		"1x8":  {rings: 1, per: 8, deviceSlices: 2, counts: 1},
+		"2x8":  {rings: 2, per: 8, deviceSlices: 3, counts: 1},
+		"1x16": {rings: 1, per: 16, deviceSlices: 5, counts: 1},
+		"32x8": {rings: 32, per: 8, deviceSlices: 33, counts: 4},
+		"1x32": {rings: 1, per: 32, deviceSlices: 17, counts: 1},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -135,7 +136,9 @@ func TestBuildLayouts(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					got = append(got, a)
+					if !isCount(d) {
+						got = append(got, a)
+					}
 				}
 			}
 			checkInterleaved(t, got, want)
@@ -286,7 +289,7 @@ func TestBuildSizes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if keep(a) {
+				if keep(a) && !isCount(d) {
 					out = append(out, d.Name)
 				}
 			}

@@ -12,7 +12,15 @@
 //
 //	size (int), ring (int), start (int), lpus (string, IDs in ring order,
 //	comma-joined), model, driverVersion, firmware (string), numaNode (int),
-//	recentFaults (int, 0 unless Builder.WithFaults says otherwise)
+//	recentFaults (int, 0 unless Builder.WithFaults says otherwise),
+//	countPath (bool, false)
+//
+// Every LPU also has a count device, "ring<R>-start<S>-count"
+// (CountDeviceName; ParseDeviceName gives its single arc): its single
+// arc's counter and attributes with countPath true. The chart's class with
+// extendedResourceName hyperaccel.ai/lpu selects them, so a pod's plain
+// hyperaccel.ai/lpu: k takes the first k free ones in published order,
+// which Builder.CountOrder makes the longest free run first.
 //
 // and resource.kubernetes.io/pcieRoot when the PCIe root of its LPUs is
 // known. An attribute whose value differs between the arc's LPUs, or is
@@ -24,8 +32,9 @@
 //
 // The API allows only one of sharedCounters or devices per slice, 64
 // devices per slice when counters are consumed, 8 counter sets per slice
-// and 32 counters per set. Builder.Slices puts the devices first, in the order
-// alloc.ArcOrder gives for the LPUs held now, 64 to a slice, then the
+// and 32 counters per set. Builder.Slices puts the devices first, the arcs
+// in the order alloc.ArcOrder gives for the LPUs held now, then the count
+// devices in CountOrder, 64 to a slice, then the
 // counter sets, 8 to a slice. The resourceslice controller names slices by
 // their index, and the allocator takes the first device that fits in slice
 // name then device order, so the published order is the priority order.

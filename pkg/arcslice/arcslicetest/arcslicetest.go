@@ -11,9 +11,20 @@ import (
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 )
 
-// Arcs is every device of pool in res, in published order, as arcs; a
-// resources error or a device name that is not an arc fails t.
+// Arcs is every arc device of pool in res, in published order, as arcs
+// (count devices left out: Counts); a resources error or a device name
+// that is not an arc fails t.
 func Arcs(t testing.TB, res resourceslice.DriverResources, err error, pool string) []alloc.Arc {
+	return devices(t, res, err, pool, false)
+}
+
+// Counts is every count device of pool in res, in published order, as the
+// single-LPU arcs of their LPUs.
+func Counts(t testing.TB, res resourceslice.DriverResources, err error, pool string) []alloc.Arc {
+	return devices(t, res, err, pool, true)
+}
+
+func devices(t testing.TB, res resourceslice.DriverResources, err error, pool string, counts bool) []alloc.Arc {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +36,9 @@ func Arcs(t testing.TB, res resourceslice.DriverResources, err error, pool strin
 			if err != nil {
 				t.Fatal(err)
 			}
-			out = append(out, a)
+			if (d.Name == arcslice.CountDeviceName(a)) == counts {
+				out = append(out, a)
+			}
 		}
 	}
 	return out

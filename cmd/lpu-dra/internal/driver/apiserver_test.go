@@ -99,7 +99,8 @@ func (l *live) waitFor(tb testing.TB, timeout time.Duration, cond func([]resourc
 }
 
 // The real API server accepts the whole pool of a 32×8 node (validation,
-// limits, cross-slice counter references): 1824 devices in 33 slices.
+// limits, cross-slice counter references): 1824 arcs and 256 count
+// devices in 33 device slices and 4 counter slices.
 func TestAPIServerAccepts32x8Pool(t *testing.T) {
 	inv := &device.Inventory{DriverVersion: "1.4.2"}
 	for r := 0; r < 32; r++ {
@@ -114,8 +115,8 @@ func TestAPIServerAccepts32x8Pool(t *testing.T) {
 	}
 	inv.Devices[9].Health = device.Health{Reason: "test"} // taints too
 	l := startLive(t, inv)
-	took := l.waitFor(t, 60*time.Second, func(d []resourceapi.Device, n int) bool { return len(d) == 1824 && n == 33 })
-	t.Logf("1824 devices in 33 slices stored after %v", took)
+	took := l.waitFor(t, 60*time.Second, func(d []resourceapi.Device, n int) bool { return len(d) == 1824+256 && n == 33+4 })
+	t.Logf("2080 devices in 37 slices stored after %v", took)
 }
 
 // After a Prepare the republished order reaches the API server: the first

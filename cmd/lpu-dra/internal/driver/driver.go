@@ -25,6 +25,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/state"
 	checkpoint "github.com/hyperaccel/lpu-node/internal/dracheckpoint"
 	"github.com/hyperaccel/lpu-node/internal/podresources"
+	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/trace"
 )
@@ -213,8 +214,28 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	}
 	if added {
 		d.log.Info("prepared claim", "claim", claim.Namespace+"/"+claim.Name, "uid", uid, "lpus", c.LPUs, "cdiDevice", c.CDIDevice, "adminAccess", admin)
+		d.noteCountClaim(claim, c)
 	}
 	return result(c), added, c.LPUs, nil
+}
+
+// noteCountClaim counts a claim of count devices only by its shape, and
+// warns when its LPUs are not ring neighbours: the count path promises
+// neighbours only when k of them were free in the order the scheduler saw.
+func (d *Driver) noteCountClaim(claim *resourceapi.ResourceClaim, c checkpoint.Claim) {
+	if len(c.Devices) == 0 || slices.ContainsFunc(c.Devices, func(dev checkpoint.Device) bool { return !arcslice.IsCountDevice(dev.Device) }) {
+		return
+	}
+	snap, _ := d.devices.Snapshot()
+	if snap.Layout == nil {
+		return
+	}
+	if p, err := snap.Layout.Check(c.LPUs); err == nil && p.Contiguous {
+		d.opts.Metrics.countClaim("arc")
+		return
+	}
+	d.opts.Metrics.countClaim("scattered")
+	d.log.Warn("count-path claim prepared with LPUs that are not ring neighbours", "claim", claim.Namespace+"/"+claim.Name, "lpus", c.LPUs)
 }
 
 // podUIDs are the pods a claim is reserved for, sorted.

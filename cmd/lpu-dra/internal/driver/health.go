@@ -51,6 +51,10 @@ func (d *Driver) healthReport() (kubeletplugin.DeviceHealthReport, <-chan struct
 			h.Message = bad.ID + ": " + bad.Health.Reason
 		}
 		r.Devices = append(r.Devices, h)
+		if a.Size == 1 { // the LPU's count device holds the same LPU
+			h.DeviceName = arcslice.CountDeviceName(a)
+			r.Devices = append(r.Devices, h)
+		}
 	}
 	return r, changed
 }

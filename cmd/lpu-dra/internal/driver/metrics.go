@@ -20,6 +20,7 @@ type Metrics struct {
 	republishes prometheus.Counter
 	stale       prometheus.Counter
 	dpHeld      prometheus.Gauge
+	countClaims *prometheus.CounterVec
 	constLabels prometheus.Labels
 }
 
@@ -34,6 +35,7 @@ const (
 	MetricDevicePluginHeld = "lpu_dra_device_plugin_held_lpus"
 	MetricNodeLabels       = "lpu_dra_node_labels_kept"
 	MetricNodeLabelWrites  = "lpu_dra_node_label_writes_total"
+	MetricCountClaims      = "lpu_dra_count_claims_total"
 )
 
 // NewMetrics registers the metrics, with the Go and process collectors,
@@ -59,10 +61,14 @@ func NewMetrics(node string) *Metrics {
 		dpHeld: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricDevicePluginHeld,
 			Help: "LPUs the kubelet's PodResources shows held by device-plugin pods (a node moved to DRA while they run): not published, refused by Prepare.", ConstLabels: labels}),
 	}
+	m.countClaims = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricCountClaims,
+		Help: "Claims of count devices (a pod's plain hyperaccel.ai/lpu: k) prepared, by shape: arc (k ring neighbours) or scattered (no k free neighbours in the order the scheduler saw).", ConstLabels: labels}, []string{"shape"})
+	m.countClaims.WithLabelValues("arc")
+	m.countClaims.WithLabelValues("scattered")
 	for _, r := range []string{state.ReasonForeignPool, state.ReasonBadDevice, state.ReasonUnhealthy, state.ReasonHeld, state.ReasonNotReady, state.ReasonWrite, state.ReasonChanged, ReasonConfig, ReasonForeignPod, ReasonClass} {
 		m.refusals.WithLabelValues(r)
 	}
-	reg.MustRegister(m.prepared, m.prepare, m.unprepare, m.refusals, m.republishes, m.stale, m.dpHeld,
+	reg.MustRegister(m.prepared, m.prepare, m.unprepare, m.refusals, m.republishes, m.stale, m.dpHeld, m.countClaims,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -103,6 +109,12 @@ func (m *Metrics) setDevicePluginHeld(n int) {
 func (m *Metrics) republished() {
 	if m != nil {
 		m.republishes.Inc()
+	}
+}
+
+func (m *Metrics) countClaim(shape string) {
+	if m != nil {
+		m.countClaims.WithLabelValues(shape).Inc()
 	}
 }
 

@@ -101,7 +101,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- if has "dra" (include "lpu-node.modes" . | fromJsonArray) -}}
 {{- $cfg = deepCopy $cfg -}}
-{{- $classes := concat (list "lpu.hyperaccel.ai") .Values.runtimeGate.lpuDeviceClasses -}}
+{{- $classes := concat (list "lpu.hyperaccel.ai" "lpu-count.hyperaccel.ai") .Values.runtimeGate.lpuDeviceClasses -}}
 {{- range .Values.dra.arcSizes }}{{ $classes = append $classes (printf "lpu-arc-%v.hyperaccel.ai" .) }}{{ end -}}
 {{- $_ := set $cfg "dra" (dict "arcSizes" (ternary (list) .Values.dra.arcSizes .Values.dra.publishEveryArc) "nodeLabels" (include "lpu-node.prefilter" . | eq "true") "deviceClasses" ($classes | uniq)) -}}
 {{- end -}}
