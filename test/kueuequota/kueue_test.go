@@ -102,15 +102,19 @@ func TestLPUQuota(t *testing.T) {
 		// usage is what Kueue must count for one job, and absent what it
 		// must not count.
 		usage  map[string]int64
-		absent string
+		absent []string
 	}{
-		{"device-plugin", limitsPod("hyperaccel.ai/lpu", 4), map[string]int64{"hyperaccel.ai/lpu": 4}, ""},
+		{"device-plugin", limitsPod("hyperaccel.ai/lpu", 4, false), map[string]int64{"hyperaccel.ai/lpu": 4}, nil},
 		// The transformation of config.yaml: one 4-arc is 4 LPUs, the arc
 		// itself is not counted (strategy Replace).
-		{"dra-extended-resource", limitsPod("hyperaccel.ai/lpu-arc-4", 1), map[string]int64{"hyperaccel.ai/lpu": 4}, "hyperaccel.ai/lpu-arc-4"},
+		{"dra-extended-resource", limitsPod("hyperaccel.ai/lpu-arc-4", 1, false), map[string]int64{"hyperaccel.ai/lpu": 4}, []string{"hyperaccel.ai/lpu-arc-4"}},
+		// With requests written out, Kueue's DRAExtendedResources gate (off
+		// in config.yaml) would count the arc a second time, as one device
+		// of its mapped class.
+		{"dra-extended-resource-requests", limitsPod("hyperaccel.ai/lpu-arc-4", 1, true), map[string]int64{"hyperaccel.ai/lpu": 4}, []string{"hyperaccel.ai/lpu-arc-4", "hyperaccel.ai/lpu-arc-4-claims"}},
 		// What Kueue can count for a claim template: one device of the
 		// class, mapped to the 4-arc resource of queues.yaml (quota 2).
-		{"dra-claim-template", claimPod("lpu-arc-4"), map[string]int64{"hyperaccel.ai/lpu-arc-4-claims": 1}, "hyperaccel.ai/lpu"},
+		{"dra-claim-template", claimPod("lpu-arc-4"), map[string]int64{"hyperaccel.ai/lpu-arc-4-claims": 1}, []string{"hyperaccel.ai/lpu"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,7 +126,7 @@ func TestLPUQuota(t *testing.T) {
 	t.Run("dra-claim-template-single", func(t *testing.T) {
 		job := e.createJob(t, "single", claimPod("lpu-arc-1"))
 		wl := e.waitWorkload(t, job, admitWait, "admitted", admitted)
-		checkUsage(t, wl, map[string]int64{"hyperaccel.ai/lpu": 1}, "")
+		checkUsage(t, wl, map[string]int64{"hyperaccel.ai/lpu": 1}, nil)
 		e.deleteJobs(t, job)
 	})
 
@@ -147,10 +151,10 @@ func TestLPUQuota(t *testing.T) {
 }
 
 // threeJobs creates three jobs of spec, waits until two are admitted and
-// the third is held for lack of quota, deletes the first admitted one and
-// waits until the third is admitted; then it deletes the rest and waits
-// until the ClusterQueue is empty again.
-func (e *env) threeJobs(t *testing.T, name string, spec func() corev1.PodSpec, usage map[string]int64, absent string) {
+// the third is held for lack of quota, ends the first admitted one and
+// waits until the third is admitted; then it deletes them all and waits
+// until their workloads are gone.
+func (e *env) threeJobs(t *testing.T, name string, spec func() corev1.PodSpec, usage map[string]int64, absent []string) {
 	begin := time.Now()
 	var jobs []*batchv1.Job
 	for _, s := range []string{"a", "b", "c"} {
@@ -200,20 +204,16 @@ func (e *env) threeJobs(t *testing.T, name string, spec func() corev1.PodSpec, u
 		daemontest.WaitFor(t, admitWait, j.Name+" unsuspended", func() bool { return !e.suspended(t, j) }, e.kueue)
 	}
 
-	ended := time.Now()
-	e.deleteJobs(t, first)
+	ended := e.finish(t, first)
 	wl := e.waitWorkload(t, held, admitWait, "admitted after "+first.Name+" ended", admitted)
-	t.Logf("%s: %s deleted at %v; %s admitted %v later", name, first.Name, ended.Sub(begin).Round(time.Millisecond),
+	t.Logf("%s: %s finished at %v; %s admitted %v later", name, first.Name, ended.Sub(begin).Round(time.Millisecond),
 		held.Name, time.Since(ended).Round(time.Millisecond))
+	if f := condition(e.workload(t, first), "Finished"); f == nil || f["status"] != "True" {
+		t.Errorf("%s: workload of the finished job %s is not Finished: %v", name, first.Name, f)
+	}
 	checkUsage(t, wl, usage, absent)
 
-	var rest []*batchv1.Job
-	for _, j := range jobs {
-		if j != first {
-			rest = append(rest, j)
-		}
-	}
-	e.deleteJobs(t, rest...)
+	e.deleteJobs(t, jobs...)
 }
 
 // start brings up the control plane, Kueue's CRDs and manager with the
@@ -473,15 +473,16 @@ func (e *env) createNode(t *testing.T, name string, lpus int64) {
 	}
 }
 
-// limitsPod asks n of an extended resource in limits, as the docs' pods do.
-func limitsPod(name string, n int64) func() corev1.PodSpec {
+// limitsPod asks n of an extended resource in limits, as the docs' pods
+// do, and in requests too when requests is set.
+func limitsPod(name string, n int64, requests bool) func() corev1.PodSpec {
 	return func() corev1.PodSpec {
-		return corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "main", Image: "lpu-job:test", Resources: corev1.ResourceRequirements{
-				Limits: corev1.ResourceList{corev1.ResourceName(name): *resource.NewQuantity(n, resource.DecimalSI)},
-			}}},
+		res := corev1.ResourceList{corev1.ResourceName(name): *resource.NewQuantity(n, resource.DecimalSI)}
+		c := corev1.Container{Name: "main", Image: "lpu-job:test", Resources: corev1.ResourceRequirements{Limits: res}}
+		if requests {
+			c.Resources.Requests = res
 		}
+		return corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{c}}
 	}
 }
 
@@ -556,13 +557,55 @@ func (e *env) waitWorkload(t *testing.T, job *batchv1.Job, budget time.Duration,
 	return wl
 }
 
-// deleteJobs deletes jobs and waits until the ClusterQueue holds no
-// workload, so the next case starts from an empty quota.
+// finish ends job as the kubelet would report its pod: Succeeded. The
+// job controller then completes the Job, and Kueue finishes its workload
+// and releases its quota. It returns when the pod's status was written.
+func (e *env) finish(t *testing.T, job *batchv1.Job) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	var pod *corev1.Pod
+	daemontest.WaitFor(t, admitWait, job.Name+"'s pod created", func() bool {
+		pods, err := e.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job.Name})
+		if err != nil {
+			t.Fatalf("list pods of %s: %v", job.Name, err)
+		}
+		if len(pods.Items) == 0 {
+			return false
+		}
+		pod = &pods.Items[0]
+		return true
+	}, e.kueue)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p.Status.Phase = corev1.PodSucceeded
+		_, err = e.cs.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("pod %s succeeded: %v", pod.Name, err)
+	}
+	return time.Now()
+}
+
+// deleteJobs deletes jobs and their workloads (the garbage collector
+// would, but it learns of a new CRD only on its next rediscovery, up to
+// 30 s later) and waits until they are gone, so the next case starts from
+// an empty quota.
 func (e *env) deleteJobs(t *testing.T, jobs ...*batchv1.Job) {
 	t.Helper()
 	ctx := context.Background()
+	background := metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
 	for _, j := range jobs {
-		err := e.cs.BatchV1().Jobs(ns).Delete(ctx, j.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+		if wl := e.workload(t, j); wl != nil {
+			err := e.dyn.Resource(workloadGVR).Namespace(ns).Delete(ctx, wl.GetName(), background)
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Fatalf("delete workload %s: %v", wl.GetName(), err)
+			}
+		}
+		err := e.cs.BatchV1().Jobs(ns).Delete(ctx, j.Name, background)
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Fatalf("delete job %s: %v", j.Name, err)
 		}
@@ -599,8 +642,8 @@ func condition(obj *unstructured.Unstructured, typ string) map[string]any {
 }
 
 // checkUsage compares what Kueue counted for the admitted workload with
-// want, and checks that absent was not counted.
-func checkUsage(t *testing.T, wl *unstructured.Unstructured, want map[string]int64, absent string) {
+// want, and checks that none of absent was counted.
+func checkUsage(t *testing.T, wl *unstructured.Unstructured, want map[string]int64, absent []string) {
 	t.Helper()
 	psa, _, _ := unstructured.NestedSlice(wl.Object, "status", "admission", "podSetAssignments")
 	if len(psa) != 1 {
@@ -613,8 +656,10 @@ func checkUsage(t *testing.T, wl *unstructured.Unstructured, want map[string]int
 			t.Errorf("workload %s: counted %s=%q, want %d (usage %v)", wl.GetName(), name, usage[name], n, usage)
 		}
 	}
-	if _, ok := usage[absent]; absent != "" && ok {
-		t.Errorf("workload %s: counted %s too (usage %v)", wl.GetName(), absent, usage)
+	for _, name := range absent {
+		if _, ok := usage[name]; ok {
+			t.Errorf("workload %s: counted %s too (usage %v)", wl.GetName(), name, usage)
+		}
 	}
 	t.Logf("workload %s counted %v", wl.GetName(), usage)
 }
