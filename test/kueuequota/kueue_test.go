@@ -87,8 +87,8 @@ func kueueDir(t *testing.T) string {
 // TestLPUQuota: a ClusterQueue of 8 LPUs (deploy/kueue/queues.yaml, with
 // deploy/kueue/config.yaml in Kueue's Configuration) admits two Jobs of 4
 // LPUs and holds the third, although the nodes have room for it, until one
-// of the first is deleted; then it admits it. Each mode asks 4 LPUs its own
-// way.
+// of the first ends (its pod Succeeded); then it admits it. Each mode asks
+// 4 LPUs its own way.
 func TestLPUQuota(t *testing.T) {
 	dir := kueueDir(t)
 	e := start(t, dir)
@@ -196,6 +196,9 @@ func (e *env) threeJobs(t *testing.T, name string, spec func() corev1.PodSpec, u
 			t.Logf("%s: %s held at %v: %v", name, j.Name, time.Since(begin).Round(time.Millisecond), condition(wl, "QuotaReserved")["message"])
 			if !e.suspended(t, j) {
 				t.Errorf("%s: held job %s is not suspended", name, j.Name)
+			}
+			if pods := e.pods(t, j); len(pods) != 0 {
+				t.Errorf("%s: held job %s has pods %v", name, j.Name, pods)
 			}
 			continue
 		}
@@ -563,16 +566,13 @@ func (e *env) waitWorkload(t *testing.T, job *batchv1.Job, budget time.Duration,
 func (e *env) finish(t *testing.T, job *batchv1.Job) time.Time {
 	t.Helper()
 	ctx := context.Background()
-	var pod *corev1.Pod
+	var pod corev1.Pod
 	daemontest.WaitFor(t, admitWait, job.Name+"'s pod created", func() bool {
-		pods, err := e.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job.Name})
-		if err != nil {
-			t.Fatalf("list pods of %s: %v", job.Name, err)
-		}
-		if len(pods.Items) == 0 {
+		pods := e.pods(t, job)
+		if len(pods) == 0 {
 			return false
 		}
-		pod = &pods.Items[0]
+		pod = pods[0]
 		return true
 	}, e.kueue)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -588,6 +588,16 @@ func (e *env) finish(t *testing.T, job *batchv1.Job) time.Time {
 		t.Fatalf("pod %s succeeded: %v", pod.Name, err)
 	}
 	return time.Now()
+}
+
+// pods lists the pods the job controller made for job.
+func (e *env) pods(t *testing.T, job *batchv1.Job) []corev1.Pod {
+	t.Helper()
+	pods, err := e.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job.Name})
+	if err != nil {
+		t.Fatalf("list pods of %s: %v", job.Name, err)
+	}
+	return pods.Items
 }
 
 // deleteJobs deletes jobs and their workloads (the garbage collector
