@@ -38,11 +38,12 @@ do_tools() {
   # helm renders the chart in deploy tests; the rest runs the e2e node.
   # containerd17: the shipped 1.7 snippet is run on a real containerd 1.7 (deploy tests).
   # etcd and kube (apiserver, scheduler, controller-manager, kubectl) run the
-  # cluster tests: internal/clustertest and the e2e DRA scenarios.
+  # cluster tests: internal/clustertest and the e2e DRA scenarios; kueue
+  # (the manager and its CRDs) runs test/kueuequota on that control plane.
   # prometheus (and promtool) run the chart's alerts and dashboard (test/prom);
   # crio: the prebuilt CRI-O of ../shared/tools (run.sh crio, deploy tests);
   # nfd: the prebuilt Node Feature Discovery v0.19.0 there (run.sh install).
-  bash test/e2e/tools.sh helm apt containerd containerd17 crictl kubelet kube etcd prometheus crio nfd
+  bash test/e2e/tools.sh helm apt containerd containerd17 crictl kubelet kube kueue etcd prometheus crio nfd
 }
 
 # The modules the linters run in, each on its own packages: the product,
