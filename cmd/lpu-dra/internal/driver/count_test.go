@@ -19,27 +19,7 @@ func count(start int) alloced {
 // not counted.
 func TestCountClaimsCountedByShape(t *testing.T) {
 	e := newEnv(t, healthtest.New(t, healthtest.Ring(8)))
-	shape := func(s string) float64 {
-		t.Helper()
-		fams, err := e.metrics.Registry.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range fams {
-			if f.GetName() != MetricCountClaims {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "shape" && l.GetValue() == s {
-						return m.GetCounter().GetValue()
-					}
-				}
-			}
-		}
-		t.Fatalf("no %s{shape=%q}", MetricCountClaims, s)
-		return 0
-	}
+	shape := func(s string) float64 { t.Helper(); return labelled(t, e.metrics, MetricCountClaims, "shape", s) }
 	if r := e.prepare(claim("wrap", count(7), count(0), count(1))); r.Err != nil {
 		t.Fatal(r.Err)
 	}

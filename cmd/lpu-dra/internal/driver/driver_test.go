@@ -321,8 +321,15 @@ func TestConcurrentPrepareUnprepare(t *testing.T) {
 	}
 }
 
-// counter reads one metric value; label "" means the unlabelled series.
+// counter reads one metric value; reason "" means the unlabelled series.
 func counter(t testing.TB, m *Metrics, name, reason string) float64 {
+	t.Helper()
+	return labelled(t, m, name, "reason", reason)
+}
+
+// labelled reads the value of the series of name whose label key is
+// value; value "" means the first series.
+func labelled(t testing.TB, m *Metrics, name, key, value string) float64 {
 	t.Helper()
 	fams, err := m.Registry.Gather()
 	if err != nil {
@@ -333,9 +340,9 @@ func counter(t testing.TB, m *Metrics, name, reason string) float64 {
 			continue
 		}
 		for _, s := range f.GetMetric() {
-			match := reason == ""
+			match := value == ""
 			for _, l := range s.GetLabel() {
-				if l.GetName() == "reason" && l.GetValue() == reason {
+				if l.GetName() == key && l.GetValue() == value {
 					match = true
 				}
 			}
