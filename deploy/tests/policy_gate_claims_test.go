@@ -31,6 +31,7 @@ func testGateClaimScope(ctx context.Context, t *testing.T, cs kubernetes.Interfa
 		return kubernetes.NewForConfigOrDie(c)
 	}
 	generated := map[string]string{"resource.kubernetes.io/pod-claim-name": "lpus"}
+	extended := map[string]string{"resource.kubernetes.io/extended-resource-claim": "true"} // what the scheduler writes
 	claims := map[string]struct {
 		ns, class string
 		ann       map[string]string
@@ -42,7 +43,9 @@ func testGateClaimScope(ctx context.Context, t *testing.T, cs kubernetes.Interfa
 		"a forged generated-claim annotation is refused":           {ns: "gpu-team", class: "lpu.hyperaccel.ai", ann: generated, by: cs, wantErr: msgClaimScope},
 		"the resource claim controller's claim is allowed": {ns: "gpu-team", class: "lpu-arc-4.hyperaccel.ai", ann: generated,
 			by: as("system:serviceaccount:kube-system:resource-claim-controller")},
-		"the scheduler's extended-resource claim is allowed":    {ns: "gpu-team", class: "lpu-arc-4.hyperaccel.ai", ann: generated, by: as("system:kube-scheduler")},
+		"the scheduler's extended-resource claim is allowed":    {ns: "gpu-team", class: "lpu-arc-4.hyperaccel.ai", ann: extended, by: as("system:kube-scheduler")},
+		"the scheduler's count-path claim is allowed":           {ns: "gpu-team", class: "lpu-count.hyperaccel.ai", ann: extended, by: as("system:kube-scheduler")},
+		"a forged extended-resource annotation is refused":      {ns: "gpu-team", class: "lpu-count.hyperaccel.ai", ann: extended, by: cs, wantErr: msgClaimScope},
 		"standalone LPU claim allowed in an opted-in namespace": {ns: "tenant", class: "lpu-arc-4.hyperaccel.ai", by: cs},
 		"another vendor's claim is not looked at":               {ns: "gpu-team", class: "gpu.example.com", by: cs},
 	}
