@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -167,7 +168,9 @@ func (w *Watcher) observe(n *corev1.Node) {
 	if maps.Equal(next, w.set) {
 		return
 	}
-	w.log.Info("cordoned LPUs changed", "value", clip(value))
+	// The set, not the value: after a malformed value it is more.
+	lpus, _ := Format(slices.Collect(maps.Keys(next))) // IDs from Parse: well formed
+	w.log.Info("cordoned LPUs changed", "lpus", lpus)
 	w.set = next
 	close(w.changed)
 	w.changed = make(chan struct{})

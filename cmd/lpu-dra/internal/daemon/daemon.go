@@ -25,6 +25,7 @@ import (
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/reservations"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/statuswriter"
 	"github.com/hyperaccel/lpu-node/config"
+	"github.com/hyperaccel/lpu-node/internal/cordon"
 	"github.com/hyperaccel/lpu-node/internal/devicemetrics"
 	"github.com/hyperaccel/lpu-node/internal/health"
 	"github.com/hyperaccel/lpu-node/internal/metricsserver"
@@ -82,10 +83,15 @@ func Run(ctx context.Context, p Params) error {
 	defer pr.Close()
 	dopts.DevicePlugin = pr
 	var labels *nodelabel.Keeper
+	var cordons *cordon.Watcher
 	if cfg.DRA.LabelsNode() {
 		labels = nodelabel.New(nodelabel.Options{Client: client, Node: opts.NodeName, Logger: log})
 		dopts.NodeLabels = labels
 		metrics.WatchNodeLabels(labels)
+		// The cordoned-LPU annotation is read with the same Node get and
+		// watch the chart grants only with the node labels.
+		cordons = cordon.NewWatcher(cordon.Options{Client: client, Node: opts.NodeName, Logger: log})
+		dopts.Cordoned = cordons
 	} else {
 		metrics.WatchNodeLabels(nil)
 	}
@@ -100,6 +106,7 @@ func Run(ctx context.Context, p Params) error {
 	g.Go(func() error { return drv.WatchDevicePlugin(ctx) })
 	if labels != nil {
 		g.Go(func() error { return labels.Run(ctx) })
+		g.Go(func() error { return cordons.Run(ctx) })
 	}
 	startStatus(ctx, g, k, log)
 	g.Go(func() error { return k.run(ctx, mon, drv) })
