@@ -38,7 +38,8 @@ type Watcher struct {
 	set      map[string]bool // what Snapshot gives: good, or good ∪ a bad value's good entries
 	value    string          // the annotation value set was read from
 	seenRV   string          // the resourceVersion of the Node value came from
-	changed  chan struct{}   // closed at the next change of set
+	changed  chan struct{}   // closed at the next change of set or of known
+	known    bool            // the Node was read once, or the Watcher is disabled
 	disabled error
 }
 
@@ -55,11 +56,22 @@ func NewWatcher(opts Options) *Watcher {
 }
 
 // Snapshot returns the cordoned LPUs (read-only, empty when none) and a
-// channel closed when they change.
+// channel closed when they or Known change.
 func (w *Watcher) Snapshot() (map[string]bool, <-chan struct{}) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.set, w.changed
+}
+
+// Known says whether the set is the Node's: true once the Node was read,
+// or once the Watcher gave up on it (Disabled), when the set stays empty.
+// Until then a caller fails closed (lpu-dra publishes every LPU as
+// cordoned for that moment); the change channel is closed when it turns
+// true.
+func (w *Watcher) Known() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.known
 }
 
 // Disabled is why the Watcher stopped following the Node (the API server
@@ -84,6 +96,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
 			w.mu.Lock()
 			w.disabled = err
+			w.markKnown()
 			w.mu.Unlock()
 			w.log.Warn("cannot follow the node's cordoned LPUs, running without them", "err", err)
 			return nil
@@ -151,6 +164,7 @@ func (w *Watcher) observe(n *corev1.Node) {
 	w.seenRV = n.ResourceVersion
 	value := n.Annotations[Annotation]
 	if value == w.value {
+		w.markKnown()
 		return
 	}
 	ids, err := Parse(value)
@@ -166,12 +180,23 @@ func (w *Watcher) observe(n *corev1.Node) {
 	}
 	w.value = value
 	if maps.Equal(next, w.set) {
+		w.markKnown()
 		return
 	}
 	// The set, not the value: after a malformed value it is more.
 	lpus, _ := Format(slices.Collect(maps.Keys(next))) // IDs from Parse: well formed
 	w.log.Info("cordoned LPUs changed", "lpus", lpus)
-	w.set = next
+	w.set, w.known = next, true
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// markKnown makes Known true, telling Snapshot's callers once; w.mu held.
+func (w *Watcher) markKnown() {
+	if w.known {
+		return
+	}
+	w.known = true
 	close(w.changed)
 	w.changed = make(chan struct{})
 }

@@ -20,12 +20,34 @@ func node(rv, value string) *corev1.Node {
 		Annotations: map[string]string{Annotation: value}}}
 }
 
+// Known turns true at the first read, and an empty annotation then tells
+// the change channel too (callers failing closed until then republish).
+func TestKnownAtFirstRead(t *testing.T) {
+	w := NewWatcher(Options{Node: "n"})
+	_, ch := w.Snapshot()
+	w.observe(node("5", ""))
+	select {
+	case <-ch:
+	default:
+		t.Fatal("the first read of an empty annotation did not close the change channel")
+	}
+	if set, _ := w.Snapshot(); !w.Known() || len(set) != 0 {
+		t.Fatalf("Known %v set %v, want true and empty", w.Known(), set)
+	}
+}
+
 // A stale event never replaces a newer view; a malformed value keeps the
 // last good set and adds its valid entries; a fixed value replaces both.
 func TestObserve(t *testing.T) {
 	w := NewWatcher(Options{Node: "n"})
 	_, ch := w.Snapshot()
+	if w.Known() {
+		t.Fatal("Known before the Node was read")
+	}
 	w.observe(node("10", "lpu1,lpu3"))
+	if !w.Known() {
+		t.Fatal("not Known after the Node was read")
+	}
 	set, ch2 := w.Snapshot()
 	if !maps.Equal(set, map[string]bool{"lpu1": true, "lpu3": true}) {
 		t.Fatalf("set %v after lpu1,lpu3", set)
@@ -130,8 +152,8 @@ func TestWatcherWithoutRBAC(t *testing.T) {
 	if err := w.Run(ctx); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if w.Disabled() == nil {
-		t.Fatal("Disabled is nil after a refusal")
+	if w.Disabled() == nil || !w.Known() {
+		t.Fatalf("after a refusal: Disabled %v, Known %v; want an error and true (no cordon to wait for)", w.Disabled(), w.Known())
 	}
 	if set, _ := w.Snapshot(); len(set) != 0 {
 		t.Fatalf("set %v", set)

@@ -21,7 +21,14 @@ import (
 type cordonSet struct {
 	mu      sync.Mutex
 	ids     map[string]bool
+	unread  bool // Known is false
 	changed chan struct{}
+}
+
+func (c *cordonSet) Known() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.unread
 }
 
 func newCordonSet() *cordonSet { return &cordonSet{changed: make(chan struct{})} }
@@ -35,7 +42,7 @@ func (c *cordonSet) Snapshot() (map[string]bool, <-chan struct{}) {
 func (c *cordonSet) set(ids ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.ids = map[string]bool{}
+	c.ids, c.unread = map[string]bool{}, false
 	for _, id := range ids {
 		c.ids[id] = true
 	}
@@ -121,6 +128,34 @@ func TestCordonLowersTheNodeLabels(t *testing.T) {
 		if rec.got[arcslice.LabelLargestFreeArc] != step.arc || rec.got[arcslice.LabelFreeLPUs] != step.lpus {
 			t.Fatalf("cordoned %v: labels %v, want largest-free-arc %s, free-lpus %s", step.cordon, rec.got, step.arc, step.lpus)
 		}
+	}
+}
+
+// Until the source has read the Node, every arc is published with the
+// cordon taint and the labels say nothing is free: a restart never offers
+// an LPU that was cordoned before it.
+func TestCordonUnknownFailsClosed(t *testing.T) {
+	rec := &lastLabels{}
+	c := &cordonSet{unread: true, changed: make(chan struct{})}
+	e := &env{t: t, stateDir: t.TempDir(), cdiDir: filepath.Join(t.TempDir(), "cdi"), devices: healthtest.New(t, healthtest.Ring(8)),
+		arcSizes: []int{1, 2, 4, 8}, labels: rec, cordoned: c}
+	e.restart()
+	sink := &lastSink{}
+	if err := e.p.Publish(context.Background(), sink); err != nil {
+		t.Fatal(err)
+	}
+	if taints, _ := sink.cordonTaints(); taints != 8+8+8+1 {
+		t.Fatalf("source not read: %d arcs carry the cordon taint, want all 25", taints)
+	}
+	if rec.got[arcslice.LabelLargestFreeArc] != "0" || rec.got[arcslice.LabelFreeLPUs] != "0" {
+		t.Fatalf("source not read: labels %v, want 0 and 0", rec.got)
+	}
+	c.set()
+	if err := e.p.Publish(context.Background(), sink); err != nil {
+		t.Fatal(err)
+	}
+	if taints, _ := sink.cordonTaints(); taints != 0 {
+		t.Fatalf("source read, nothing cordoned: %d cordon taints", taints)
 	}
 }
 

@@ -41,8 +41,12 @@ type DevicePlugin interface {
 // took out of service.
 type Cordon interface {
 	// Snapshot returns the cordoned LPU IDs (read-only) and a channel
-	// closed when they change.
+	// closed when they or Known change.
 	Snapshot() (map[string]bool, <-chan struct{})
+	// Known says whether the IDs are the Node's (read once): until
+	// then every LPU is published as cordoned, so a restart never offers
+	// an LPU that is cordoned for the moment before the first read.
+	Known() bool
 }
 
 // Options configure a Publisher.
@@ -132,8 +136,7 @@ func (p *Publisher) resources() (resourceslice.DriverResources, arcslice.Free, e
 		return resourceslice.DriverResources{}, arcslice.Free{}, err
 	}
 	if p.opts.Cordoned != nil {
-		cordoned, _ := p.opts.Cordoned.Snapshot()
-		b = b.WithCordoned(cordoned)
+		b = b.WithCordoned(p.cordoned(inv))
 	}
 	// Held LPUs and allocated arcs from one read of the checkpoint (the
 	// other driver pod of a rolling update may have changed it).
@@ -160,6 +163,20 @@ func (p *Publisher) resources() (resourceslice.DriverResources, arcslice.Free, e
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
 		p.opts.NodeName: {Slices: sl},
 	}}, free, nil
+}
+
+// cordoned is the cordon source's set, or every LPU of inv while the
+// source has not read the Node (fail closed, as for the device plugin).
+func (p *Publisher) cordoned(inv *device.Inventory) map[string]bool {
+	set, _ := p.opts.Cordoned.Snapshot()
+	if p.opts.Cordoned.Known() {
+		return set
+	}
+	all := make(map[string]bool, len(inv.Devices))
+	for _, dev := range inv.Devices {
+		all[dev.ID] = true
+	}
+	return all
 }
 
 // faultCounts records the LPUs of sick that turned unhealthy and returns
