@@ -9,7 +9,8 @@
 // value fails closed: the Watcher keeps the last good set, adds every
 // well-formed entry of the bad value to it (so "lpu3,lpuX" still cordons
 // lpu3) and logs an error naming the value; nothing is ever uncordoned by
-// a value that does not parse.
+// a value that does not parse. Until it has read the Node once, Known is
+// false and a caller treats every LPU as cordoned.
 package cordon
 
 import (
