@@ -83,15 +83,14 @@ func Run(ctx context.Context, p Params) error {
 	defer pr.Close()
 	dopts.DevicePlugin = pr
 	var labels *nodelabel.Keeper
-	var cordons *cordon.Watcher
+	// The chart always grants lpu-dra get, list and watch on Nodes: the
+	// cordoned-LPU annotation of its own is followed in every config.
+	cordons := cordon.NewWatcher(cordon.Options{Client: client, Node: opts.NodeName, Logger: log})
+	dopts.Cordoned = cordons
 	if cfg.DRA.LabelsNode() {
 		labels = nodelabel.New(nodelabel.Options{Client: client, Node: opts.NodeName, Logger: log})
 		dopts.NodeLabels = labels
 		metrics.WatchNodeLabels(labels)
-		// The cordoned-LPU annotation is read with the same Node get and
-		// watch the chart grants only with the node labels.
-		cordons = cordon.NewWatcher(cordon.Options{Client: client, Node: opts.NodeName, Logger: log})
-		dopts.Cordoned = cordons
 	} else {
 		metrics.WatchNodeLabels(nil)
 	}
@@ -106,8 +105,8 @@ func Run(ctx context.Context, p Params) error {
 	g.Go(func() error { return drv.WatchDevicePlugin(ctx) })
 	if labels != nil {
 		g.Go(func() error { return labels.Run(ctx) })
-		g.Go(func() error { return cordons.Run(ctx) })
 	}
+	g.Go(func() error { return cordons.Run(ctx) })
 	startStatus(ctx, g, k, log)
 	g.Go(func() error { return k.run(ctx, mon, drv) })
 	g.Go(func() error {
