@@ -66,8 +66,8 @@ func (w *Watcher) Snapshot() (map[string]bool, <-chan struct{}) {
 // Known says whether the set is the Node's: true once the Node was read,
 // or once the Watcher gave up on it (Disabled), when the set stays empty.
 // Until then a caller fails closed (lpu-dra publishes every LPU as
-// cordoned for that moment); the change channel is closed when it turns
-// true.
+// cordoned for that moment, the device plugin reports every LPU
+// Unhealthy); the change channel is closed when it turns true.
 func (w *Watcher) Known() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
