@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -313,7 +315,10 @@ func (p *Publisher) Run(ctx context.Context, sink Sink) error {
 		case <-changed:
 			_, changed = p.devices.Snapshot()
 		case <-cordonChanged:
-			_, cordonChanged = p.opts.Cordoned.Snapshot()
+			var set map[string]bool
+			set, cordonChanged = p.opts.Cordoned.Snapshot()
+			p.log.Info("cordoned LPUs changed, republishing: their arcs tainted", "lpus", slices.Sorted(maps.Keys(set)),
+				"known", p.opts.Cordoned.Known(), "taint", arcslice.CordonTaintKey)
 		case <-p.kick:
 		case <-retry.C:
 		case <-aged.C:
