@@ -12,9 +12,9 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/publish"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
-	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/publish"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -28,8 +28,8 @@ type env struct {
 	d        *Driver
 	metrics  *Metrics
 	arcSizes []int
-	classes  []string    // the driver's Options.DeviceClasses
-	labels   LabelSetter // the driver's Options.NodeLabels
+	classes  []string       // the driver's Options.DeviceClasses
+	labels   LabelSetter    // the driver's Options.NodeLabels
 	cordoned publish.Cordon // the driver's Options.Cordoned
 }
 
