@@ -89,8 +89,9 @@ func Run(ctx context.Context, p Params) error {
 // cordoned follows the node's cordoned LPUs (pkg/cordon) with a client
 // from kubeconfig, or the in-cluster config: the Source the plugin serves
 // then reports them Unhealthy, and every LPU until the Node was read.
-// Outside a cluster without a kubeconfig it follows none (nil Watcher,
-// src mon) and says so; a kubeconfig that does not load is an error.
+// Without a kubeconfig and outside a cluster (or without the pod's
+// token) it follows none (nil Watcher, src mon) and says so; a kubeconfig
+// that does not load is an error.
 func cordoned(mon *health.Monitor, kubeconfig, node string, log *slog.Logger) (*cordon.Watcher, plugin.Source, error) {
 	if node == "" {
 		log.Warn("no node name: cordoned LPUs are not followed")
@@ -99,13 +100,11 @@ func cordoned(mon *health.Monitor, kubeconfig, node string, log *slog.Logger) (*
 	var rc *rest.Config
 	var err error
 	if kubeconfig == "" {
-		rc, err = rest.InClusterConfig()
-		if errors.Is(err, rest.ErrNotInCluster) {
-			log.Warn("no API server (not in a cluster, no --kubeconfig): cordoned LPUs are not followed")
+		// Without API access the plugin serves as before, as the Watcher
+		// does when RBAC refuses it: the LPUs stay offered, the log says why.
+		if rc, err = rest.InClusterConfig(); err != nil {
+			log.Warn("no API server access (no --kubeconfig, and no in-cluster config): cordoned LPUs are not followed", "err", err)
 			return nil, mon, nil
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("in-cluster kube config (no --kubeconfig given): %w", err)
 		}
 	} else if rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
 		return nil, nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
