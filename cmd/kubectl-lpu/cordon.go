@@ -107,6 +107,9 @@ func (c *cli) cordon(node, lpu string, on, evict bool) error {
 		if err != nil {
 			return err
 		}
+		for _, w := range r.Warnings {
+			fmt.Fprintln(c.errOut, "Warning:", w)
+		}
 		if err := checkLPU(r.Cluster, node, lpu); err != nil {
 			return err
 		}
@@ -201,9 +204,15 @@ func (c *cli) evictHolders(ctx context.Context, cs kubernetes.Interface, r clust
 			mode = n.Mode
 		}
 	}
-	if mode == "device-plugin" {
+	switch mode {
+	case "device-plugin":
 		return fmt.Errorf("--evict: node %s serves LPUs through the device plugin, and the API does not say which pod holds %s "+
 			"(the pod label of the node's lpu_* metrics does); %s is cordoned, evict its pod yourself", node, lpu, lpu)
+	case "":
+		// No slices and no allocatable LPUs visible here (lpu-dra down, or
+		// DRA objects not readable): "no holder" would be a guess.
+		return fmt.Errorf("--evict: node %s shows no LPUs to this reader, so the pods holding %s are unknown; %s is cordoned, none evicted",
+			node, lpu, lpu)
 	}
 	pods := holders(r, node, lpu)
 	if len(pods) == 0 {
