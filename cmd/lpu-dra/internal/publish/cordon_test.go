@@ -61,9 +61,10 @@ func taintsOf(d resourceapi.Device) []string {
 
 // Every arc holding the cordoned lpu2 carries the cordon taint naming it,
 // and no other arc does; an arc holding the unhealthy lpu5 keeps its
-// unhealthy taint, beside the cordon one when it holds both. Within each
-// size the cordoned arcs come after every untainted arc, so the
-// allocator's first fit never lands on one.
+// unhealthy taint, beside the cordon one when it holds both; so do the
+// LPUs' count devices. Within each size (and among the count devices) the
+// cordoned ones come after every untainted one, so the allocator's first
+// fit never lands on one.
 func TestCordonTaintsTheArcsHoldingTheLPU(t *testing.T) {
 	inv := healthtest.Ring(8)
 	inv.Devices[5].Health = device.Health{Reason: "status ECC_ERROR"}
@@ -76,7 +77,7 @@ func TestCordonTaintsTheArcsHoldingTheLPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	cordoned, both := 0, 0
-	taintedSeen := map[int64]bool{} // by size: a tainted arc was seen
+	taintedSeen := map[int64]bool{} // by size (count devices: 0): a tainted device was seen
 	for _, s := range res.Pools[node].Slices {
 		for _, d := range s.Devices {
 			lpus := strings.Split(*d.Attributes["lpus"].StringValue, ",")
@@ -95,6 +96,9 @@ func TestCordonTaintsTheArcsHoldingTheLPU(t *testing.T) {
 				t.Errorf("%s (lpus %v): taints %v, want %v", d.Name, lpus, got, want)
 			}
 			size := *d.Attributes["size"].IntValue
+			if arcslice.IsCountDevice(d.Name) {
+				size = 0
+			}
 			if len(want) > 0 {
 				taintedSeen[size] = true
 			} else if taintedSeen[size] {
@@ -102,9 +106,10 @@ func TestCordonTaintsTheArcsHoldingTheLPU(t *testing.T) {
 			}
 		}
 	}
-	// On a ring of 8: k arcs of each size k < 8 hold lpu2, plus the ring.
-	if cordoned != 1+2+3+4+5+6+7+1 || both == 0 {
-		t.Fatalf("%d arcs carry the cordon taint (%d with both), want 29 with some both", cordoned, both)
+	// On a ring of 8: k arcs of each size k < 8 hold lpu2, plus the ring,
+	// plus lpu2's count device.
+	if cordoned != 1+2+3+4+5+6+7+1+1 || both == 0 {
+		t.Fatalf("%d devices carry the cordon taint (%d with both), want 30 with some both", cordoned, both)
 	}
 }
 
@@ -144,8 +149,8 @@ func TestCordonUnknownFailsClosed(t *testing.T) {
 	if err := e.p.Publish(context.Background(), sink); err != nil {
 		t.Fatal(err)
 	}
-	if taints, _ := sink.cordonTaints(); taints != 8+8+8+1 {
-		t.Fatalf("source not read: %d arcs carry the cordon taint, want all 25", taints)
+	if taints, _ := sink.cordonTaints(); taints != 8+8+8+1+8 {
+		t.Fatalf("source not read: %d devices carry the cordon taint, want all 25 arcs and 8 count devices", taints)
 	}
 	if rec.got[arcslice.LabelLargestFreeArc] != "0" || rec.got[arcslice.LabelFreeLPUs] != "0" {
 		t.Fatalf("source not read: labels %v, want 0 and 0", rec.got)
@@ -207,8 +212,9 @@ func TestRunRepublishesWhenTheCordonChanges(t *testing.T) {
 	}
 	await("first publication", func(taints, n int) bool { return n >= 1 && taints == 0 })
 	c.set("lpu3")
-	// Sizes 1, 2, 4 and 8 on a ring of 8: 1+2+4+1 arcs hold lpu3.
-	await("cordon lpu3", func(taints, _ int) bool { return taints == 8 })
+	// Sizes 1, 2, 4 and 8 on a ring of 8: 1+2+4+1 arcs hold lpu3, and
+	// its count device.
+	await("cordon lpu3", func(taints, _ int) bool { return taints == 9 })
 	c.set()
 	await("uncordon", func(taints, _ int) bool { return taints == 0 })
 }
