@@ -43,7 +43,8 @@ func newRoot(out, errOut io.Writer) *cobra.Command {
 letter per LPU naming the pod holding it, "." free) and what the cluster can
 still take; per pod its LPUs, whether they are ring neighbours, whether
 lpu-dra prepared the claim, and its PodGroup. Without resource.k8s.io/v1
-(DRA) it shows the device-plugin nodes and pods and says so.`,
+(DRA) it shows the device-plugin nodes and pods and says so. cordon and
+uncordon take one LPU of a node out of service and back.`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl lpu"},
 		Version:       version,
 		SilenceUsage:  true,
@@ -52,7 +53,7 @@ lpu-dra prepared the claim, and its PodGroup. Without resource.k8s.io/v1
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cmd.SetOut(errOut)
 			_ = cmd.Usage()
-			return errors.New("want a command: nodes, pods, version or completion")
+			return errors.New("want a command: nodes, pods, cordon, uncordon, version or completion")
 		},
 	}
 	root.SetOut(out)
@@ -62,7 +63,7 @@ lpu-dra prepared the claim, and its PodGroup. Without resource.k8s.io/v1
 	root.Flags().Bool("version", false, "Print the plugin's version and exit (kubectl lpu version also asks the server)")
 	c.flags.AddFlags(root.PersistentFlags())
 	c.registerCompletions(root)
-	root.AddCommand(c.nodesCmd(), c.podsCmd(), c.versionCmd())
+	root.AddCommand(c.nodesCmd(), c.podsCmd(), c.cordonCmd(), c.uncordonCmd(), c.versionCmd())
 	return root
 }
 

@@ -105,7 +105,7 @@ func commandOrNil(words []string) []string {
 		return nil
 	}
 	switch w := words[0]; {
-	case w == "nodes", w == "pods", w == "version", w == "completion", strings.HasPrefix(w, "-"):
+	case w == "nodes", w == "pods", w == "cordon", w == "uncordon", w == "version", w == "completion", strings.HasPrefix(w, "-"):
 		return words
 	}
 	return nil

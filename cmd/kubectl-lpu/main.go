@@ -7,6 +7,7 @@
 //	kubectl lpu nodes          # rings per node, then the summary
 //	kubectl lpu pods           # pods holding LPUs, their IDs, contiguity, prepared or not, PodGroup
 //	kubectl lpu nodes -o json  # the same for scripts (lpu.hyperaccel.ai/v1alpha1, schema/v1alpha1.json)
+//	kubectl lpu cordon NODE lpu3 [--evict]  # take one LPU out of service (uncordon: back)
 //	kubectl lpu version        # this plugin's and the API server's version
 //	kubectl lpu completion bash
 //

@@ -30,6 +30,9 @@ func TestRunBadInput(t *testing.T) {
 		// kubeconfig is what fails), not two.
 		"nodes NODE":      {[]string{"nodes", "node-a", "--kubeconfig", "/nonexistent/kubeconfig"}, "kubeconfig"},
 		"nodes two names": {[]string{"nodes", "node-a", "node-b"}, "accepts at most 1 arg"},
+		// a bad LPU ID is refused before the cluster is asked
+		"cordon bad ID":   {[]string{"cordon", "node-a", "lpu03", "--kubeconfig", "/nonexistent/kubeconfig"}, `LPU "lpu03": want an LPU ID such as lpu3`},
+		"uncordon no LPU": {[]string{"uncordon", "node-a"}, "accepts 2 arg(s)"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -78,7 +81,8 @@ func TestCompletion(t *testing.T) {
 			t.Errorf("completing -o: %q lacks %q", out, want)
 		}
 	}
-	if out := runOK(t, "__complete", ""); !strings.Contains(out, "nodes\t") || !strings.Contains(out, "pods\t") || !strings.Contains(out, "version\t") {
+	if out := runOK(t, "__complete", ""); !strings.Contains(out, "nodes\t") || !strings.Contains(out, "pods\t") || !strings.Contains(out, "version\t") ||
+		!strings.Contains(out, "cordon\t") || !strings.Contains(out, "uncordon\t") {
 		t.Errorf("completing the command: %q", out)
 	}
 	// NODE given, or no cluster to ask: nothing, and no file names.

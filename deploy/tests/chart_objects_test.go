@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -44,6 +45,9 @@ type objects struct {
 	Service        *corev1.Service
 	ServiceMonitor *ServiceMonitor
 	NetworkPolicy  *networkingv1.NetworkPolicy
+	// The device plugin's read of its own Node.
+	ClusterRole        *rbacv1.ClusterRole
+	ClusterRoleBinding *rbacv1.ClusterRoleBinding
 	// The runtime gate (cluster-scoped) and its parameters, a second
 	// ConfigMap (listed in Kinds as PolicyParams).
 	PolicyParams      *corev1.ConfigMap
@@ -80,6 +84,10 @@ func decode(t *testing.T, rendered []byte) objects {
 			target = &objs.ServiceMonitor
 		case "networking.k8s.io/v1/NetworkPolicy":
 			target = &objs.NetworkPolicy
+		case "rbac.authorization.k8s.io/v1/ClusterRole":
+			target = &objs.ClusterRole
+		case "rbac.authorization.k8s.io/v1/ClusterRoleBinding":
+			target = &objs.ClusterRoleBinding
 		case "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy":
 			target = &objs.MutatingPolicy
 		case "admissionregistration.k8s.io/v1/MutatingAdmissionPolicyBinding":

@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -48,7 +49,7 @@ const nfdDir = "/etc/kubernetes/node-feature-discovery/features.d"
 // their parameters, a ConfigMap, are listed as PolicyParams.
 var gateKinds = []string{"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
-var baseKinds = append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "PolicyParams", "DaemonSet"}, gateKinds...)
+var baseKinds = append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "PolicyParams", "ClusterRole", "ClusterRoleBinding", "DaemonSet"}, gateKinds...)
 
 func chartCases() map[string]chartCase {
 	return map[string]chartCase{
@@ -73,7 +74,7 @@ func chartCases() map[string]chartCase {
 				"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=hyperaccel.ai/lpu.model",
 				"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
 				"metrics.service.enabled=true", "metrics.service.annotations.a=b"},
-			kinds: append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "PolicyParams", "Service", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI,
+			kinds: append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "PolicyParams", "ClusterRole", "ClusterRoleBinding", "Service", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI,
 			knobs: true,
 		},
 		"two driver mounts, checked as directories": {
@@ -92,12 +93,12 @@ func chartCases() map[string]chartCase {
 		},
 		"service monitor": {
 			sets:  []string{"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prom"},
-			kinds: []string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "PolicyParams", "Service", "DaemonSet", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "ServiceMonitor", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
+			kinds: []string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "PolicyParams", "ClusterRole", "ClusterRoleBinding", "Service", "DaemonSet", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "ServiceMonitor", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
 			mode:  config.InjectionNRI,
 		},
 		"service only": {
 			sets:  []string{"metrics.service.enabled=true"},
-			kinds: append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "PolicyParams", "Service", "DaemonSet"}, gateKinds...),
+			kinds: append([]string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "PolicyParams", "ClusterRole", "ClusterRoleBinding", "Service", "DaemonSet"}, gateKinds...),
 			mode:  config.InjectionNRI,
 		},
 		"simulated node with a network table and pod-resources check": {
@@ -112,7 +113,7 @@ func chartCases() map[string]chartCase {
 		},
 		"no network policy": {
 			sets:  []string{"networkPolicy.enabled=false"},
-			kinds: append([]string{"ServiceAccount", "ConfigMap", "PolicyParams", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI, noNetworkPolicy: true,
+			kinds: append([]string{"ServiceAccount", "ConfigMap", "PolicyParams", "ClusterRole", "ClusterRoleBinding", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI, noNetworkPolicy: true,
 		},
 		"runtime guard in nri mode": {
 			sets:  []string{"config.security.runtimeGuard=true"},
@@ -120,14 +121,14 @@ func chartCases() map[string]chartCase {
 		},
 		"no runtime gate": {
 			sets:  []string{"runtimeGate.enabled=false"},
-			kinds: []string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "DaemonSet"}, mode: config.InjectionNRI,
+			kinds: []string{"NetworkPolicy", "ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "DaemonSet"}, mode: config.InjectionNRI,
 		},
 		"other state dir and sockets, strict policy": {
 			sets: []string{"config.stateDir=/srv/lpu", "config.nri.socket=/run/nri2/nri.sock",
 				"config.kubelet.devicePluginDir=/data/kubelet/device-plugins",
 				"config.kubelet.podResourcesSocket=/data/kubelet/pod-resources/kubelet.sock",
 				"config.allocation.policy=strict", "serviceAccount.create=false"},
-			kinds: append([]string{"NetworkPolicy", "ConfigMap", "PolicyParams", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI,
+			kinds: append([]string{"NetworkPolicy", "ConfigMap", "PolicyParams", "ClusterRole", "ClusterRoleBinding", "DaemonSet"}, gateKinds...), mode: config.InjectionNRI,
 		},
 	}
 }
@@ -207,11 +208,12 @@ func checkDaemonSet(t *testing.T, objs objects, cfg *config.Config, tc chartCase
 		t.Errorf("host namespaces: network=%v pid=%v ipc=%v, want none", pod.HostNetwork, pod.HostPID, pod.HostIPC)
 	}
 	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
-		t.Error("the service account token is mounted; the daemons need no API access")
+		t.Error("the service account token is mounted in every container; only lpu-device-plugin reads the API (its Node)")
 	}
 	if objs.ServiceAccount != nil && pod.ServiceAccountName != objs.ServiceAccount.Name {
 		t.Errorf("serviceAccountName = %q, want the chart's %q", pod.ServiceAccountName, objs.ServiceAccount.Name)
 	}
+	checkDevicePluginRBAC(t, objs, pod.ServiceAccountName)
 	ann := ds.Spec.Template.Annotations
 	if ann["checksum/config"] == "" {
 		t.Error("no checksum/config annotation: config changes would not roll the pods")
@@ -279,7 +281,7 @@ func checkDaemonSet(t *testing.T, objs objects, cfg *config.Config, tc chartCase
 		t.Run(c.Name, func(t *testing.T) {
 			checkContainer(t, c, tc)
 			got := map[string]hostMount{}
-			configMounted := false
+			configMounted, tokenMounted := false, false
 			for _, m := range c.VolumeMounts {
 				v, ok := volumes[m.Name]
 				if !ok {
@@ -302,12 +304,24 @@ func checkDaemonSet(t *testing.T, objs objects, cfg *config.Config, tc chartCase
 					}
 				case v.ConfigMap != nil:
 					configMounted = v.ConfigMap.Name == objs.ConfigMap.Name && m.MountPath == "/etc/lpu" && m.ReadOnly
+				case v.Projected != nil:
+					// The token reads the Node's cordoned LPUs: the device
+					// plugin's alone, read-only, where client-go looks.
+					if c.Name != "lpu-device-plugin" || !m.ReadOnly || m.MountPath != "/var/run/secrets/kubernetes.io/serviceaccount" ||
+						len(v.Projected.Sources) == 0 || v.Projected.Sources[0].ServiceAccountToken == nil {
+						t.Errorf("%s: projected mount %s (read-only %v) %+v: want the service account token in lpu-device-plugin only",
+							c.Name, m.MountPath, m.ReadOnly, v.Projected)
+					}
+					tokenMounted = true
 				default:
 					t.Errorf("mount %s: unexpected volume source %+v", m.MountPath, v.VolumeSource)
 				}
 			}
 			if !configMounted {
 				t.Errorf("ConfigMap %s not mounted read-only at /etc/lpu", objs.ConfigMap.Name)
+			}
+			if tokenMounted != (c.Name == "lpu-device-plugin") {
+				t.Errorf("%s: service account token mounted = %v", c.Name, tokenMounted)
 			}
 			if !reflect.DeepEqual(got, want[c.Name]) {
 				t.Errorf("host mounts (host path -> in container):\n got %s\nwant %s", fmtMounts(got), fmtMounts(want[c.Name]))
@@ -846,5 +860,22 @@ func checkSimulateInit(t *testing.T, inits []corev1.Container, stateDir string, 
 	}
 	if mounts["state"] != stateDir || mounts["config"] != "/etc/lpu" || len(mounts) != 2 {
 		t.Errorf("init container mounts %v, want the state dir at %s and the config", mounts, stateDir)
+	}
+}
+
+// checkDevicePluginRBAC checks that the pod's service account may read
+// Nodes (the cordoned-LPU annotation of its own) and do nothing else.
+func checkDevicePluginRBAC(t *testing.T, objs objects, account string) {
+	t.Helper()
+	role, b := objs.ClusterRole, objs.ClusterRoleBinding
+	if role == nil || b == nil {
+		t.Fatalf("cluster role %v, binding %v: want both", role, b)
+	}
+	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}}}
+	if !reflect.DeepEqual(role.Rules, want) {
+		t.Errorf("device plugin's rules %+v, want %+v", role.Rules, want)
+	}
+	if b.RoleRef.Name != role.Name || len(b.Subjects) != 1 || b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Name != account {
+		t.Errorf("binding %+v, want %s bound to service account %s", b, role.Name, account)
 	}
 }

@@ -205,8 +205,9 @@ func TestChartDRAMode(t *testing.T) {
 	want := []rbacv1.PolicyRule{
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"get"}},
-		// the prefilter's labels (docs/dra.md "Node-label prefilter"): its own
-		// Node's, held there by the dra-node-labels policy (TestDRANodeLabelPolicy)
+		// its own Node's cordoned-LPU annotation, and the prefilter's labels
+		// (docs/dra.md "Node-label prefilter"): its own Node's, held there by
+		// the dra-node-labels policy (TestDRANodeLabelPolicy)
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
 		// claim status (docs/dra.md "Claim status"): this driver's entries only
@@ -250,7 +251,7 @@ func TestChartDRAMode(t *testing.T) {
 func TestChartDevicePluginModeHasNoDRA(t *testing.T) {
 	helm := charttest.Helm(t)
 	out := string(charttest.Render(t, helm))
-	for _, s := range []string{"lpu-dra", "DeviceClass", "ResourceClaimTemplate", "ClusterRole"} {
+	for _, s := range []string{"lpu-dra", "DeviceClass", "ResourceClaimTemplate", "resourceslices"} {
 		if strings.Contains(out, s) {
 			t.Errorf("default rendering mentions %s", s)
 		}

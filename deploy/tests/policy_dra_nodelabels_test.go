@@ -208,10 +208,11 @@ func TestDRANodeLabelPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// dra.prefilter.enabled=false: the same ClusterRole without node writes.
+	// dra.prefilter.enabled=false: the same ClusterRole without node writes
+	// (reads stay: the cordoned-LPU annotation).
 	off := decodePrefilter(t, charttest.Render(t, helm, "--show-only", "templates/dra-rbac.yaml", "mode=dra", "dra.prefilter.enabled=false"))
-	if got := nodeVerbs(t, off.Role); len(got) != 1 || got[0] != "get" {
-		t.Fatalf("prefilter off: lpu-dra's verbs on nodes %v, want [get]", got)
+	if got := nodeVerbs(t, off.Role); !slices.Equal(got, []string{"get", "list", "watch"}) {
+		t.Fatalf("prefilter off: lpu-dra's verbs on nodes %v, want [get list watch]", got)
 	}
 	if _, err := cs.RbacV1().ClusterRoles().Update(ctx, off.Role, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

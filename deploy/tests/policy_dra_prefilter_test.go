@@ -62,7 +62,7 @@ func TestChartDRAPrefilter(t *testing.T) {
 					t.Errorf("binding %s rendered %v, want %v", b, !tc.on, tc.on)
 				}
 			}
-			want := []string{"get"}
+			want := []string{"get", "list", "watch"} // the cordoned-LPU annotation
 			if tc.on {
 				want = []string{"get", "list", "watch", "patch"}
 			}

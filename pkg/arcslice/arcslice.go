@@ -29,6 +29,10 @@ const (
 // TaintKey marks arcs holding an unhealthy LPU; the value is the LPU ID.
 const TaintKey = inject.Driver + "/unhealthy"
 
+// CordonTaintKey marks arcs holding an LPU an operator cordoned (taken out
+// of service, Builder.WithCordoned); the value is the LPU ID.
+const CordonTaintKey = inject.Driver + "/cordoned"
+
 // PCIeRootAttribute is the standard attribute naming a device's PCIe root.
 const PCIeRootAttribute resourceapi.QualifiedName = "resource.kubernetes.io/pcieRoot"
 
@@ -88,6 +92,25 @@ type Builder struct {
 	base    []int                // index in devices of each ring's first arc
 	ringLen []int
 	publish []bool // by arc size: published; nil publishes every size
+	// cordoned LPUs count as unhealthy for the order and Free, and taint
+	// their arcs with CordonTaintKey (WithCordoned); nil: none.
+	cordoned map[string]bool
+}
+
+// WithCordoned returns a builder sharing b's rendered devices that treats
+// the LPUs of cordoned as out of service: Slices and FreeSlices order them
+// like unhealthy LPUs (last, so the allocator's first fit avoids them) and
+// give every arc holding one a CordonTaintKey taint with NoSchedule (beside
+// a TaintKey taint when the arc also holds an unhealthy LPU), and Free
+// counts them as taken, so no new claim gets an arc over them. Empty
+// cordoned returns b.
+func (b *Builder) WithCordoned(cordoned map[string]bool) *Builder {
+	if len(cordoned) == 0 {
+		return b
+	}
+	c := *b
+	c.cordoned = cordoned
+	return &c
 }
 
 // index is the position of a in devices: on a ring of n, size k < n at
@@ -234,8 +257,8 @@ func (b *Builder) FreeSlices(held []string, allocated []alloc.Arc, unhealthy map
 	return b.slicesOf(interleave(order), counts, unhealthy)
 }
 
-// CountOrder is the order of the count devices for held (unhealthy LPUs
-// count as held): the free runs of every ring, longest first (ties: ring,
+// CountOrder is the order of the count devices for held (unhealthy and
+// cordoned LPUs count as held): the free runs of every ring, longest first (ties: ring,
 // then start), each in ring order from its start, then the held LPUs in
 // ring order. The allocator takes the first k free count devices, so a
 // pod asking k LPUs gets one run, ring neighbours, whenever a free run
@@ -247,6 +270,9 @@ func (b *Builder) CountOrder(held []string, unhealthy map[string]bool) []alloc.A
 		busy[id] = true
 	}
 	for id := range unhealthy {
+		busy[id] = true
+	}
+	for id := range b.cordoned {
 		busy[id] = true
 	}
 	type run struct{ ring, start, n int }
@@ -297,18 +323,19 @@ func (b *Builder) CountOrder(held []string, unhealthy map[string]bool) []alloc.A
 	return append(out, rest...)
 }
 
-// order is alloc.ArcOrder with unhealthy LPUs counted as held.
+// order is alloc.ArcOrder with unhealthy and cordoned LPUs counted as
+// held.
 func (b *Builder) order(held []string, unhealthy map[string]bool) []alloc.Arc {
 	all := held
-	if len(unhealthy) > 0 {
-		all = append(append([]string(nil), held...), mapsKeys(unhealthy)...)
+	if len(unhealthy) > 0 || len(b.cordoned) > 0 {
+		all = append(append(append([]string(nil), held...), mapsKeys(unhealthy)...), mapsKeys(b.cordoned)...)
 	}
 	return b.layout.ArcOrder(all)
 }
 
 // slicesOf lays out the arc devices of order, then the count devices of
-// counts, 64 to a slice, tainting those with an unhealthy LPU, then the
-// counter sets, 8 to a slice.
+// counts, 64 to a slice, tainting those with an unhealthy or a cordoned
+// LPU, then the counter sets, 8 to a slice.
 func (b *Builder) slicesOf(order, counts []alloc.Arc, unhealthy map[string]bool) []resourceslice.Slice {
 	arcs := len(order)
 	order = append(order[:arcs:arcs], counts...)
@@ -322,20 +349,32 @@ func (b *Builder) slicesOf(order, counts []alloc.Arc, unhealthy map[string]bool)
 			} else {
 				devs[j] = b.counts[b.countIndex(a)]
 			}
-			if len(unhealthy) == 0 {
-				continue
-			}
-			for _, id := range b.layout.ArcIDs(a) {
-				if unhealthy[id] {
-					devs[j].Taints = []resourceapi.DeviceTaint{{Key: TaintKey, Value: id, Effect: resourceapi.DeviceTaintEffectNoSchedule}}
-					break
-				}
+			if len(unhealthy) > 0 || len(b.cordoned) > 0 {
+				devs[j].Taints = b.taints(a, unhealthy)
 			}
 		}
 		out = append(out, resourceslice.Slice{Devices: devs})
 	}
 	for i := 0; i < len(b.sets); i += MaxCounterSetsPerSlice {
 		out = append(out, resourceslice.Slice{SharedCounters: b.sets[i:min(i+MaxCounterSetsPerSlice, len(b.sets))]})
+	}
+	return out
+}
+
+// taints are arc a's taints: TaintKey naming its first unhealthy LPU,
+// CordonTaintKey naming its first cordoned one; nil when it has neither.
+func (b *Builder) taints(a alloc.Arc, unhealthy map[string]bool) []resourceapi.DeviceTaint {
+	var out []resourceapi.DeviceTaint
+	for _, m := range []struct {
+		ids map[string]bool
+		key string
+	}{{unhealthy, TaintKey}, {b.cordoned, CordonTaintKey}} {
+		for _, id := range b.layout.ArcIDs(a) {
+			if m.ids[id] {
+				out = append(out, resourceapi.DeviceTaint{Key: m.key, Value: id, Effect: resourceapi.DeviceTaintEffectNoSchedule})
+				break
+			}
+		}
 	}
 	return out
 }

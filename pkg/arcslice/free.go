@@ -24,21 +24,25 @@ type Free struct {
 	// Arc is the largest size of a published arc a new claim could be
 	// given (untainted, touching no held LPU), 0 when there is none.
 	Arc int
-	// LPUs is the number of healthy LPUs no claim holds, rounded down to
-	// a published size (0 below the smallest): what a best-effort claim
-	// of k singles needs.
+	// LPUs is the number of healthy, uncordoned LPUs no claim holds,
+	// rounded down to a published size (0 below the smallest): what a
+	// best-effort claim of k singles needs.
 	LPUs int
 }
 
 // Free summarises the same view FreeSlices publishes for held and
 // unhealthy: Arc is the largest size among the untainted arcs of
-// FreeSlices(held, nil, unhealthy), LPUs the free healthy LPU count.
+// FreeSlices(held, nil, unhealthy), LPUs the free healthy LPU count;
+// cordoned LPUs (WithCordoned) count as unhealthy.
 func (b *Builder) Free(held []string, unhealthy map[string]bool) Free {
-	busy := make(map[string]bool, len(held)+len(unhealthy))
+	busy := make(map[string]bool, len(held)+len(unhealthy)+len(b.cordoned))
 	for _, id := range held {
 		busy[id] = true
 	}
 	for id := range unhealthy {
+		busy[id] = true
+	}
+	for id := range b.cordoned {
 		busy[id] = true
 	}
 	var free []string

@@ -93,7 +93,7 @@ cdi-without-nri          6        node CDI: podman 4.3 with lpu-nri cdi generate
 dra-strict-arcs          d1       dra  strict 4-arc claims: disjoint ring halves, a third pod Pending until one goes
 dra-best-effort          d2       dra  firstAvailable: a 4-arc on an empty ring, else four singles in ring order
 dra-extended-resource    d3       dra  hyperaccel.ai/lpu-arc-4: 1 through a DeviceClass extendedResourceName gives one 4-arc; the device-plugin request hyperaccel.ai/lpu: 3 gets 3 ring neighbours
-dra-device-health        d4       dra  an ECC_ERROR LPU makes its arcs unallocatable within 1 s; back at READY a full-ring pod runs
+dra-device-health        d4       dra  an ECC_ERROR LPU makes its arcs unallocatable within 1 s; back at READY a full-ring pod runs; kubectl lpu cordon does the same until uncordon, across an lpu-dra restart
 dra-plugin-restart       d5       dra  lpu-dra restart: the running pod keeps its LPUs; the new process prepares and unprepares
 dra-cdi-cleanup          d6       dra  deleting the pods leaves no CDI spec in the node'"'"'s CDI dir
 nri-forged-annotations   d7       dra  lpu-nri on the DRA node: forged annotations give nothing, a pod without LPUs gets none

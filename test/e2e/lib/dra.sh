@@ -395,6 +395,56 @@ scenario_d4() {
     nok "ring8: the full-ring pod runs after the recovery" "$(pod_why ring8)"
   fi
   delete_all_pods
+  dra_cordon "$dev"
+}
+
+# dra_cordon LPU-ID: kubectl lpu cordon makes every arc over LPU-ID
+# unallocatable (the cordon taint), kubectl lpu nodes says so, a full-ring
+# pod stays Pending, the cordon survives an lpu-dra restart; uncordon
+# offers every arc again and the pod runs.
+dra_cordon() {
+  local dev=$1 kl=("$BASE/bin/kubectl-lpu") t0 ms total
+  total=$(our_devices | wc -l)
+  CGO_ENABLED=0 go_build cmd/kubectl-lpu >>"$LOGS/kubectl.log" || { nok "build kubectl-lpu" "$(tail -3 "$LOGS/kubectl.log")"; return; }
+  t0=$(now_ns)
+  "${kl[@]}" cordon "$KNODE" "$dev" --kubeconfig "$CL/admin.kubeconfig" >>"$LOGS/kubectl.log" 2>&1 ||
+    { nok "kubectl lpu cordon $KNODE $dev" "$(tail -3 "$LOGS/kubectl.log")"; return; }
+  if wait_for 10 arcs_without "$dev"; then
+    ms=$((($(now_ns) - t0) / 1000000))
+    bench dra_cordon_ms "$ms" "kubectl lpu cordon -> every arc with $dev unallocatable in the API: $ms ms"
+    ok "kubectl lpu cordon $dev: every arc holding it unallocatable ($ms ms)"
+  else
+    nok "kubectl lpu cordon $dev: every arc holding it unallocatable" "$(our_devices | grep -w "$dev" | head -5 | tr '\n' ';')"
+  fi
+  expect "kubectl lpu nodes: $KNODE shows $dev cordoned" "$("${kl[@]}" nodes "$KNODE" --kubeconfig "$CL/admin.kubeconfig" 2>&1 | head -3)" \
+    says "cordoned $dev" "${kl[@]}" nodes "$KNODE" --kubeconfig "$CL/admin.kubeconfig"
+  dra_pod ring8c template lpu-arc-8
+  if wait_for 30 unschedulable ring8c; then
+    ok "ring8c: a full-ring claim stays Pending while $dev is cordoned"
+  else
+    nok "ring8c: a full-ring claim stays Pending while $dev is cordoned" "$(pod_why ring8c)"
+  fi
+  stop_daemon lpu-dra 5
+  start_lpu_dra
+  wait_for 30 dra_slices_published || nok "lpu-dra restarted while $dev is cordoned and republished" "$(tail -3 "$LOGS/lpu-dra.log")"
+  expect "$dev stays cordoned across an lpu-dra restart" "$(our_devices | grep -w "$dev" | head -5 | tr '\n' ';')" \
+    wait_for 10 arcs_without "$dev"
+  t0=$(now_ns)
+  "${kl[@]}" uncordon "$KNODE" "$dev" --kubeconfig "$CL/admin.kubeconfig" >>"$LOGS/kubectl.log" 2>&1 ||
+    nok "kubectl lpu uncordon $KNODE $dev" "$(tail -3 "$LOGS/kubectl.log")"
+  if wait_for 10 arcs_restored "$total"; then
+    ms=$((($(now_ns) - t0) / 1000000))
+    bench dra_uncordon_ms "$ms" "kubectl lpu uncordon -> all $total arcs offered again: $ms ms"
+    ok "kubectl lpu uncordon $dev: all $total arcs offered again ($ms ms)"
+  else
+    nok "kubectl lpu uncordon $dev: all $total arcs offered again" "$(our_devices | awk '$3 != 0' | head -3 | tr '\n' ';')"
+  fi
+  if wait_pod ring8c 90; then
+    ok "ring8c: the full-ring pod runs after the uncordon"
+  else
+    nok "ring8c: the full-ring pod runs after the uncordon" "$(pod_why ring8c)"
+  fi
+  delete_all_pods
 }
 
 # ---------------------------------------------------------------- d5

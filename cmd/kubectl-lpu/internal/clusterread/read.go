@@ -42,6 +42,9 @@ type Result struct {
 	Cluster view.Cluster
 	// Pods are the pods listed, for selectors over their labels.
 	Pods []corev1.Pod
+	// Claims are the ResourceClaims listed (none without DRA), for the
+	// pods each is reserved for.
+	Claims []resourceapi.ResourceClaim
 	// Warnings say what could not be read and what the view lacks for it.
 	Warnings []string
 }
@@ -80,7 +83,7 @@ func Read(ctx context.Context, cs kubernetes.Interface, o Options) (Result, erro
 	if warning != "" {
 		r.Warnings = append(r.Warnings, warning)
 	}
-	r.Pods = pods.Items
+	r.Pods, r.Claims = pods.Items, claims
 	r.Cluster = view.Build(nodes, slices, claims, pods.Items, groups)
 	r.Cluster.DRA = dra
 	return r, nil

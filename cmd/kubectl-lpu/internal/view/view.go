@@ -14,6 +14,7 @@ import (
 
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/claimstatus"
+	"github.com/hyperaccel/lpu-node/pkg/cordon"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
 
@@ -84,6 +85,11 @@ type Node struct {
 	// Arcs is how many more arcs of each size the node can take now
 	// (device-plugin nodes: how many more pods of that count).
 	Arcs map[int]int `json:"arcs"`
+	// Cordoned are the LPUs an operator took out of service (kubectl lpu
+	// cordon: the Node annotation lpu.hyperaccel.ai/cordoned), sorted. On
+	// a DRA node a cordoned LPU is never free; on a device-plugin node the
+	// kubelet already left it out of the allocatable count (Total).
+	Cordoned []string `json:"cordoned,omitempty"`
 }
 
 // Ring is one ring: the holder of each position in ring order, "" free.
@@ -292,7 +298,9 @@ func countUsed(pods []corev1.Pod) (map[string]int, []Pod) {
 
 // nodeView is one node's LPUs; false for a node with none.
 func nodeView(n corev1.Node, rings map[string][][]string, holders map[string]string, used int) (Node, bool) {
-	v := Node{Name: n.Name, Arcs: map[int]int{}}
+	// A malformed value: its well-formed entries, as the daemons read it.
+	cordoned, _ := cordon.Parse(n.Annotations[cordon.Annotation])
+	v := Node{Name: n.Name, Arcs: map[int]int{}, Cordoned: cordoned}
 	for k, val := range n.Labels {
 		if strings.HasPrefix(k, "hyperaccel.ai/lpu.") {
 			if v.Labels == nil {
@@ -308,7 +316,7 @@ func nodeView(n corev1.Node, rings map[string][][]string, holders map[string]str
 			free := make([]bool, len(ring))
 			for j, id := range ring {
 				r.Holders[j] = holders[id]
-				free[j] = r.Holders[j] == ""
+				free[j] = r.Holders[j] == "" && !slices.Contains(cordoned, id)
 				v.Total++
 				if free[j] {
 					v.Free++
@@ -478,8 +486,8 @@ func arcsFit(free []bool, k int) int {
 }
 
 // Text renders the nodes view: per node a line per ring, each position a
-// letter naming its holder (legend below) or "." when free, and a summary
-// line.
+// letter naming its holder (legend below), "x" when cordoned and free, or
+// "." when free, and a summary line.
 func (c Cluster) Text() string { return c.nodesText(false) }
 
 // WideText is Text with, per node, its feature labels and how many more
@@ -503,21 +511,30 @@ func (c Cluster) nodesText(wide bool) string {
 		legend = append(legend, l+" "+Printable(holder))
 		return l
 	}
+	anyCordoned := false
 	for _, n := range c.Nodes {
 		largest := strconv.Itoa(n.LargestFreeArc)
 		if n.LargestFreeArc < 0 {
 			largest = "?"
 		}
-		fmt.Fprintf(&b, "%s  %s  %d/%d free, largest free arc %s\n", Printable(n.Name), Printable(n.Mode), n.Free, n.Total, largest)
+		fmt.Fprintf(&b, "%s  %s  %d/%d free, largest free arc %s", Printable(n.Name), Printable(n.Mode), n.Free, n.Total, largest)
+		if len(n.Cordoned) > 0 {
+			fmt.Fprintf(&b, ", cordoned %s", strings.Join(n.Cordoned, ","))
+		}
+		b.WriteString("\n")
 		if wide {
 			b.WriteString(nodeWide(n))
 		}
 		for _, r := range n.Rings {
 			cells := make([]string, len(r.Holders))
 			for i, h := range r.Holders {
-				cells[i] = "."
-				if h != "" {
+				switch {
+				case h != "":
 					cells[i] = letter(h)
+				case slices.Contains(n.Cordoned, r.LPUs[i]):
+					cells[i], anyCordoned = "x", true
+				default:
+					cells[i] = "."
 				}
 			}
 			span := Printable(r.LPUs[0]) + " … " + Printable(r.LPUs[len(r.LPUs)-1])
@@ -529,6 +546,9 @@ func (c Cluster) nodesText(wide bool) string {
 		if n.Mode == "device-plugin" {
 			fmt.Fprintf(&b, "  %s  (count only: the device plugin does not publish positions)\n", strings.Repeat("# ", n.Total-n.Free)+strings.Repeat(". ", n.Free))
 		}
+	}
+	if anyCordoned {
+		legend = append(legend, "x cordoned (kubectl lpu uncordon NODE LPU)")
 	}
 	if len(legend) > 0 {
 		b.WriteString("\n")

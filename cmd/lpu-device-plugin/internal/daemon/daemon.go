@@ -7,6 +7,9 @@ import (
 	"log/slog"
 
 	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/metrics"
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/plugin"
@@ -17,6 +20,7 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/node"
 	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/internal/startup"
+	"github.com/hyperaccel/lpu-node/pkg/cordon"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
@@ -65,7 +69,11 @@ func Run(ctx context.Context, p Params) error {
 	holders := podresources.New(cfg.Kubelet.PodResourcesSocket, cfg.ResourceName)
 	defer holders.Close()
 	m := newMetrics(p, name, mon, n.Discoverer, holders)
-	plug, err := plugin.New(mon, plugin.Options{
+	cordons, src, err := cordoned(mon, opts.Kubeconfig, name, log)
+	if err != nil {
+		return err
+	}
+	plug, err := plugin.New(src, plugin.Options{
 		ResourceName: cfg.ResourceName, KubeletDir: cfg.Kubelet.DevicePluginDir, StateDir: cfg.StateDir,
 		Injection: mode, Policy: cfg.Allocation.Policy, Key: key, RuntimeGuard: cfg.Security.RuntimeGuard,
 		Recorder: m, Tracer: tracer, Logger: log,
@@ -73,9 +81,40 @@ func Run(ctx context.Context, p Params) error {
 	if err != nil {
 		return err
 	}
-	err = serve(ctx, cfg, mon, plug, m, opts.NFD.Path(n.Root, log), log)
+	err = serve(ctx, cfg, parts{mon: mon, cordons: cordons, src: src, plug: plug, metrics: m}, opts.NFD.Path(n.Root, log), log)
 	log.Info("lpu-device-plugin stopped", "err", err)
 	return err
+}
+
+// cordoned follows the node's cordoned LPUs (pkg/cordon) with a client
+// from kubeconfig, or the in-cluster config: the Source the plugin serves
+// then reports them Unhealthy, and every LPU until the Node was read.
+// Without a kubeconfig and outside a cluster (or without the pod's
+// token) it follows none (nil Watcher, src mon) and says so; a kubeconfig
+// that does not load is an error.
+func cordoned(mon *health.Monitor, kubeconfig, node string, log *slog.Logger) (*cordon.Watcher, plugin.Source, error) {
+	if node == "" {
+		log.Warn("no node name: cordoned LPUs are not followed")
+		return nil, mon, nil
+	}
+	var rc *rest.Config
+	var err error
+	if kubeconfig == "" {
+		// Without API access the plugin serves as before, as the Watcher
+		// does when RBAC refuses it: the LPUs stay offered, the log says why.
+		if rc, err = rest.InClusterConfig(); err != nil {
+			log.Warn("no API server access (no --kubeconfig, and no in-cluster config): cordoned LPUs are not followed", "err", err)
+			return nil, mon, nil
+		}
+	} else if rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
+		return nil, nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kube client: %w", err)
+	}
+	w := cordon.NewWatcher(cordon.Options{Client: client, Node: node, Logger: log})
+	return w, plugin.NewCordonSource(mon, w, log), nil
 }
 
 // nodeKey returns the node's name and, in nri injection, the seal key
@@ -107,12 +146,26 @@ func newMetrics(p Params, name string, mon *health.Monitor, telemetry *device.Sy
 	})
 }
 
-// serve runs the parts until ctx ends: the monitor, the plugin once the
-// first discovery ran, the metrics endpoint and, when nfdFile is set, the
-// NFD feature file.
-func serve(ctx context.Context, cfg *config.Config, mon *health.Monitor, plug *plugin.Plugin, m *metrics.Metrics, nfdFile string, log *slog.Logger) error {
+// parts are what serve runs.
+type parts struct {
+	mon     *health.Monitor
+	cordons *cordon.Watcher // nil: no cordoned LPUs followed
+	src     plugin.Source   // mon, or a *plugin.CordonSource over it
+	plug    *plugin.Plugin
+	metrics *metrics.Metrics
+}
+
+// serve runs the parts until ctx ends: the monitor, the cordoned-LPU
+// watcher, the plugin once the first discovery ran, the metrics endpoint
+// and, when nfdFile is set, the NFD feature file.
+func serve(ctx context.Context, cfg *config.Config, p parts, nfdFile string, log *slog.Logger) error {
+	mon, plug, m := p.mon, p.plug, p.metrics
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return mon.Run(ctx) })
+	if cs, ok := p.src.(*plugin.CordonSource); ok {
+		g.Go(func() error { return cs.Run(ctx) })
+		g.Go(func() error { return p.cordons.Run(ctx) })
+	}
 	g.Go(func() error {
 		select {
 		case <-mon.Ready():

@@ -16,6 +16,9 @@ import (
 type Options struct {
 	startup.Flags
 	NFD nfd.Flag // --nfd-features-file
+	// Kubeconfig is the kubeconfig file for reading the node's cordoned
+	// LPUs; empty: the in-cluster config, and none outside a cluster.
+	Kubeconfig string
 
 	injection string
 }
@@ -27,6 +30,7 @@ func Command(o *Options) *cmdline.Command {
 	c.String(&o.injection, "injection", "LPU_INJECTION", "", "injection `MODE` nri|cdi|auto; overrides config injection.mode (default auto: nri when the config's nri.socket exists, else cdi)").
 		OneOf(config.AllowedInjectionModes...).Sets(func(cfg *config.Config) { cfg.Injection.Mode = o.injection })
 	o.Declare(c, "metrics-addr")
+	c.String(&o.Kubeconfig, "kubeconfig", "KUBECONFIG", "", "kubeconfig `FILE` for reading this node's cordoned LPUs; empty: in-cluster config (outside a cluster: none followed)")
 	startup.DeclareNFD(c, &o.NFD)
 	o.Declare(c, "version")
 	return c
@@ -38,7 +42,7 @@ API v1beta1), hands out ring-contiguous sets, and reports their health.
 Usage:
   lpu-device-plugin [--config FILE] [--root DIR] [--kubelet-dir DIR] [--state-dir DIR]
                     [--injection nri|cdi|auto] [--metrics-addr HOST:PORT]
-                    [--nfd-features-file FILE] [--version] [--help]
+                    [--kubeconfig FILE] [--nfd-features-file FILE] [--version] [--help]
 
 Every flag but --version has an environment twin (in brackets). Precedence:
 flag > environment > config file > built-in default.
@@ -55,7 +59,8 @@ described in config/example.yaml.
 Other environment:
   LPU_LOG_LEVEL   error|warn|info|debug (over the config's log.level; invalid values fall back with a warning)
   LPU_LOG_FORMAT  json|text (over the config's log.format)
-  NODE_NAME       node name the seals cover and metrics are labelled with (default: the host name);
+  NODE_NAME       node name the seals cover, metrics are labelled with and whose Node annotation
+                  lpu.hyperaccel.ai/cordoned lists LPUs reported Unhealthy (default: the host name);
                   lpu-nri must see the same name
   HOST_IPS        the node's IP addresses, comma separated (the chart sets status.hostIPs): with
                   loopback and the pod's gateways, the addresses the metrics port keeps

@@ -21,6 +21,11 @@
 //   - PreStartContainer in nri mode refuses unless lpu-nri reports on its
 //     readiness socket (pkg/ready) that it is connected to the runtime.
 //
+// Served over a CordonSource, the LPUs an operator cordoned (pkg/cordon,
+// the Node annotation) are Unhealthy with reason "cordoned", so the
+// kubelet stops offering them and Allocate refuses them; until the Node
+// was read, every LPU is (fail closed).
+//
 // Nothing depends on earlier Allocate calls: the kubelet checkpoints and
 // replays responses across restarts.
 //

@@ -68,6 +68,7 @@ type node struct {
 	client  *kubelettest.Client
 	cancel  context.CancelFunc
 	done    chan error
+	parts   int // goroutines that report to done
 }
 
 type setup struct {
@@ -77,6 +78,7 @@ type setup struct {
 	noKubelet bool
 	tracer    oteltrace.Tracer // nil traces nothing
 	guard     bool             // Options.RuntimeGuard
+	cordon    Cordon           // non-nil: serve a CordonSource over the monitor
 }
 
 // twoRings is 16 devices on rings lpu0..lpu7 and lpu8..lpu15 (sysfs ring
@@ -121,7 +123,13 @@ func start(t testing.TB, s setup) *node {
 		n.kubelet = kubelettest.Start(t, n.dir)
 	}
 	mon := health.New(device.NewSysfs(n.root), health.Options{ResyncInterval: time.Hour, ProbeInterval: 20 * time.Millisecond})
-	n.plugin, err = New(mon, Options{
+	var src Source = mon
+	var cs *CordonSource
+	if s.cordon != nil {
+		cs = NewCordonSource(mon, s.cordon, slog.New(slog.NewTextHandler(t.Output(), nil)))
+		src = cs
+	}
+	n.plugin, err = New(src, Options{
 		ResourceName: resource, KubeletDir: n.dir, StateDir: n.state,
 		Injection: s.injection, Policy: s.policy, Key: key, Recorder: n.rec, Tracer: s.tracer,
 		PreStartTimeout: 500 * time.Millisecond, RuntimeGuard: s.guard,
@@ -131,8 +139,12 @@ func start(t testing.TB, s setup) *node {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	n.cancel, n.done = cancel, make(chan error, 2)
+	n.cancel, n.done, n.parts = cancel, make(chan error, 3), 2
 	go func() { n.done <- mon.Run(ctx) }()
+	if cs != nil {
+		n.parts++
+		go func() { n.done <- cs.Run(ctx) }()
+	}
 	<-mon.Ready()
 	go func() { n.done <- n.plugin.Run(ctx) }()
 	t.Cleanup(n.stop)
@@ -146,7 +158,7 @@ func start(t testing.TB, s setup) *node {
 
 func (n *node) stop() {
 	n.cancel()
-	for range 2 {
+	for range n.parts {
 		<-n.done //nolint:errcheck // Run returns nil on cancellation; the test checked the rest
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/node"
 	"github.com/hyperaccel/lpu-node/internal/podresources"
 	"github.com/hyperaccel/lpu-node/internal/startup"
+	"github.com/hyperaccel/lpu-node/pkg/cordon"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 	"github.com/hyperaccel/lpu-node/pkg/nodelabel"
@@ -82,6 +83,10 @@ func Run(ctx context.Context, p Params) error {
 	defer pr.Close()
 	dopts.DevicePlugin = pr
 	var labels *nodelabel.Keeper
+	// The chart always grants lpu-dra get, list and watch on Nodes: the
+	// cordoned-LPU annotation of its own is followed in every config.
+	cordons := cordon.NewWatcher(cordon.Options{Client: client, Node: opts.NodeName, Logger: log})
+	dopts.Cordoned = cordons
 	if cfg.DRA.LabelsNode() {
 		labels = nodelabel.New(nodelabel.Options{Client: client, Node: opts.NodeName, Logger: log})
 		dopts.NodeLabels = labels
@@ -101,6 +106,7 @@ func Run(ctx context.Context, p Params) error {
 	if labels != nil {
 		g.Go(func() error { return labels.Run(ctx) })
 	}
+	g.Go(func() error { return cordons.Run(ctx) })
 	startStatus(ctx, g, k, log)
 	g.Go(func() error { return k.run(ctx, mon, drv) })
 	g.Go(func() error {

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/hyperaccel/lpu-node/internal/clustertest"
 	"github.com/hyperaccel/lpu-node/internal/daemontest"
 	"github.com/hyperaccel/lpu-node/internal/health/healthtest"
+	"github.com/hyperaccel/lpu-node/pkg/cordon"
 	"github.com/hyperaccel/lpu-node/pkg/device"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
 )
@@ -31,6 +33,12 @@ type live struct {
 }
 
 func startLive(tb testing.TB, inv *device.Inventory) *live {
+	return startLiveWith(tb, inv, false)
+}
+
+// startLiveWith is startLive, with cordoned a cordon.Watcher of the Node
+// as the driver's Options.Cordoned.
+func startLiveWith(tb testing.TB, inv *device.Inventory, cordoned bool) *live {
 	c := clustertest.Start(tb, clustertest.Options{})
 	client, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
@@ -41,7 +49,13 @@ func startLive(tb testing.TB, inv *device.Inventory) *live {
 	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
 		tb.Fatal(err)
 	}
-	e := newEnv(tb, healthtest.New(tb, inv))
+	e := &env{t: tb, stateDir: tb.TempDir(), cdiDir: filepath.Join(tb.TempDir(), "cdi"), devices: healthtest.New(tb, inv)}
+	if cordoned {
+		w := cordon.NewWatcher(cordon.Options{Client: client, Node: node, Retry: 50 * time.Millisecond})
+		go func() { _ = w.Run(ctx) }()
+		e.cordoned = w
+	}
+	e.restart()
 	dir := daemontest.ShortDir(tb)
 	h, err := kubeletplugin.Start(ctx, e.d, kubeletplugin.DriverName(inject.Driver), kubeletplugin.KubeClient(client),
 		kubeletplugin.NodeName(node), kubeletplugin.RegistrarDirectoryPath(dir), kubeletplugin.PluginDataDirectoryPath(dir))

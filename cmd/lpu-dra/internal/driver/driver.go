@@ -72,8 +72,12 @@ type Options struct {
 	// new claim could still be given (arcslice.Free.Labels, computed from
 	// the published view); nil: the Node is not labelled.
 	NodeLabels LabelSetter
-	Tracer     oteltrace.Tracer
-	Logger     *slog.Logger
+	// Cordoned are the LPUs an operator took out of service
+	// (cordon.Watcher): their arcs are published tainted and last; nil:
+	// none.
+	Cordoned publish.Cordon
+	Tracer   oteltrace.Tracer
+	Logger   *slog.Logger
 }
 
 // Driver implements kubeletplugin.DRAPlugin for LPUs: it turns the
@@ -126,7 +130,7 @@ func New(devices Devices, opts Options) (*Driver, error) {
 	d := &Driver{opts: opts, devices: devices, log: log, tracer: tracer, state: st}
 	d.pub = publish.New(devices, st, dpView{d}, publish.Options{NodeName: opts.NodeName, PCIeRoot: opts.PCIeRoot,
 		ArcSizes: opts.ArcSizes, FollowInterval: opts.FollowInterval, NodeLabels: opts.NodeLabels,
-		Published: opts.Metrics.republished, Faults: history, Logger: log})
+		Published: opts.Metrics.republished, Faults: history, Cordoned: opts.Cordoned, Logger: log})
 	return d, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
+	"github.com/hyperaccel/lpu-node/cmd/lpu-dra/internal/publish"
 	"github.com/hyperaccel/lpu-node/pkg/alloc"
 	"github.com/hyperaccel/lpu-node/pkg/arcslice"
 	"github.com/hyperaccel/lpu-node/pkg/inject"
@@ -27,8 +28,9 @@ type env struct {
 	d        *Driver
 	metrics  *Metrics
 	arcSizes []int
-	classes  []string    // the driver's Options.DeviceClasses
-	labels   LabelSetter // the driver's Options.NodeLabels
+	classes  []string       // the driver's Options.DeviceClasses
+	labels   LabelSetter    // the driver's Options.NodeLabels
+	cordoned publish.Cordon // the driver's Options.Cordoned
 }
 
 func newEnv(t testing.TB, devices Devices) *env {
@@ -42,7 +44,7 @@ func (e *env) restart() {
 	e.t.Helper()
 	e.metrics = NewMetrics(node)
 	d, err := New(e.devices, Options{NodeName: node, StateDir: e.stateDir, CDIDir: e.cdiDir,
-		Inject: inject.Options{Mounts: []inject.Mount{{HostPath: "/usr/lib/lpu"}}}, ArcSizes: e.arcSizes, DeviceClasses: e.classes, Metrics: e.metrics, NodeLabels: e.labels})
+		Inject: inject.Options{Mounts: []inject.Mount{{HostPath: "/usr/lib/lpu"}}}, ArcSizes: e.arcSizes, DeviceClasses: e.classes, Metrics: e.metrics, NodeLabels: e.labels, Cordoned: e.cordoned})
 	if err != nil {
 		e.t.Fatal(err)
 	}

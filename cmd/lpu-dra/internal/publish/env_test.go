@@ -43,6 +43,7 @@ type env struct {
 	arcSizes []int
 	labels   LabelSetter
 	faults   *faults.Log
+	cordoned Cordon
 }
 
 func newEnv(t testing.TB, devices state.Devices) *env {
@@ -60,7 +61,7 @@ func (e *env) restart() {
 		e.t.Fatal(err)
 	}
 	e.st = st
-	e.p = New(e.devices, st, &e.dp, Options{NodeName: node, ArcSizes: e.arcSizes, NodeLabels: e.labels, Faults: e.faults})
+	e.p = New(e.devices, st, &e.dp, Options{NodeName: node, ArcSizes: e.arcSizes, NodeLabels: e.labels, Faults: e.faults, Cordoned: e.cordoned})
 }
 
 func arc(start, size int) alloc.Arc { return alloc.Arc{Ring: 0, Start: start, Size: size} }

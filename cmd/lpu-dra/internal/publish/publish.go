@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,6 +39,18 @@ type DevicePlugin interface {
 	Held() []string
 }
 
+// Cordon is the node's cordoned LPUs (cordon.Watcher): LPUs an operator
+// took out of service.
+type Cordon interface {
+	// Snapshot returns the cordoned LPU IDs (read-only) and a channel
+	// closed when they or Known change.
+	Snapshot() (map[string]bool, <-chan struct{})
+	// Known says whether the IDs are the Node's (read once): until
+	// then every LPU is published as cordoned, so a restart never offers
+	// an LPU that is cordoned for the moment before the first read.
+	Known() bool
+}
+
 // Options configure a Publisher.
 type Options struct {
 	NodeName string // the pool name
@@ -60,7 +74,11 @@ type Options struct {
 	// LPUs that turned unhealthy, and each arc's recentFaults attribute
 	// counts its LPUs' faults in the window. Nil: every arc publishes 0.
 	Faults *faults.Log
-	Logger *slog.Logger
+	// Cordoned are the LPUs no new claim may get: every arc holding one
+	// is published last with an arcslice.CordonTaintKey taint, and the
+	// node labels count them as taken; a change republishes. Nil: none.
+	Cordoned Cordon
+	Logger   *slog.Logger
 }
 
 // Publisher computes and publishes the node's pool.
@@ -98,8 +116,8 @@ func (p *Publisher) Republish() {
 
 // Resources returns what the node's pool should hold now: the arcs no
 // prepared claim touches plus the arcs prepared claims were given, in the
-// order pkg/alloc would pick them, unhealthy arcs tainted
-// (arcslice.Builder.FreeSlices). It fails when the inventory cannot be
+// order pkg/alloc would pick them, unhealthy and cordoned arcs tainted
+// (arcslice.Builder.FreeSlices, WithCordoned). It fails when the inventory cannot be
 // published (a ring longer than a counter set holds), naming the ring.
 func (p *Publisher) Resources() (resourceslice.DriverResources, error) {
 	res, _, err := p.resources()
@@ -118,6 +136,9 @@ func (p *Publisher) resources() (resourceslice.DriverResources, arcslice.Free, e
 	b, err := p.builderFor(inv)
 	if err != nil {
 		return resourceslice.DriverResources{}, arcslice.Free{}, err
+	}
+	if p.opts.Cordoned != nil {
+		b = b.WithCordoned(p.cordoned(inv))
 	}
 	// Held LPUs and allocated arcs from one read of the checkpoint (the
 	// other driver pod of a rolling update may have changed it).
@@ -144,6 +165,20 @@ func (p *Publisher) resources() (resourceslice.DriverResources, arcslice.Free, e
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
 		p.opts.NodeName: {Slices: sl},
 	}}, free, nil
+}
+
+// cordoned is the cordon source's set, or every LPU of inv while the
+// source has not read the Node (fail closed, as for the device plugin).
+func (p *Publisher) cordoned(inv *device.Inventory) map[string]bool {
+	set, _ := p.opts.Cordoned.Snapshot()
+	if p.opts.Cordoned.Known() {
+		return set
+	}
+	all := make(map[string]bool, len(inv.Devices))
+	for _, dev := range inv.Devices {
+		all[dev.ID] = true
+	}
+	return all
 }
 
 // faultCounts records the LPUs of sick that turned unhealthy and returns
@@ -248,11 +283,11 @@ func (p *Publisher) Publish(ctx context.Context, sink Sink) error {
 }
 
 // Run publishes now and again whenever Republish is called (Prepare,
-// Unprepare, the device-plugin view), the devices or the checkpoint file
-// (written by another instance during a rolling update; polled every
-// Options.FollowInterval) change, or a fault leaves the history's window,
-// until ctx ends. A node whose rings
-// cannot be published at start is an error (a configuration problem);
+// Unprepare, the device-plugin view), the devices, the cordoned LPUs or
+// the checkpoint file (written by another instance during a rolling
+// update; polled every Options.FollowInterval) change, or a fault leaves
+// the history's window, until ctx ends. A node whose rings cannot be
+// published at start is an error (a configuration problem);
 // every other failure (the API server away) is logged and retried with
 // backoff from 1 s to 30 s, while prepared claims keep being served.
 func (p *Publisher) Run(ctx context.Context, sink Sink) error {
@@ -269,12 +304,21 @@ func (p *Publisher) Run(ctx context.Context, sink Sink) error {
 	aged := time.NewTimer(0)
 	defer aged.Stop()
 	aged.Stop()
+	var cordonChanged <-chan struct{} // nil without a source: never ready
+	if p.opts.Cordoned != nil {
+		_, cordonChanged = p.opts.Cordoned.Snapshot()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
 			_, changed = p.devices.Snapshot()
+		case <-cordonChanged:
+			var set map[string]bool
+			set, cordonChanged = p.opts.Cordoned.Snapshot()
+			p.log.Info("cordoned LPUs changed, republishing: their arcs tainted", "lpus", slices.Sorted(maps.Keys(set)),
+				"known", p.opts.Cordoned.Known(), "taint", arcslice.CordonTaintKey)
 		case <-p.kick:
 		case <-retry.C:
 		case <-aged.C:
