@@ -472,8 +472,6 @@ install_dra() {
   fi
   delete_pod chart-arc
   dra_slices_published && example_pod dra "$chart/examples/pod-dra.yaml" "$state"
-  # one pod spec in both modes: the device-plugin example, unchanged
-  dra_slices_published && example_pod dra-count "$chart/examples/pod-device-plugin.yaml" "$state"
   dra_other_vendor "$state"           # lib/install_dra_cases.sh
   dra_upgrade "$helm" "$chart" "$state" # lib/install_upgrade.sh
   dra_node_config "$helm" "$chart"    # lib/install_dra_cases.sh

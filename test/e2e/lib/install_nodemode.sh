@@ -78,17 +78,6 @@ install_node_mode() {
   else
     nok "node mode: a pod with claim template $TPL_STRICT4 runs beside the device-plugin pod" "$(pod_why mode-dra)"
   fi
-  # the device-plugin pod's own spec runs on the node now served by lpu-dra
-  delete_pod mode-dra
-  dra_pod mode-count extended hyperaccel.ai/lpu=4
-  if wait_pod mode-count 90; then
-    devs=$(ctr_devs mode-count)
-    expect "node mode: the same spec (hyperaccel.ai/lpu: 4) runs on the DRA node with a contiguous 4-arc beside it (/dev/lpu{$devs})" \
-      "devices [$devs], held [$dp_devs], ring [${RING[*]}]" arc_beside "$devs" "$dp_devs"
-  else
-    nok "node mode: the same spec (hyperaccel.ai/lpu: 4) runs on the DRA node" "$(pod_why mode-count)"
-  fi
-  delete_pod mode-count
   mode_cleanup "$helm" "$state"
 }
 
