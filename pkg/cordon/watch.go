@@ -9,10 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hyperaccel/lpu-node/pkg/nodefollow"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -87,31 +86,13 @@ func (w *Watcher) Disabled() error {
 // read succeeded before). Other failures (the API server away) are retried
 // with backoff, the set unchanged meanwhile.
 func (w *Watcher) Run(ctx context.Context) error {
-	backoff := w.opts.Retry
-	for ctx.Err() == nil {
-		err := w.follow(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-			w.mu.Lock()
-			w.disabled = err
-			w.markKnown()
-			w.mu.Unlock()
-			w.log.Warn("cannot follow the node's cordoned LPUs, running without them", "err", err)
-			return nil
-		}
-		if err != nil {
-			w.log.Error("cannot follow the node's cordoned LPUs, retrying", "err", err, "in", backoff)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 30*time.Second)
-			continue
-		}
-		backoff = w.opts.Retry
+	err := nodefollow.Retry(ctx, w.opts.Retry, w.log, "cannot follow the node's cordoned LPUs, retrying", w.follow)
+	if err != nil {
+		w.mu.Lock()
+		w.disabled = err
+		w.markKnown()
+		w.mu.Unlock()
+		w.log.Warn("cannot follow the node's cordoned LPUs, running without them", "err", err)
 	}
 	return nil
 }
@@ -119,16 +100,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 // follow reads the Node, then watches it until the watch ends (nil) or
 // fails.
 func (w *Watcher) follow(ctx context.Context) error {
-	nodes := w.opts.Client.CoreV1().Nodes()
-	n, err := nodes.Get(ctx, w.opts.Node, metav1.GetOptions{})
+	wt, err := nodefollow.Open(ctx, w.opts.Client.CoreV1().Nodes(), w.opts.Node, w.observe)
 	if err != nil {
-		return fmt.Errorf("get node %s: %w", w.opts.Node, err)
-	}
-	w.observe(n)
-	wt, err := nodes.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", w.opts.Node).String(),
-		ResourceVersion: n.ResourceVersion})
-	if err != nil {
-		return fmt.Errorf("watch node %s: %w", w.opts.Node, err)
+		return err
 	}
 	defer wt.Stop()
 	for {

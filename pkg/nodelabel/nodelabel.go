@@ -18,10 +18,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hyperaccel/lpu-node/pkg/nodefollow"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
@@ -111,30 +111,12 @@ func (k *Keeper) Writes() int {
 // runs on without labels. Other failures (the API server away) are
 // retried with backoff.
 func (k *Keeper) Run(ctx context.Context) error {
-	backoff := k.opts.Retry
-	for ctx.Err() == nil {
-		err := k.follow(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-			k.mu.Lock()
-			k.disabled = err
-			k.mu.Unlock()
-			k.log.Warn("cannot keep the node's labels, running without them (the scheduler's node-label prefilter does not apply to this node)", "err", err)
-			return nil
-		}
-		if err != nil {
-			k.log.Error("cannot keep the node's labels, retrying", "err", err, "in", backoff)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 30*time.Second)
-			continue
-		}
-		backoff = k.opts.Retry
+	err := nodefollow.Retry(ctx, k.opts.Retry, k.log, "cannot keep the node's labels, retrying", k.follow)
+	if err != nil {
+		k.mu.Lock()
+		k.disabled = err
+		k.mu.Unlock()
+		k.log.Warn("cannot keep the node's labels, running without them (the scheduler's node-label prefilter does not apply to this node)", "err", err)
 	}
 	return nil
 }
@@ -143,15 +125,9 @@ func (k *Keeper) Run(ctx context.Context) error {
 // the Node or of Set's values, until the watch ends (nil) or fails.
 func (k *Keeper) follow(ctx context.Context) error {
 	nodes := k.opts.Client.CoreV1().Nodes()
-	n, err := nodes.Get(ctx, k.opts.Node, metav1.GetOptions{})
+	w, err := nodefollow.Open(ctx, nodes, k.opts.Node, k.observe)
 	if err != nil {
-		return fmt.Errorf("get node %s: %w", k.opts.Node, err)
-	}
-	k.observe(n)
-	w, err := nodes.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", k.opts.Node).String(),
-		ResourceVersion: n.ResourceVersion})
-	if err != nil {
-		return fmt.Errorf("watch node %s: %w", k.opts.Node, err)
+		return err
 	}
 	defer w.Stop()
 	timer := time.NewTimer(0)
