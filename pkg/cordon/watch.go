@@ -9,12 +9,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hyperaccel/lpu-node/pkg/nodefollow"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/hyperaccel/lpu-node/pkg/nodefollow"
 )
 
 // Options configure a Watcher.

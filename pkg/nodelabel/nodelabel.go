@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hyperaccel/lpu-node/pkg/nodefollow"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/hyperaccel/lpu-node/pkg/nodefollow"
 )
 
 // DefaultLowerAfter is how long a lower value waits when
