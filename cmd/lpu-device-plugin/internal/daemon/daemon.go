@@ -8,7 +8,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hyperaccel/lpu-node/cmd/lpu-device-plugin/internal/metrics"
@@ -87,26 +86,24 @@ func Run(ctx context.Context, p Params) error {
 }
 
 // cordoned follows the node's cordoned LPUs (pkg/cordon) with a client
-// from kubeconfig, or the in-cluster config: the Source the plugin serves
-// then reports them Unhealthy, and every LPU until the Node was read.
-// Without a kubeconfig and outside a cluster (or without the pod's
-// token) it follows none (nil Watcher, src mon) and says so; a kubeconfig
+// from kubeconfig: the Source the plugin serves then reports them
+// Unhealthy, and every LPU until the Node was read. Without a kubeconfig
+// (or without a node name) it follows none (nil Watcher, src mon) and says
+// so: the in-cluster config is not used yet, because a plugin that cannot
+// reach the API server through it would withhold every LPU (fail closed)
+// on clusters whose service network does not reach the host; a kubeconfig
 // that does not load is an error.
 func cordoned(mon *health.Monitor, kubeconfig, node string, log *slog.Logger) (*cordon.Watcher, plugin.Source, error) {
 	if node == "" {
 		log.Warn("no node name: cordoned LPUs are not followed")
 		return nil, mon, nil
 	}
-	var rc *rest.Config
-	var err error
 	if kubeconfig == "" {
-		// Without API access the plugin serves as before, as the Watcher
-		// does when RBAC refuses it: the LPUs stay offered, the log says why.
-		if rc, err = rest.InClusterConfig(); err != nil {
-			log.Warn("no API server access (no --kubeconfig, and no in-cluster config): cordoned LPUs are not followed", "err", err)
-			return nil, mon, nil
-		}
-	} else if rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
+		log.Info("no --kubeconfig: cordoned LPUs are not followed by the device plugin")
+		return nil, mon, nil
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
 		return nil, nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
 	client, err := kubernetes.NewForConfig(rc)

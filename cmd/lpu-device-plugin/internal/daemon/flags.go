@@ -17,7 +17,7 @@ type Options struct {
 	startup.Flags
 	NFD nfd.Flag // --nfd-features-file
 	// Kubeconfig is the kubeconfig file for reading the node's cordoned
-	// LPUs; empty: the in-cluster config, and none outside a cluster.
+	// LPUs; empty: cordons are not followed.
 	Kubeconfig string
 
 	injection string
@@ -30,7 +30,7 @@ func Command(o *Options) *cmdline.Command {
 	c.String(&o.injection, "injection", "LPU_INJECTION", "", "injection `MODE` nri|cdi|auto; overrides config injection.mode (default auto: nri when the config's nri.socket exists, else cdi)").
 		OneOf(config.AllowedInjectionModes...).Sets(func(cfg *config.Config) { cfg.Injection.Mode = o.injection })
 	o.Declare(c, "metrics-addr")
-	c.String(&o.Kubeconfig, "kubeconfig", "KUBECONFIG", "", "kubeconfig `FILE` for reading this node's cordoned LPUs; empty: in-cluster config (outside a cluster: none followed)")
+	c.String(&o.Kubeconfig, "kubeconfig", "KUBECONFIG", "", "kubeconfig `FILE` for reading this node's cordoned LPUs (kubectl lpu cordon); empty: cordons are not followed")
 	startup.DeclareNFD(c, &o.NFD)
 	o.Declare(c, "version")
 	return c
