@@ -257,15 +257,10 @@ func (b *Builder) FreeSlices(held []string, allocated []alloc.Arc, unhealthy map
 	return b.slicesOf(interleave(order), counts, unhealthy)
 }
 
-// CountOrder is the order of the count devices for held (unhealthy and
-// cordoned LPUs count as held): the free runs of every ring, longest first (ties: ring,
-// then start), each in ring order from its start, then the held LPUs in
-// ring order. The allocator takes the first k free count devices, so a
-// pod asking k LPUs gets one run, ring neighbours, whenever a free run
-// of k exists in the order it was given; k is not known when the order
-// is published, so it is worst-fit. The arcs come as single-LPU arcs.
-func (b *Builder) CountOrder(held []string, unhealthy map[string]bool) []alloc.Arc {
-	busy := make(map[string]bool, len(held)+len(unhealthy))
+// unavailable is the set of LPUs a new claim cannot get: held, unhealthy
+// or cordoned (WithCordoned).
+func (b *Builder) unavailable(held []string, unhealthy map[string]bool) map[string]bool {
+	busy := make(map[string]bool, len(held)+len(unhealthy)+len(b.cordoned))
 	for _, id := range held {
 		busy[id] = true
 	}
@@ -275,6 +270,18 @@ func (b *Builder) CountOrder(held []string, unhealthy map[string]bool) []alloc.A
 	for id := range b.cordoned {
 		busy[id] = true
 	}
+	return busy
+}
+
+// CountOrder is the order of the count devices for held (unhealthy and
+// cordoned LPUs count as held): the free runs of every ring, longest first (ties: ring,
+// then start), each in ring order from its start, then the held LPUs in
+// ring order. The allocator takes the first k free count devices, so a
+// pod asking k LPUs gets one run, ring neighbours, whenever a free run
+// of k exists in the order it was given; k is not known when the order
+// is published, so it is worst-fit. The arcs come as single-LPU arcs.
+func (b *Builder) CountOrder(held []string, unhealthy map[string]bool) []alloc.Arc {
+	busy := b.unavailable(held, unhealthy)
 	type run struct{ ring, start, n int }
 	var runs []run
 	var rest []alloc.Arc

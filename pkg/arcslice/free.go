@@ -35,16 +35,7 @@ type Free struct {
 // FreeSlices(held, nil, unhealthy), LPUs the free healthy LPU count;
 // cordoned LPUs (WithCordoned) count as unhealthy.
 func (b *Builder) Free(held []string, unhealthy map[string]bool) Free {
-	busy := make(map[string]bool, len(held)+len(unhealthy)+len(b.cordoned))
-	for _, id := range held {
-		busy[id] = true
-	}
-	for id := range unhealthy {
-		busy[id] = true
-	}
-	for id := range b.cordoned {
-		busy[id] = true
-	}
+	busy := b.unavailable(held, unhealthy)
 	var free []string
 	for _, ring := range b.layout.Rings() {
 		for _, id := range ring {
